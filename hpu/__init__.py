@@ -5,6 +5,7 @@ model of López-Ortiz, Salinger and Suderman (IJNC 4(1), 2014), calibrated on
 the machine at hand by ``python -m hpu.calibrate``.
 """
 
+from .dc import DCSpec, Plan, array_sum_spec, mergesort_spec
 from .device import DeviceInfo, NoDeviceError, Runtime, list_devices, select_device
 from .model import (
     Profile,
@@ -15,10 +16,21 @@ from .model import (
     basic_split,
     reference_profile,
 )
+from .executor import DeviceFailure, Trace, TraceEvent, execute
+from .mergesort import hybrid_mergesort
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DCSpec",
+    "DeviceFailure",
+    "Plan",
+    "Trace",
+    "TraceEvent",
+    "array_sum_spec",
+    "execute",
+    "hybrid_mergesort",
+    "mergesort_spec",
     "DeviceInfo",
     "NoDeviceError",
     "Profile",

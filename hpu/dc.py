@@ -1,0 +1,371 @@
+"""Divide-and-conquer specs and the breadth-first transformer (paper, section 4).
+
+A user describes a regular array divide-and-conquer algorithm once, as a
+:class:`DCSpec`: the branching ``b`` (``a = b`` subproblems of size ``n/b``),
+the combine step (and optionally a base case) as a short OpenCL C snippet and
+as a vectorised numpy counterpart.  :meth:`DCSpec.plan` turns it into a
+:class:`Plan`: the per-level structure of algorithm 2 (paper 4.1) and level
+kernels in which a work-item finds its subproblem from its global id
+(algorithm 3, paper 4.2), one kernel launch per recursion level.  The
+executor (:mod:`hpu.executor`) runs a plan under a :class:`~hpu.model.Split`.
+
+Data layout.  The problem is a 1-D array of ``n`` elements, padded to
+``leaf_size * b**depth`` with the spec's pad value.  Subproblem ``k`` of level
+``i`` (``M = b**i`` subproblems of ``S`` elements) is the segment
+``[k*S, (k+1)*S)``; its children are the ``b`` consecutive segments of size
+``CS = S/b``.  On the device, combine kernels may use the *interleaved*
+layout of paper section 6.3, where element ``j`` of segment ``k`` lives at
+``j*M + k``, so that neighbouring work-items touch neighbouring addresses
+(coalesced access).  Snippets never see the layout: they use the macros
+
+``IN(c, j)``
+    element ``j`` of child ``c`` (read), ``0 <= c < B``, ``0 <= j < CS``;
+``OUT(j)``
+    element ``j`` of the combined segment (write), ``0 <= j < S``;
+``X(j)``
+    element ``j`` of a leaf (read/write, base-case snippet only);
+
+and the names ``T`` (element type), ``B``, ``S``, ``CS``, ``K`` (subproblem
+index), ``M`` (subproblems at the level), ``LEAF``, and ``LESS(x, y)``, a
+strict weak order that puts NaNs last like :func:`numpy.sort`.
+
+The numpy counterparts work in place on a 2-D view ``seg`` of shape
+``(rows, S)`` (one row per subproblem; the children are the ``b`` column
+blocks).  They must release the GIL in their heavy numpy calls so that the
+thread pool runs them in parallel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .model import Recurrence
+
+__all__ = ["DCSpec", "Plan", "Level", "CL_TYPES", "mergesort_spec", "array_sum_spec", "cl_type"]
+
+#: numpy dtype -> OpenCL C type.
+CL_TYPES = {
+    np.dtype(np.int32): "int",
+    np.dtype(np.uint32): "uint",
+    np.dtype(np.int64): "long",
+    np.dtype(np.uint64): "ulong",
+    np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+}
+
+
+def cl_type(dtype: Any) -> str:
+    """OpenCL C type name of a numpy dtype.
+
+    Raises
+    ------
+    TypeError
+        For dtypes without an OpenCL counterpart here (bool, complex, object,
+        structured, 8/16-bit).
+    """
+    dt = np.dtype(dtype)
+    try:
+        return CL_TYPES[dt]
+    except KeyError:
+        supported = ", ".join(str(d) for d in CL_TYPES)
+        raise TypeError(f"unsupported dtype {dt}; supported: {supported}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Level:
+    """One level of the breadth-first recursion (paper, algorithm 2).
+
+    ``index`` 0 is the root; level ``index`` has ``count = b**index``
+    subproblems of ``size`` elements each.
+    """
+
+    index: int
+    count: int
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class DCSpec:
+    """A regular array divide-and-conquer algorithm (paper, algorithm 1).
+
+    Parameters
+    ----------
+    name : str
+        Identifier (used in kernel names and traces).
+    combine_cl : str
+        OpenCL C statements combining the ``B`` children of subproblem ``K``
+        (read with ``IN(c, j)``) into ``OUT(j)``.  Runs once per subproblem,
+        one work-item each (algorithm 3).
+    combine_np : callable
+        ``combine_np(seg)``: numpy counterpart, in place on ``seg`` of shape
+        ``(rows, S)`` whose column blocks ``[c*CS, (c+1)*CS)`` hold the
+        children's results.
+    branching : int
+        ``b`` (= ``a``): children per subproblem, >= 2.
+    combine_exponent : float
+        ``k`` in the combine cost ``f(n) = n**k`` (1 for a linear merge, 0
+        for a constant-time combine); used to build the :class:`Recurrence`.
+    base_cl, base_np : str, callable, optional
+        Base case on a leaf of ``leaf_size`` elements (``X(j)`` in OpenCL;
+        ``base_np(leaves)`` in place on shape ``(rows, leaf_size)``).
+    leaf_size : int
+        Elements per leaf (default 1).
+    pad : callable
+        ``pad(dtype) -> scalar`` used to fill the array up to
+        ``leaf_size * b**depth`` (paper section 6's footnote: non-powers of
+        ``b``); the padding must not change the result of the first ``n``
+        elements.
+    preamble : str
+        OpenCL C helper functions placed before the kernels.
+    coalesced : bool
+        Use the interleaved layout of paper section 6.3 on the device.
+
+    Raises
+    ------
+    ValueError
+        ``branching < 2``, ``leaf_size < 1``, or a base case given in only one
+        of its two forms.
+    """
+
+    name: str
+    combine_cl: str
+    combine_np: Callable[[np.ndarray], None]
+    branching: int = 2
+    combine_exponent: float = 1.0
+    base_cl: str | None = None
+    base_np: Callable[[np.ndarray], None] | None = None
+    leaf_size: int = 1
+    pad: Callable[[np.dtype], Any] = lambda dt: 0
+    preamble: str = ""
+    coalesced: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.branching, (int, np.integer)) or self.branching < 2:
+            raise ValueError(f"branching must be an integer >= 2, got {self.branching!r}")
+        if not isinstance(self.leaf_size, (int, np.integer)) or self.leaf_size < 1:
+            raise ValueError(f"leaf_size must be an integer >= 1, got {self.leaf_size!r}")
+        if (self.base_cl is None) != (self.base_np is None):
+            raise ValueError("give the base case both as base_cl and base_np, or neither")
+        if not self.name.isidentifier():
+            raise ValueError(f"name must be a C identifier, got {self.name!r}")
+
+    @property
+    def recurrence(self) -> Recurrence:
+        """``T(n) = b T(n/b) + n**combine_exponent`` (paper, section 4)."""
+        return Recurrence(self.branching, self.branching, self.combine_exponent)
+
+    def plan(self, n: int, dtype: Any) -> Plan:
+        """The breadth-first plan for ``n`` elements of ``dtype`` (paper, algorithm 2).
+
+        Raises
+        ------
+        ValueError
+            ``n < 1``.
+        TypeError
+            Unsupported dtype.
+        """
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        dt = np.dtype(dtype)
+        cl_type(dt)
+        leaves = max(1, -(-n // self.leaf_size))
+        depth = 0 if leaves == 1 else math.ceil(math.log(leaves, self.branching) - 1e-12)
+        while self.branching**depth < leaves:  # guard against floating-point log
+            depth += 1
+        return Plan(self, n, dt, depth)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A spec applied to a size and dtype: levels, padding and device sources.
+
+    Attributes
+    ----------
+    spec : DCSpec
+    n : int
+        Caller's element count.
+    dtype : numpy.dtype
+    depth : int
+        Number of combine levels (``log_b`` of the leaf count, rounded up).
+    """
+
+    spec: DCSpec
+    n: int
+    dtype: np.dtype
+    depth: int
+
+    @property
+    def padded_n(self) -> int:
+        """``leaf_size * b**depth``: the length the executor works on."""
+        return self.spec.leaf_size * self.spec.branching**self.depth
+
+    def level(self, i: int) -> Level:
+        """Level ``i`` (0 = root, ``depth`` = the leaves)."""
+        if not 0 <= i <= self.depth:
+            raise ValueError(f"level must lie in [0, {self.depth}], got {i}")
+        count = self.spec.branching**i
+        return Level(i, count, self.padded_n // count)
+
+    @property
+    def levels(self) -> list[Level]:
+        """Combine levels, bottom-up (the order the executor runs them)."""
+        return [self.level(i) for i in range(self.depth - 1, -1, -1)]
+
+    def padded(self, a: np.ndarray) -> np.ndarray:
+        """A new C-contiguous array of ``padded_n`` elements: ``a`` then pad values."""
+        out = np.empty(self.padded_n, dtype=self.dtype)
+        out[: self.n] = a
+        out[self.n :] = self.spec.pad(self.dtype)
+        return out
+
+    # -- OpenCL source ---------------------------------------------------------
+    def device_source(self) -> str:
+        """Complete OpenCL C source of the level kernels for this dtype.
+
+        Kernels (all take ``ulong M, ulong S``; one work-item per subproblem):
+        ``<name>_combine(src, dst, M, S)`` and ``<name>_combine_interleaved``
+        (reads children in layout ``M*B``, writes in layout ``M``),
+        ``<name>_base(x, M, S)`` (contiguous leaves) if the spec has a base
+        case, and the layout changes ``interleave(src, dst, M, S)`` /
+        ``deinterleave(src, dst, M, S)``.
+        """
+        spec, t = self.spec, cl_type(self.dtype)
+        is_float = self.dtype.kind == "f"
+        less = "((x) < (y) || (isnan(y) && !isnan(x)))" if is_float else "((x) < (y))"
+        head = [
+            "#pragma OPENCL EXTENSION cl_khr_fp64 : enable" if self.dtype == np.float64 else "",
+            f"typedef {t} T;",
+            f"#define B {spec.branching}UL",
+            f"#define LEAF {spec.leaf_size}UL",
+            f"#define LESS(x, y) {less}",
+            spec.preamble,
+        ]
+        name = spec.name
+        body = []
+        for variant, (inp, out) in {
+            "combine": ("src[(K * B + (c)) * CS + (j)]", "dst[K * S + (j)]"),
+            "combine_interleaved": ("src[(j) * (M * B) + K * B + (c)]", "dst[(j) * M + K]"),
+        }.items():
+            body.append(
+                f"""
+__kernel void {name}_{variant}(__global const T *restrict src, __global T *restrict dst, ulong M, ulong S)
+{{
+    const ulong K = get_global_id(0);
+    if (K >= M) return;
+    const ulong CS = S / B;
+#define IN(c, j) {inp}
+#define OUT(j) {out}
+    {{
+{spec.combine_cl}
+    }}
+#undef IN
+#undef OUT
+}}"""
+            )
+        if spec.base_cl is not None:
+            body.append(
+                f"""
+__kernel void {name}_base(__global T *x_, ulong M, ulong S)
+{{
+    const ulong K = get_global_id(0);
+    if (K >= M) return;
+#define X(j) x_[K * S + (j)]
+    {{
+{spec.base_cl}
+    }}
+#undef X
+}}"""
+            )
+        body.append(
+            """
+__kernel void interleave(__global const T *restrict src, __global T *restrict dst, ulong M, ulong S)
+{
+    const ulong g = get_global_id(0);
+    if (g >= M * S) return;
+    const ulong k = g / S, j = g % S;
+    dst[j * M + k] = src[g];
+}
+__kernel void deinterleave(__global const T *restrict src, __global T *restrict dst, ulong M, ulong S)
+{
+    const ulong g = get_global_id(0);
+    if (g >= M * S) return;
+    const ulong k = g / S, j = g % S;
+    dst[g] = src[j * M + k];
+}"""
+        )
+        return "\n".join(head + body) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Shipped specs
+# ---------------------------------------------------------------------------
+
+_MERGE_CL = """
+    /* Stable merge of two sorted children (paper, algorithm 7, one work-item per merge). */
+    ulong i = 0, j2 = 0;
+    T x = IN(0, 0), y = IN(1, 0);
+    for (ulong o = 0; o < S; ++o) {
+        if (j2 >= CS || (i < CS && !LESS(y, x))) {
+            OUT(o) = x;
+            if (++i < CS) x = IN(0, i);
+        } else {
+            OUT(o) = y;
+            if (++j2 < CS) y = IN(1, j2);
+        }
+    }
+"""
+
+
+def _merge_rows(seg: np.ndarray) -> None:
+    # Each row holds two sorted runs; numpy's stable sort (timsort) detects
+    # them and merges in linear time, releasing the GIL.
+    seg.sort(axis=1, kind="stable")
+
+
+def _sort_pad(dt: np.dtype) -> Any:
+    # Pads sort last: NaN for floats (after every real NaN, since merges are
+    # stable and pads sit at the end), the largest value for integers.
+    return np.nan if dt.kind == "f" else np.iinfo(dt).max
+
+
+def mergesort_spec() -> DCSpec:
+    """Mergesort as a :class:`DCSpec` (paper, algorithms 6 and 7; 6.3 layout).
+
+    Combine: stable merge of two sorted halves, one work-item per merge; NaNs
+    last and ties kept in input order, as ``np.sort(kind="stable")``.
+    """
+    return DCSpec(
+        name="mergesort",
+        combine_cl=_MERGE_CL,
+        combine_np=_merge_rows,
+        branching=2,
+        combine_exponent=1.0,
+        pad=_sort_pad,
+    )
+
+
+def _sum_rows(seg: np.ndarray) -> None:
+    cs = seg.shape[1] // 2
+    seg[:, 0] += seg[:, cs]
+
+
+def array_sum_spec() -> DCSpec:
+    """Divide-and-conquer array sum (paper, algorithms 4 and 5).
+
+    The sum of a segment is stored in its first element; combine adds the
+    second child's first element to the first's (constant time, so
+    ``f(n) = 1``).  Pads with 0.
+    """
+    return DCSpec(
+        name="array_sum",
+        combine_cl="    OUT(0) = IN(0, 0) + IN(1, 0);\n",
+        combine_np=_sum_rows,
+        branching=2,
+        combine_exponent=0.0,
+        pad=lambda dt: 0,
+    )

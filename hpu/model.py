@@ -572,6 +572,8 @@ class _Advanced:
 
     def cpu_level(self, alpha: float) -> float:
         """``log_a(p/alpha)``: where the CPU share reaches p subproblems (paper 5.2.1)."""
+        if alpha <= 0:
+            return self.L
         return min(max(math.log(self.prof.p / alpha) / self.log_a, 0.0), self.L)
 
     def t_c(self, alpha: float) -> float:

@@ -1,0 +1,104 @@
+"""Benchmark hybrid_mergesort: every strategy, numpy.sort on one core, and the model's prediction.
+
+Times each strategy side by side in one run on uniform random int32 in
+[0, 2n) (the paper's input, section 6.4), for n = 2^min .. 2^max, and prints
+a table of times and ratios to numpy.sort, with the machine and versions.
+
+    python experiments/bench_mergesort.py [--min-log 16] [--max-log 26] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+import hpu
+from hpu.calibrate import _host_description
+from hpu.mergesort import hybrid_mergesort
+
+STRATEGIES = ("cpu", "gpu", "basic", "advanced")
+
+
+def _time(fn, repeats: int) -> float:
+    fn()  # warm-up (kernel builds, page faults)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--min-log", type=int, default=16, help="smallest n = 2^min-log (default 16)")
+    ap.add_argument("--max-log", type=int, default=26, help="largest n = 2^max-log (default 26)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs per point; the median is reported")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated strategies")
+    ap.add_argument("--slow", type=float, default=20.0,
+                    help="skip a strategy at larger n once one run took longer than this many seconds")
+    ap.add_argument("--device", default=None, help="OpenCL device (default: hpu's choice)")
+    ap.add_argument("--profile", default=None, help="profile (default: this device's calibrated profile)")
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    ap.add_argument("--json", type=Path, default=None, help="write the rows and machine facts as JSON")
+    args = ap.parse_args(argv)
+    strategies = [s for s in args.strategies.split(",") if s]
+    rng = np.random.default_rng(0)
+    rows = []
+    slow: set[str] = set()
+    with hpu.Runtime(args.device, profile=args.profile, threads=args.threads) as rt:
+        meta = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": "python experiments/bench_mergesort.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "device": rt.device_name,
+            "host": _host_description(),
+            "threads": rt.threads,
+            "profile": rt.profile.name,
+            "profile_values": {k: getattr(rt.profile, k) for k in ("p", "g", "gamma", "cpu_op_seconds")},
+            "numpy": np.__version__,
+            "pyopencl": cl.VERSION_TEXT,
+            "python": platform.python_version(),
+            "hpu": hpu.__version__,
+        }
+        print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items() if k != "profile_values"))
+        print(f"# profile: p={rt.profile.p:.2f} g={rt.profile.g:.0f} 1/gamma={1 / rt.profile.gamma:.1f}")
+        head = f"{'n':>10} {'strategy':>9} {'time ms':>10} {'pred ms':>9} {'numpy ms':>9} {'vs numpy':>9} {'alpha':>6} {'y':>3}"
+        print(head)
+        for lg in range(args.min_log, args.max_log + 1):
+            n = 1 << lg
+            a = rng.integers(0, 2 * n, n).astype(np.int32)
+            ref = np.sort(a, kind="stable")
+            t_np = _time(lambda: np.sort(a), args.repeats)
+            for s in strategies:
+                if s in slow:
+                    continue
+                out, tr = hybrid_mergesort(a, strategy=s, runtime=rt, return_trace=True)
+                if not np.array_equal(out, ref):
+                    raise SystemExit(f"wrong result: strategy {s}, n = 2^{lg}")
+                t = _time(lambda: hybrid_mergesort(a, strategy=s, runtime=rt), args.repeats)
+                if t > args.slow:
+                    slow.add(s)
+                pred = tr.split.predicted_time if tr.split is not None else None
+                row = {"n": n, "strategy": s, "seconds": t, "numpy_seconds": t_np, "predicted_seconds": pred,
+                       "alpha": tr.alpha, "transfer_level": tr.transfer_level, "speedup_vs_numpy": t_np / t,
+                       "device_busy": tr.busy("device"), "cpu_busy": tr.busy("cpu"), "bus_busy": tr.busy("bus")}
+                rows.append(row)
+                print(f"{n:>10} {s:>9} {t * 1e3:10.2f} {pred * 1e3 if pred else float('nan'):9.2f} "
+                      f"{t_np * 1e3:9.2f} {t_np / t:9.3f} {tr.alpha:6.3f} {tr.transfer_level:>3}", flush=True)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

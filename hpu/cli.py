@@ -1,0 +1,97 @@
+"""Command line: ``python -m hpu {devices,calibrate,sort}`` (also installed as ``hpu``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .dc import CL_TYPES
+from .device import Runtime, list_devices
+from .executor import STRATEGIES
+
+__all__ = ["main"]
+
+
+def _devices(args: argparse.Namespace) -> int:
+    devs = list_devices()
+    if not devs:
+        print("no OpenCL devices (CPU-only mode)")
+    for d in devs:
+        print(d)
+    return 0
+
+
+def _sort(args: argparse.Namespace) -> int:
+    from .mergesort import hybrid_mergesort
+
+    if args.input:
+        data = np.load(args.input, allow_pickle=False)
+        source = str(args.input)
+    else:
+        rng = np.random.default_rng(args.seed)
+        data = rng.integers(0, 2 * args.n, size=args.n).astype(args.dtype)
+        source = f"{args.n} uniform random {args.dtype} in [0, 2n), seed {args.seed}"
+    with Runtime(args.device, threads=args.threads, profile=args.profile) as rt:
+        print(f"device: {rt.device_name}; CPU threads: {rt.threads}; profile: {rt.profile.name}")
+        print(f"input: {source}")
+        hybrid_mergesort(data[: min(len(data), 1 << 12)], strategy=args.strategy, runtime=rt)  # build kernels
+        t = time.perf_counter()
+        out, trace = hybrid_mergesort(data, strategy=args.strategy, runtime=rt, return_trace=True)
+        wall = time.perf_counter() - t
+    t = time.perf_counter()
+    ref = np.sort(data, kind="stable")
+    t_np = time.perf_counter() - t
+    ok = np.array_equal(out.view(np.uint8), ref.view(np.uint8))
+    if trace.split is not None:
+        s = trace.split
+        print(f"model split: {s.strategy}, alpha = {s.alpha:.4f}, transfer level = {s.transfer_level} "
+              f"(y = {s.y:.2f}), device work {100 * s.gpu_work_fraction:.1f}%, "
+              f"predicted {s.predicted_time * 1e3:.1f} ms")
+    print(trace.summary())
+    print(f"hybrid_mergesort: {wall * 1e3:.1f} ms; numpy.sort (stable, 1 core): {t_np * 1e3:.1f} ms; "
+          f"ratio {t_np / wall:.2f}x; result {'equals' if ok else 'DIFFERS FROM'} numpy.sort")
+    if args.output:
+        np.save(args.output, out)
+        print(f"wrote {args.output}")
+    if args.gantt:
+        from .plots import gantt
+
+        fig = gantt(trace)
+        fig.savefig(args.gantt, dpi=120, bbox_inches="tight")
+        print(f"wrote {args.gantt}")
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    ap = argparse.ArgumentParser(prog="hpu", description="Hybrid CPU + OpenCL divide-and-conquer runtime.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("devices", help="list OpenCL devices")
+    sub.add_parser("calibrate", help="fit this machine's profile (same as python -m hpu.calibrate)", add_help=False)
+    sp = sub.add_parser("sort", help="sort an array with hybrid_mergesort and compare with numpy.sort")
+    src = sp.add_mutually_exclusive_group()
+    src.add_argument("--n", type=int, default=1 << 22, help="number of random keys (default 2^22)")
+    src.add_argument("--input", type=Path, help="a .npy file holding a 1-D array to sort instead")
+    sp.add_argument("--dtype", default="int32", choices=[str(d) for d in CL_TYPES], help="dtype of random keys")
+    sp.add_argument("--seed", type=int, default=0, help="random seed")
+    sp.add_argument("--strategy", default="advanced", choices=STRATEGIES, help="work division (default: advanced)")
+    sp.add_argument("--device", default=None, help="OpenCL device (see python -m hpu.calibrate --help)")
+    sp.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
+    sp.add_argument("--profile", default=None, help="profile JSON or shipped name (default: this device's calibration)")
+    sp.add_argument("--output", type=Path, help="save the sorted array as .npy")
+    sp.add_argument("--gantt", type=Path, help="save a Gantt chart of the run (PNG)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["calibrate"]:
+        from .calibrate import main as calibrate_main
+
+        return calibrate_main(argv[1:])
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    if args.n is not None and args.n < 1:
+        ap.error("--n must be >= 1")
+    return {"devices": _devices, "sort": _sort}[args.command](args)

@@ -1,0 +1,130 @@
+"""Figures: calibration fits (paper figs. 5 and 6) and Gantt charts of traces.
+
+Uses matplotlib's object API with the non-interactive Agg backend when no
+backend is set; every function returns the figure (or the paths written).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
+    matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .executor import Trace  # noqa: E402
+from .model import Profile  # noqa: E402
+
+__all__ = ["calibration_figures", "plot_g_fit", "plot_gamma", "plot_p_fit", "plot_transfers", "gantt"]
+
+
+def _title(ax, text: str, profile: Profile) -> None:
+    ax.set_title(f"{text}\n{profile.device or profile.name} / {profile.host or ''}".strip(" /"), fontsize=9)
+
+
+def plot_g_fit(profile: Profile, ax=None):
+    """Kernel time vs work-items with the fitted knee ``g`` (paper fig. 5). Returns the figure."""
+    m = profile.measurements["g"]
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4))
+    w, t = np.array(m["work_items"]), np.array(m["seconds"])
+    ax.loglog(w, t * 1e3, "o", label="measured")
+    x = np.geomspace(w.min(), w.max(), 200)
+    ax.loglog(x, np.maximum(m["t_min"] * (x / m["g"]) ** -m["slope"], m["t_min"]) * 1e3, "-", label="two-segment fit")
+    ax.axvline(m["g"], color="k", ls=":", label=f"g = {m['g']:.0f}")
+    ax.set_xlabel("work-items")
+    ax.set_ylabel("time (ms)")
+    ax.legend()
+    _title(ax, f"Elementwise sum of 2 x {m['elements']} floats, contiguous segments", profile)
+    return fig
+
+
+def plot_gamma(profile: Profile, ax=None):
+    """CPU / one-work-item merge time ratio vs size, with the fitted gamma (paper fig. 6). Returns the figure."""
+    m = profile.measurements["merge"]
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4))
+    ax.semilogx(m["sizes"], 1 / np.array(m["ratio"]), "o-", label="device time / CPU time")
+    ax.axhline(1 / profile.gamma, color="k", ls=":", label=f"1/gamma = {1 / profile.gamma:.1f}")
+    ax.set_xlabel("merged elements")
+    ax.set_ylabel("time ratio (one work-item / one core)")
+    ax.legend()
+    _title(ax, "One work-item merge vs one CPU thread", profile)
+    return fig
+
+
+def plot_p_fit(profile: Profile, ax=None):
+    """Thread-pool speed-up of the CPU merge with the fitted plateau ``p``. Returns the figure."""
+    m = profile.measurements["p"]
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4))
+    k = np.array(m["threads"])
+    ax.plot(k, m["speedup"], "o", label="measured")
+    x = np.linspace(1, k.max(), 100)
+    ax.plot(x, np.minimum(m["efficiency"] * x, m["p"]), "-", label=f"fit, p = {m['p']:.2f}")
+    ax.set_xlabel("threads")
+    ax.set_ylabel("speed-up over one thread")
+    ax.legend()
+    _title(ax, "CPU merge scaling", profile)
+    return fig
+
+
+def plot_transfers(profile: Profile, ax=None):
+    """Copy time vs bytes, each direction and host memory kind, with the affine fits. Returns the figure."""
+    m = profile.measurements["transfer"]
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4))
+    b = np.array(m["bytes"])
+    for key in ("pageable_h2d", "pageable_d2h", "pinned_h2d", "pinned_d2h"):
+        f = m[key]
+        line, = ax.loglog(b, np.array(f["seconds"]) * 1e3, "o", ms=3)
+        ax.loglog(b, (f["latency"] + f["seconds_per_byte"] * b) * 1e3, "-", color=line.get_color(),
+                  label=f"{key.replace('_', ' ')}: {f['bandwidth'] / 1e9:.1f} GB/s, {f['latency'] * 1e6:.0f} us")
+    ax.set_xlabel("bytes")
+    ax.set_ylabel("time (ms)")
+    ax.legend(fontsize=7)
+    _title(ax, "Host-device copies: t = lambda + delta w", profile)
+    return fig
+
+
+def calibration_figures(profile: Profile, out_dir: str | Path) -> list[Path]:
+    """Write PNG figures of every fit present in ``profile.measurements`` to ``out_dir``; return the paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for key, fn in (("g", plot_g_fit), ("merge", plot_gamma), ("p", plot_p_fit), ("transfer", plot_transfers)):
+        m = profile.measurements.get(key)
+        if not m or (key == "merge" and "ratio" not in m):
+            continue
+        fig = fn(profile)
+        path = out_dir / f"calibration_{key}.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def gantt(trace: Trace, ax=None, title: str = ""):
+    """Gantt chart of a run: one row per CPU thread, the device and the bus; colour = recursion level.
+
+    Returns the figure.
+    """
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(9, 3.5))
+    units = sorted({e.unit for e in trace.events}, key=lambda u: (u != "bus", u != "device", u))
+    cmap = plt.get_cmap("viridis")
+    depth = max(trace.depth, 1)
+    for row, u in enumerate(units):
+        for e in (e for e in trace.events if e.unit == u):
+            if e.kind in ("h2d", "d2h"):
+                color, hatch = ("tab:red" if e.kind == "h2d" else "tab:orange"), None
+            else:
+                color, hatch = cmap(e.level / depth), ("//" if e.kind in ("layout", "fallback") else None)
+            ax.barh(row, max(e.duration, 1e-6) * 1e3, left=e.start * 1e3, color=color, hatch=hatch,
+                    edgecolor="none")
+    ax.set_yticks(range(len(units)), units, fontsize=7)
+    ax.set_xlabel("time since start (ms)")
+    sm = plt.cm.ScalarMappable(cmap=cmap, norm=plt.Normalize(0, depth))
+    fig.colorbar(sm, ax=ax, label="recursion level (0 = root)")
+    ax.set_title(title or f"{trace.strategy}: n = {trace.n}, alpha = {trace.alpha:.3f}, "
+                 f"transfer level = {trace.transfer_level}, wall = {trace.wall * 1e3:.1f} ms "
+                 "(red: host to device, orange: back)", fontsize=9)
+    return fig

@@ -1,0 +1,93 @@
+"""Calibration: the fits on synthetic data, and the command line end to end (quick mode)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from hpu import Profile
+from hpu.calibrate import fit_affine, fit_knee, fit_plateau, main
+
+
+def test_fit_knee_recovers_g():
+    rng = np.random.default_rng(0)
+    w = 2.0 ** np.arange(0, 18)
+    t = np.maximum(1 / w, 1 / 4096) * np.exp(rng.normal(0, 0.05, w.size))
+    assert fit_knee(w, t)["g"] == pytest.approx(4096, rel=0.15)
+
+
+def test_fit_knee_is_robust_to_an_outlier():
+    w = 2.0 ** np.arange(0, 16)
+    t = np.maximum(1 / w, 1 / 1024)
+    t[3] *= 5
+    assert fit_knee(w, t)["g"] == pytest.approx(1024, rel=0.15)
+
+
+def test_fit_knee_flat_means_no_parallelism():
+    w = 2.0 ** np.arange(0, 12)
+    assert fit_knee(w, np.full(w.size, 1e-3))["g"] == 1
+
+
+def test_fit_knee_rejects_bad_input():
+    with pytest.raises(ValueError):
+        fit_knee([1, 2], [1, 2])
+    with pytest.raises(ValueError):
+        fit_knee([1, 2, 4], [1, 0, 2])
+
+
+def test_fit_plateau():
+    k = np.arange(1, 17)
+    fit = fit_plateau(k, np.minimum(0.9 * k, 11.0))
+    assert fit["p"] == pytest.approx(11.0, rel=0.02)
+    assert fit["efficiency"] == pytest.approx(0.9, rel=0.02)
+
+
+def test_fit_affine():
+    b = 2.0 ** np.arange(12, 27)
+    fit = fit_affine(b, 2e-5 + b / 5e10)
+    assert fit["latency"] == pytest.approx(2e-5, rel=1e-3)
+    assert fit["bandwidth"] == pytest.approx(5e10, rel=1e-3)
+
+
+def test_quick_calibration_writes_a_valid_profile(tmp_path, capsys):
+    out = tmp_path / "prof.json"
+    assert main(["--quick", "--out", str(out), "--no-progress", "--plot", str(tmp_path / "plots")]) == 0
+    prof = Profile.load(out)
+    assert prof.p >= 1 and prof.g >= 1 and 0 < prof.gamma <= 1
+    m = prof.measurements
+    assert len(m["merge"]["sizes"]) == len(m["merge"]["cpu_seconds"])
+    assert "python -m hpu.calibrate" in prof.provenance["command"] and prof.provenance["date"]
+    if "g" in m:  # a device was found
+        assert len(m["g"]["work_items"]) == len(m["g"]["residuals"])
+        assert m["transfer"]["pageable_h2d"]["bandwidth"] > 0
+        assert (tmp_path / "plots" / "calibration_g.png").stat().st_size > 0
+    assert "p (effective CPU cores)" in capsys.readouterr().out
+
+    # A second run refuses to overwrite without --force, and leaves the file alone.
+    before = out.read_text()
+    assert main(["--quick", "--out", str(out), "--no-progress"]) == 2
+    assert out.read_text() == before
+
+
+def test_interrupted_calibration_saves_nothing(tmp_path, monkeypatch):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("hpu.calibrate.calibrate", interrupted)
+    out = tmp_path / "prof.json"
+    assert main(["--quick", "--out", str(out), "--no-progress"]) == 130
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_unknown_device_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--device", "no-such-device-xyz", "--quick"])
+    assert e.value.code == 2
+    assert "unknown OpenCL device 'no-such-device-xyz'" in capsys.readouterr().err
+
+
+def test_cpu_only_calibration(tmp_path):
+    out = tmp_path / "cpu.json"
+    assert main(["--device", "none", "--quick", "--out", str(out), "--no-progress"]) == 0
+    data = json.loads(out.read_text())
+    assert data["g"] == 1 and data["gamma"] == 1 and data["p"] >= 1

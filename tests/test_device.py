@@ -1,0 +1,78 @@
+"""Device choice and the Runtime."""
+
+import numpy as np
+import pytest
+
+import hpu
+from hpu import NoDeviceError, Runtime, list_devices, select_device
+
+
+def test_list_devices_describes_each_device():
+    for d in list_devices():
+        assert d.index.count(":") == 1 and d.name and d.compute_units >= 1
+
+
+def test_cpu_only_spellings():
+    for spec in ("none", "cpu-only", "NONE"):
+        assert select_device(spec) is None
+
+
+def test_unknown_device_names_the_available_ones():
+    with pytest.raises(ValueError, match="unknown OpenCL device 'zzz'; available devices"):
+        select_device("zzz")
+
+
+def test_pyopencl_ctx_is_honoured(monkeypatch):
+    monkeypatch.setenv("PYOPENCL_CTX", "bogus-device")
+    with pytest.raises(ValueError, match="PYOPENCL_CTX"):
+        select_device()
+    if list_devices():
+        monkeypatch.setenv("PYOPENCL_CTX", "0:0")
+        assert select_device() is not None
+
+
+def test_default_prefers_a_device_when_one_exists(monkeypatch):
+    monkeypatch.delenv("PYOPENCL_CTX", raising=False)
+    assert (select_device() is not None) == bool(list_devices())
+
+
+def test_cpu_only_runtime(caplog):
+    with Runtime("none", profile=hpu.reference_profile("hpu1")) as rt:
+        assert not rt.has_device and rt.device_name == "CPU only"
+        with pytest.raises(NoDeviceError):
+            rt.build("__kernel void k() {}")
+        assert not rt.supports(np.int32)
+
+
+def test_runtime_rejects_bad_threads():
+    with pytest.raises(ValueError, match="threads"):
+        Runtime("none", threads=0)
+
+
+def test_runtime_profile_forms(tmp_path):
+    prof = hpu.Profile(p=3, g=7, gamma=0.25)
+    path = prof.save(tmp_path / "p.json")
+    with Runtime("none", profile=path) as rt:
+        assert rt.profile == prof
+    with Runtime("none", profile="hpu2") as rt:
+        assert rt.profile.g == 1200
+    with pytest.raises(hpu.ProfileError):
+        Runtime("none", profile=tmp_path / "nope.json")
+
+
+def test_programs_are_built_once(runtime):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = runtime.program("calibrate")
+    assert runtime.program("calibrate") is a
+    assert runtime.program("calibrate", defines={"X": 1}) is not a
+    with pytest.raises(FileNotFoundError):
+        runtime.kernel_source("no_such_kernel")
+
+
+def test_close_is_idempotent():
+    rt = Runtime("none", profile="hpu1")
+    rt.close()
+    rt.close()
+    with pytest.raises(RuntimeError):
+        rt.pool.submit(print)

@@ -1,0 +1,190 @@
+"""hybrid_mergesort against numpy.sort(kind="stable"), for every strategy, dtype and forced split."""
+
+import numpy as np
+import pytest
+from conftest import same_bits
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import hpu
+from hpu import DeviceFailure, hybrid_mergesort
+
+DTYPES = [np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64]
+STRATEGIES = ["cpu", "gpu", "basic", "advanced"]
+
+
+def _special(draw_kind: str, n: int, dtype, rng) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if draw_kind == "sorted":
+        a = np.sort(rng.integers(0, 1000, n)).astype(dt)
+    elif draw_kind == "reversed":
+        a = np.sort(rng.integers(0, 1000, n))[::-1].astype(dt)
+    elif draw_kind == "equal":
+        a = np.full(n, 7, dtype=dt)
+    elif draw_kind == "few":
+        a = rng.integers(0, 3, n).astype(dt)
+    else:
+        if dt.kind == "f":
+            a = rng.standard_normal(n).astype(dt)
+            pool = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0], dtype=dt)
+            mask = rng.random(n) < 0.3
+            a[mask] = rng.choice(pool, mask.sum())
+        else:
+            info = np.iinfo(dt)
+            a = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+    return a
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    strategy=st.sampled_from(STRATEGIES),
+    dtype=st.sampled_from(DTYPES),
+    n=st.one_of(st.integers(0, 70), st.integers(71, 5000), st.integers(5001, 100_000)),
+    kind=st.sampled_from(["random", "sorted", "reversed", "equal", "few"]),
+    seed=st.integers(0, 2**32 - 1),
+    alpha=st.none() | st.floats(0, 1),
+    level_frac=st.none() | st.floats(0, 1),
+)
+def test_equals_numpy_stable_sort(runtime, strategy, dtype, n, kind, seed, alpha, level_frac):
+    rng = np.random.default_rng(seed)
+    a = _special(kind, n, dtype, rng)
+    before = a.copy()
+    kw = {}
+    depth = int(np.ceil(np.log2(n))) if n > 1 else 0
+    if strategy in ("basic", "advanced") and level_frac is not None:
+        kw["transfer_level"] = int(round(level_frac * depth))
+    if strategy == "advanced" and alpha is not None:
+        kw["alpha"] = alpha
+    out = hybrid_mergesort(a, strategy=strategy, runtime=runtime, **kw)
+    assert same_bits(out, np.sort(a, kind="stable"))
+    assert same_bits(a, before)
+    assert out is not a
+
+
+@given(data=hnp.arrays(st.sampled_from([np.float32, np.float64]), st.integers(0, 300),
+                       elements=st.floats(allow_nan=True, allow_infinity=True, width=32)))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_float_edge_values(runtime, data):
+    assert same_bits(hybrid_mergesort(data, runtime=runtime), np.sort(data, kind="stable"))
+
+
+def test_stability_with_signed_zeros(runtime):
+    # -0.0 and +0.0 compare equal: a stable sort keeps their input order.
+    a = np.array([0.0, -0.0, 1.0, -0.0, 0.0, -1.0] * 50, dtype=np.float64)
+    for s in STRATEGIES:
+        out = hybrid_mergesort(a, strategy=s, runtime=runtime, transfer_level=3, alpha=0.5)
+        assert same_bits(out, np.sort(a, kind="stable"))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_noncontiguous_and_readonly_input(runtime, strategy):
+    base = np.random.default_rng(1).integers(-1000, 1000, 20_001).astype(np.int64)
+    view = base[::3]
+    view.flags.writeable = False
+    snapshot = base.copy()
+    out = hybrid_mergesort(view, strategy=strategy, runtime=runtime, transfer_level=4)
+    assert same_bits(out, np.sort(view, kind="stable"))
+    assert same_bits(base, snapshot)
+
+
+def test_lists_and_byte_order(runtime):
+    assert hybrid_mergesort([3, 1, 2], runtime=runtime).tolist() == [1, 2, 3]
+    big = np.array([5, -1, 3], dtype=">i4")
+    assert hybrid_mergesort(big, runtime=runtime).tolist() == [-1, 3, 5]
+
+
+def test_cpu_only_runtime_sorts(cpu_runtime):
+    a = np.random.default_rng(2).random(10_000)
+    for s in STRATEGIES:  # device strategies run on the CPU in CPU-only mode
+        assert same_bits(hybrid_mergesort(a, strategy=s, runtime=cpu_runtime), np.sort(a, kind="stable"))
+
+
+def test_default_runtime_is_created_and_closed():
+    a = np.arange(100, 0, -1, dtype=np.int32)
+    assert np.array_equal(hybrid_mergesort(a), np.arange(1, 101, dtype=np.int32))
+
+
+def test_trace_records_both_units(runtime):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = np.random.default_rng(3).integers(0, 10**6, 1 << 16).astype(np.int32)
+    out, tr = hybrid_mergesort(a, strategy="advanced", alpha=0.5, transfer_level=4, runtime=runtime,
+                               return_trace=True)
+    assert same_bits(out, np.sort(a, kind="stable"))
+    assert tr.alpha == 0.5 and tr.transfer_level == 4 and tr.depth == 16
+    device_levels = sorted({e.level for e in tr.events if e.unit == "device" and e.kind == "combine"})
+    assert device_levels == list(range(4, 16))  # one launch per level of the device share
+    cpu_levels = {e.level for e in tr.events if e.unit.startswith("cpu")}
+    assert set(range(0, 16)) <= cpu_levels
+    assert {e.kind for e in tr.events if e.unit == "bus"} == {"h2d", "d2h"}
+    assert sum(e.nbytes for e in tr.events if e.kind == "h2d") == a.nbytes // 2
+    assert tr.split is not None and "ms" in tr.summary()
+
+
+@pytest.mark.parametrize(
+    "arg, exc, match",
+    [
+        (np.zeros((3, 3)), ValueError, "1-D"),
+        (np.zeros(3, dtype=complex), TypeError, "unsupported dtype"),
+        (np.array(["a", "b"]), TypeError, "unsupported dtype"),
+        (np.array([object(), object()]), TypeError, "unsupported dtype"),
+        (np.zeros(3, dtype=[("x", "i4")]), TypeError, "unsupported dtype"),
+        (np.zeros(3, dtype=np.int16), TypeError, "unsupported dtype"),
+        (np.zeros(3, dtype=bool), TypeError, "unsupported dtype"),
+    ],
+)
+def test_bad_input(runtime, arg, exc, match):
+    with pytest.raises(exc, match=match):
+        hybrid_mergesort(arg, runtime=runtime)
+
+
+def test_bad_options(runtime):
+    a = np.arange(64, dtype=np.int32)
+    with pytest.raises(ValueError, match="alpha"):
+        hybrid_mergesort(a, alpha=1.5, runtime=runtime)
+    with pytest.raises(ValueError, match="transfer_level"):
+        hybrid_mergesort(a, strategy="basic", transfer_level=7, runtime=runtime)
+    with pytest.raises(ValueError, match="strategy"):
+        hybrid_mergesort(a, strategy="fastest", runtime=runtime)
+
+
+@pytest.mark.parametrize("strategy", ["gpu", "basic", "advanced"])
+def test_injected_device_failure(runtime, monkeypatch, strategy):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    import hpu.executor as ex
+
+    real = ex._device_share
+
+    def broken(rt, plan, work, y, first, last, rec):
+        real(rt, plan, work, y, first, last, rec)
+        seg = plan.level(y).size
+        work[first * seg : last * seg] = 12345  # the device wrote garbage, then the run "failed"
+        raise DeviceFailure("injected: device lost")
+
+    monkeypatch.setattr(ex, "_device_share", broken)
+    a = np.random.default_rng(4).integers(0, 1000, 30_000).astype(np.int32)
+    before = a.copy()
+    out, tr = hybrid_mergesort(a, strategy=strategy, transfer_level=5, alpha=0.25, runtime=runtime,
+                               return_trace=True)
+    assert same_bits(out, np.sort(a, kind="stable"))
+    assert "injected" in tr.fallback
+    with pytest.raises(DeviceFailure, match="injected"):
+        hybrid_mergesort(a, strategy=strategy, transfer_level=5, runtime=runtime, on_device_error="raise")
+    assert same_bits(a, before)
+
+
+def test_device_build_failure_falls_back(runtime, monkeypatch):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    import pyopencl as cl
+
+    def no_build(*a, **k):
+        raise cl.MemoryError("injected: out of resources")
+
+    with hpu.Runtime(runtime.device, profile=runtime.profile) as rt:
+        monkeypatch.setattr(rt, "build", no_build)
+        a = np.random.default_rng(5).random(5000).astype(np.float32)
+        out, tr = hybrid_mergesort(a, strategy="gpu", runtime=rt, return_trace=True)
+        assert same_bits(out, np.sort(a, kind="stable")) and tr.fallback

@@ -1,0 +1,205 @@
+"""The HPU model against the paper (sections 5.1, 5.2.1, 5.2.2) and its own closed forms."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hpu import Profile, ProfileError, Recurrence, advanced_split, basic_split, reference_profile
+from hpu.model import PROFILE_SCHEMA_VERSION, level_sum, mergesort_closed_forms
+
+MERGESORT = Recurrence(a=2, b=2, f=1)
+HPU1 = Profile(p=4, g=2**12, gamma=1 / 160)
+
+
+def test_paper_worked_example():
+    # Paper 5.2.2: mergesort, p=4, g=2^12, gamma=1/160, n=2^24 -> alpha* ~ 0.16, y ~ 10, GPU ~ 52% of the work.
+    s = advanced_split(MERGESORT, 2**24, HPU1)
+    assert s.alpha == pytest.approx(0.16, abs=0.005)
+    assert s.transfer_level == 10
+    assert 9 < s.y <= 10
+    assert s.gpu_work_fraction == pytest.approx(0.52, abs=0.005)
+    assert s.case == "iii"  # "the GPU is both saturated and non-saturated" (paper 5.2.2)
+
+
+@pytest.mark.parametrize("n", [2**11, 2**16, 2**24])
+@pytest.mark.parametrize("alpha", [0.002, 0.05, 0.16, 0.3, 0.6, 0.9])
+def test_general_sums_match_mergesort_closed_forms(n, alpha):
+    cf = mergesort_closed_forms(n, HPU1, alpha)
+    s = advanced_split(MERGESORT, n, HPU1, alpha=alpha)
+    L = math.log2(n)
+    if 0 <= cf["y"] <= L:
+        assert s.case == cf["case"]
+        assert s.y == pytest.approx(cf["y"], abs=1e-6)
+        assert s.gpu_work_fraction == pytest.approx(cf["W_g"] / cf["total"], rel=1e-9)
+    else:  # the closed form leaves the tree; the split clips y to it
+        assert s.y == pytest.approx(min(max(cf["y"], 0.0), L))
+
+
+def test_all_three_cases_are_exercised():
+    cases = {advanced_split(MERGESORT, n, HPU1, alpha=a).case for n in (2**11, 2**24) for a in (0.05, 0.3)}
+    assert cases == {"i", "ii", "iii"}
+
+
+def test_f_exponent_equals_callable():
+    a = advanced_split(Recurrence(2, 2, 1), 2**20, HPU1)
+    b = advanced_split(Recurrence(2, 2, lambda n: n), 2**20, HPU1)
+    assert a.alpha == pytest.approx(b.alpha, rel=1e-6)
+    assert a.y == pytest.approx(b.y, rel=1e-9)
+
+
+def test_total_work_of_mergesort():
+    # n log n merges plus n leaves: n (log2 n + 1) (paper 5.2.2).
+    assert MERGESORT.total_work(2**20) == pytest.approx(2**20 * 21)
+
+
+def test_level_sum_integer_limits_is_plain_sum():
+    rec = Recurrence(3, 2, lambda n: n * math.log(n + 1))
+    n = 2**10
+    explicit = sum(rec.level_work(n, i) for i in range(2, 10))
+    assert level_sum(lambda i: rec.level_work(n, i), 2, 10) == pytest.approx(explicit)
+
+
+def test_level_sum_geometric_fraction_is_exact():
+    # h(i) = 3 * 2^i has the indefinite sum F(i) = 3 * 2^i, so the sum over [0.5, 4) is F(4) - F(0.5).
+    h = lambda i: 3 * 2.0**i  # noqa: E731
+    assert level_sum(h, 0.5, 4) == pytest.approx(3 * (2**4 - 2**0.5))
+    assert level_sum(h, 4, 4) == 0.0
+
+
+def test_basic_split_level():
+    # Paper 5.1: transfer at level log_a(p/gamma) = log2(640) = 9.32.
+    s = basic_split(MERGESORT, 2**24, HPU1)
+    assert s.y == pytest.approx(math.log2(640))
+    assert s.transfer_level == 10
+    assert 0 < s.gpu_work_fraction < 1
+
+
+def test_basic_split_all_cpu_when_gpu_is_weak():
+    weak = Profile(p=8, g=10, gamma=0.5)  # gamma * g = 5 < p
+    s = basic_split(MERGESORT, 2**20, weak)
+    assert s.gpu_work_fraction == 0
+    assert s.transfer_level == 20
+
+
+def test_transfer_cost_lowers_device_work():
+    prof = HPU1.replace(h2d_latency=1e3, d2h_latency=1e3, h2d_seconds_per_byte=0.5, d2h_seconds_per_byte=0.5)
+    free = advanced_split(MERGESORT, 2**20, prof)
+    paid = advanced_split(MERGESORT, 2**20, prof, data_bytes=4 * 2**20)
+    assert paid.gpu_work_fraction < free.gpu_work_fraction
+    assert paid.predicted_transfer_time > 0 and free.predicted_transfer_time == 0
+    # With data_bytes=None the transfer terms are ignored: the paper's result.
+    assert advanced_split(MERGESORT, 2**24, prof).alpha == pytest.approx(advanced_split(MERGESORT, 2**24, HPU1).alpha)
+
+
+def test_predicted_times_in_seconds():
+    prof = HPU1.replace(cpu_op_seconds=2e-9)
+    s1 = advanced_split(MERGESORT, 2**22, HPU1)
+    s2 = advanced_split(MERGESORT, 2**22, prof)
+    assert s2.predicted_time == pytest.approx(2e-9 * s1.predicted_time)
+    assert s2.predicted_speedup == pytest.approx(s1.predicted_speedup)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    p=st.integers(1, 64),
+    g=st.floats(1, 1e6),
+    inv_gamma=st.floats(1, 500),
+    logn=st.integers(4, 30),
+)
+def test_advanced_split_is_well_formed(p, g, inv_gamma, logn):
+    s = advanced_split(MERGESORT, 2.0**logn, Profile(p=p, g=g, gamma=1 / inv_gamma))
+    assert 0 <= s.alpha <= 1
+    assert 0 <= s.y <= logn
+    assert 0 <= s.transfer_level <= logn
+    assert -1e-9 <= s.gpu_work_fraction <= 1 + 1e-9
+    assert s.predicted_time > 0 and s.predicted_speedup > 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(p=0, g=10, gamma=0.5), "p must"),
+        (dict(p=-1, g=10, gamma=0.5), "p must"),
+        (dict(p=4, g=0, gamma=0.5), "g must"),
+        (dict(p=4, g=10, gamma=0), "gamma must"),
+        (dict(p=4, g=10, gamma=1.5), "gamma must lie in"),
+        (dict(p=4, g=10, gamma=float("nan")), "gamma must"),
+        (dict(p=4, g=10, gamma=0.5, h2d_latency=-1), "h2d_latency"),
+    ],
+)
+def test_profile_rejects_bad_values(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Profile(**kwargs)
+
+
+@pytest.mark.parametrize("a, b, match", [(0, 2, "a must"), (-1, 2, "a must"), (2, 1, "b must"), (2, 0.5, "b must")])
+def test_recurrence_rejects_bad_values(a, b, match):
+    with pytest.raises(ValueError, match=match):
+        Recurrence(a, b, 1)
+
+
+@pytest.mark.parametrize("n", [0, -5, float("nan")])
+def test_splits_reject_bad_n(n):
+    with pytest.raises(ValueError, match="n must"):
+        advanced_split(MERGESORT, n, HPU1)
+    with pytest.raises(ValueError, match="n must"):
+        basic_split(MERGESORT, n, HPU1)
+
+
+def test_forced_alpha_out_of_range():
+    with pytest.raises(ValueError, match="alpha"):
+        advanced_split(MERGESORT, 2**10, HPU1, alpha=1.5)
+
+
+def test_profile_roundtrip(tmp_path):
+    prof = HPU1.replace(name="x", measurements={"g": {"work_items": [1, 2]}}, provenance={"date": "today"})
+    path = prof.save(tmp_path / "sub" / "p.json")
+    assert Profile.load(path) == prof
+    assert json.loads(path.read_text())["schema_version"] == PROFILE_SCHEMA_VERSION
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_profile_load_errors(tmp_path):
+    with pytest.raises(ProfileError, match="not found"):
+        Profile.load(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ProfileError, match="corrupt"):
+        Profile.load(bad)
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({**HPU1.to_dict(), "schema_version": PROFILE_SCHEMA_VERSION + 1}))
+    with pytest.raises(ProfileError, match="newer"):
+        Profile.load(newer)
+    invalid = tmp_path / "invalid.json"
+    invalid.write_text(json.dumps({**HPU1.to_dict(), "gamma": 7}))
+    with pytest.raises(ProfileError, match="gamma"):
+        Profile.load(invalid)
+    missing = tmp_path / "missing_field.json"
+    missing.write_text(json.dumps({"schema_version": 1, "p": 4}))
+    with pytest.raises(ProfileError, match="missing field"):
+        Profile.load(missing)
+
+
+def test_reference_profiles_match_paper_table_2():
+    h1, h2 = reference_profile("hpu1"), reference_profile("HPU2")
+    assert (h1.p, h1.g, round(1 / h1.gamma)) == (4, 4096, 160)
+    assert (h2.p, h2.g, round(1 / h2.gamma)) == (4, 1200, 65)
+    with pytest.raises(ProfileError, match="no shipped profile"):
+        reference_profile("hpu9")
+
+
+def test_split_is_printable():
+    text = str(advanced_split(MERGESORT, 2**16, HPU1))
+    assert "alpha" in text and "transfer_level" in text
+    assert np.isfinite(advanced_split(MERGESORT, 2**16, HPU1).predicted_time)
+
+
+def test_forced_alpha_extremes():
+    all_gpu = advanced_split(MERGESORT, 2**12, HPU1, alpha=0.0)
+    assert all_gpu.gpu_work_fraction == 1 and all_gpu.transfer_level == 0
+    all_cpu = advanced_split(MERGESORT, 2**12, HPU1, alpha=1.0)
+    assert all_cpu.gpu_work_fraction == 0 and all_cpu.transfer_level == 12

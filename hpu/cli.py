@@ -92,6 +92,6 @@ def main(argv: list[str] | None = None) -> int:
         return calibrate_main(argv[1:])
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
-    if args.n is not None and args.n < 1:
+    if args.command == "sort" and args.n is not None and args.n < 1:
         ap.error("--n must be >= 1")
     return {"devices": _devices, "sort": _sort}[args.command](args)

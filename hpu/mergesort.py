@@ -52,7 +52,10 @@ def as_sortable(a: Any) -> np.ndarray:
     return arr
 
 
-def hybrid_mergesort(a: Any, *, strategy: str = "advanced", alpha: float | None = None,
+MODES = ("paper",)
+
+
+def hybrid_mergesort(a: Any, *, strategy: str = "advanced", mode: str = "paper", alpha: float | None = None,
                      transfer_level: int | None = None, runtime: Runtime | None = None,
                      return_trace: bool = False, on_device_error: str = "fallback"
                      ) -> np.ndarray | tuple[np.ndarray, Trace]:
@@ -109,6 +112,8 @@ def hybrid_mergesort(a: Any, *, strategy: str = "advanced", alpha: float | None 
     maximum or NaN; merges are stable, so pads stay last).
     """
     arr = as_sortable(a)
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
     if alpha is not None and not 0.0 <= float(alpha) <= 1.0:

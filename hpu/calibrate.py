@@ -19,6 +19,10 @@ section 6.4 and go beyond it:
   fitted as ``t = lambda + delta w`` (relative least squares), for pageable
   numpy arrays (used by the executor) and pinned buffers (recorded).
 * **launch_seconds**: an empty kernel launch plus wait.
+* **fast-mode costs** (beyond the paper): the parallel CPU sort, the
+  device-resident sort, the staged transfers, the final copy and the
+  multiway merges over sizes, each fitted as ``c0 + c1 x`` with
+  ``x = n log2 n`` (sorts) or ``n``; see :func:`hpu.model.fast_split`.
 
 The profile is saved atomically (an interrupted run leaves no file).
 """
@@ -306,6 +310,55 @@ def _measure_transfers(rt: Runtime, max_bytes: int, repeats: int, bar: tqdm) -> 
     return out
 
 
+def _measure_fast(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> dict:
+    """Fast-mode step costs over sizes (int32 keys), fitted for :func:`hpu.model.fast_split`."""
+    from .cpusort import multiway_merge, parallel_copy, parallel_sort
+    from .fastmode import fast_sort
+
+    rng = np.random.default_rng(4)
+    series: dict[str, list[float]] = {k: [] for k in ("cpu_sort", "copy", "merge2", "merge16")}
+    if rt.has_device:
+        series.update(device_sort=[], transfer=[])
+    for n in sizes:
+        a = rng.integers(0, 2 * n, n).astype(np.int32)
+        out = np.empty_like(a)
+
+        def timed(fn: Any) -> float:
+            def run() -> float:
+                t = time.perf_counter()
+                fn()
+                return time.perf_counter() - t
+
+            return _best(run, repeats)
+
+        series["cpu_sort"].append(timed(lambda: parallel_sort(a, rt.pool, rt.threads, out=out)))
+        series["copy"].append(timed(lambda: parallel_copy(a, out, rt.pool, rt.threads)))
+        for k in (2, 16):
+            runs = np.concatenate([np.sort(c) for c in np.array_split(a, k)])
+            parts = np.array_split(runs, k)
+            series[f"merge{k}"].append(timed(lambda parts=parts: multiway_merge(parts, out, rt.pool, rt.threads)))
+        if rt.has_device:
+            best = None
+            for _ in range(repeats + 1):
+                res, tr = fast_sort(a, rt, strategy="gpu", alpha=0.0, transfer_level=0)
+                if best is None or tr.wall < best.wall:
+                    best = tr
+            if not np.array_equal(res, np.sort(a)):
+                raise RuntimeError("fast-mode device sort gave a wrong result; the device is unreliable")
+            sort_s = sum(e.duration for e in best.events if e.unit == "device")
+            copy_s = sum(e.duration for e in best.events if e.kind == "stage" and e.unit == "cpu:pool")
+            series["device_sort"].append(sort_s)
+            series["transfer"].append(max(best.wall - sort_s - copy_s, 1e-9))
+        bar.update()
+    x = np.array(sizes, dtype=float)
+    fits = {}
+    for name, secs in series.items():
+        work = x * np.log2(x) if name in ("cpu_sort", "device_sort") else x
+        f = fit_affine(work, np.array(secs))
+        fits[name] = {"coefficients": [f["latency"], f["seconds_per_byte"]], "residuals": f["residuals"]}
+    return {"sizes": sizes, "seconds": series, "fits": fits}
+
+
 def _host_description() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -349,7 +402,8 @@ def calibrate(runtime: Runtime, *, quick: bool = False, progress: bool = True, c
     g_max = 1 << (16 if quick else 20)
     merge_sizes = [1 << k for k in (range(8, 14) if quick else range(9, 17))]
     xfer_max = 1 << (24 if quick else 27)
-    steps = len(merge_sizes) + len(sorted({1, *range(2, rt.threads + 1, max(1, rt.threads // 8))} | {rt.threads}))
+    fast_sizes = [1 << k for k in (range(14, 21, 2) if quick else range(16, 25, 2))]
+    steps = len(fast_sizes) + len(merge_sizes) + len(sorted({1, *range(2, rt.threads + 1, max(1, rt.threads // 8))} | {rt.threads}))
     if rt.has_device:
         steps += int(np.log2(g_max)) + 1 + 4 + 1
     with tqdm(total=steps, desc="calibrating", disable=not progress, unit="step") as bar:
@@ -359,7 +413,9 @@ def calibrate(runtime: Runtime, *, quick: bool = False, progress: bool = True, c
         if rt.has_device:
             meas["g"] = _measure_g(rt, g_n, g_max, reps, bar)
             meas["transfer"] = _measure_transfers(rt, xfer_max, reps, bar)
-    kw: dict[str, Any] = {"p": meas["p"]["p"], "cpu_op_seconds": meas["merge"]["cpu_op_seconds"], "g": 1.0, "gamma": 1.0}
+        meas["fast"] = _measure_fast(rt, fast_sizes, reps, bar)
+    kw: dict[str, Any] = {"p": meas["p"]["p"], "cpu_op_seconds": meas["merge"]["cpu_op_seconds"], "g": 1.0, "gamma": 1.0,
+                          "fast": {k: v["coefficients"] for k, v in meas["fast"]["fits"].items()}}
     if rt.has_device:
         tr = meas["transfer"]
         kw.update(

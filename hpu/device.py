@@ -290,6 +290,9 @@ class Runtime:
         self._programs: dict[tuple, Any] = {}
         self._lock = threading.Lock()
         self._closed = False
+        #: Reusable per-runtime resources (pinned staging buffers, device sorters), keyed by
+        #: their users; released by :meth:`close`.
+        self.resources: dict[Any, Any] = {}
 
     # -- set-up --------------------------------------------------------------
     def _resolve_profile(self, profile: Any) -> Profile:
@@ -389,6 +392,7 @@ class Runtime:
         self.pool.shutdown(wait=True)
         if self.queue is not None:
             self.queue.finish()
+        self.resources.clear()
         self._programs.clear()
 
     def __enter__(self) -> Runtime:

@@ -155,6 +155,7 @@ class Trace:
 
 class _Recorder:
     def __init__(self) -> None:
+        self.device_offset = 0.0  # device-clock seconds at t0 (set by _clock_offset)
         self.t0 = time.perf_counter()
         self.events: list[TraceEvent] = []
         self.lock = threading.Lock()
@@ -228,14 +229,15 @@ def _event_times(ev: Any, rec: _Recorder, offset: float) -> tuple[float, float]:
 
 
 def _clock_offset(rt: Runtime, rec: _Recorder) -> float:
-    """Device-clock seconds at the recorder's t0 (from a marker event)."""
+    """Device-clock seconds at the recorder's t0 (from a marker event); also stored in ``rec``."""
     ev = cl.enqueue_marker(rt.queue)
     ev.wait()
     host = rec.now()
     try:
-        return ev.profile.end * 1e-9 - host
+        rec.device_offset = ev.profile.end * 1e-9 - host
     except Exception:
-        return 0.0
+        rec.device_offset = 0.0
+    return rec.device_offset
 
 
 def _device_share(rt: Runtime, plan: Plan, work: np.ndarray, y: int, first: int, last: int, rec: _Recorder) -> None:

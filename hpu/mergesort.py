@@ -1,9 +1,18 @@
-"""Hybrid mergesort (paper, section 6).
+"""Hybrid mergesort (paper, section 6, and beyond).
 
-:func:`hybrid_mergesort` sorts a 1-D array with the breadth-first mergesort
-of paper algorithm 7, split between the CPU thread pool and the OpenCL
-device by the HPU model (basic split, paper 5.1; advanced split, paper 5.2
-and algorithm 8), on the device in the interleaved layout of paper 6.3.
+:func:`hybrid_mergesort` sorts a 1-D array split between the CPU thread pool
+and the OpenCL device by the HPU model.  Two modes:
+
+``"fast"`` (default)
+    leaf blocks sorted in work-group local memory and merge-path merges on
+    the device, a parallel sort-and-multiway-merge on the CPU, pinned chunked
+    transfers (:mod:`hpu.fastmode`); the split comes from
+    :func:`hpu.model.fast_split` (predicted time).
+``"paper"``
+    the breadth-first mergesort of paper algorithm 7 with one work-item per
+    merge, the interleaved layout of paper 6.3, and the basic / advanced
+    splits of paper 5.1 / 5.2 (:mod:`hpu.executor`); for reproducing the
+    paper's figures.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import numpy as np
 from .dc import CL_TYPES, mergesort_spec
 from .device import Runtime
 from .executor import STRATEGIES, Trace, execute
-from .model import Split, advanced_split, basic_split
+from .model import Split, advanced_split, basic_split, fast_split
 
 log = logging.getLogger("hpu")
 
@@ -52,10 +61,10 @@ def as_sortable(a: Any) -> np.ndarray:
     return arr
 
 
-MODES = ("paper",)
+MODES = ("fast", "paper")
 
 
-def hybrid_mergesort(a: Any, *, strategy: str = "advanced", mode: str = "paper", alpha: float | None = None,
+def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alpha: float | None = None,
                      transfer_level: int | None = None, runtime: Runtime | None = None,
                      return_trace: bool = False, on_device_error: str = "fallback"
                      ) -> np.ndarray | tuple[np.ndarray, Trace]:
@@ -78,7 +87,9 @@ def hybrid_mergesort(a: Any, *, strategy: str = "advanced", mode: str = "paper",
         (``"advanced"``); default: the model's choice (paper 5.2.1).
     transfer_level : int, optional
         Level at which the device share returns, 0 (root) to ``depth =
-        ceil(log2 n)``; default: the model's ``ceil(y)``.
+        ceil(log2 n)``; default: the model's choice (paper mode:
+        ``ceil(y)``; fast mode: the device sorts ``2**transfer_level``
+        segments, the CPU merges them).
     runtime : Runtime, optional
         Device, thread pool and profile; default: a new ``Runtime()`` for
         this call (closed afterwards).
@@ -114,8 +125,8 @@ def hybrid_mergesort(a: Any, *, strategy: str = "advanced", mode: str = "paper",
     arr = as_sortable(a)
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if strategy not in ("auto", *STRATEGIES):
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of auto, {', '.join(STRATEGIES)}")
     if alpha is not None and not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
     n = arr.shape[0]
@@ -125,6 +136,10 @@ def hybrid_mergesort(a: Any, *, strategy: str = "advanced", mode: str = "paper",
     own = runtime is None
     rt = Runtime() if own else runtime
     try:
+        if mode == "fast":
+            return _fast(arr, rt, strategy, alpha, transfer_level, return_trace, on_device_error)
+        if strategy == "auto":
+            strategy = "advanced"
         plan = _SPEC.plan(n, arr.dtype)
         if transfer_level is not None and not 0 <= int(transfer_level) <= plan.depth:
             raise ValueError(f"transfer_level must lie in [0, {plan.depth}] for n={n}, got {transfer_level}")
@@ -140,6 +155,36 @@ def hybrid_mergesort(a: Any, *, strategy: str = "advanced", mode: str = "paper",
         if own:
             rt.close()
     out = work if plan.padded_n == n else work[:n].copy()
+    return (out, trace) if return_trace else out
+
+
+def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, transfer_level: int | None,
+          return_trace: bool, on_device_error: str) -> np.ndarray | tuple[np.ndarray, Trace]:
+    from .fastmode import fast_sort
+
+    n = arr.shape[0]
+    if transfer_level is not None and not 0 <= int(transfer_level) <= max(0, int(np.ceil(np.log2(n)))):
+        raise ValueError(f"transfer_level must lie in [0, ceil(log2 n)] for n={n}, got {transfer_level}")
+    usable = rt.has_device and rt.supports(arr.dtype)
+    if not usable:
+        strategy = "cpu"
+    split = None
+    if rt.profile.fast:
+        split = fast_split(n, rt.profile, strategy=strategy, device=usable, itemsize=arr.dtype.itemsize)
+        strategy, a_cpu, y = split.strategy, split.alpha, split.transfer_level
+    else:
+        if strategy == "auto":
+            log.warning("profile %r has no fast-mode calibration; using the device alone (run python -m hpu.calibrate)",
+                        rt.profile.name)
+            strategy = "gpu" if usable else "cpu"
+        a_cpu = {"cpu": 1.0, "gpu": 0.0, "basic": 0.0}.get(strategy, 0.5)
+        y = 1 if strategy == "basic" else 0
+    if alpha is not None:
+        a_cpu = float(alpha)
+    if transfer_level is not None:
+        y = int(transfer_level)
+    out, trace = fast_sort(arr, rt, strategy=strategy, alpha=a_cpu, transfer_level=y,
+                           on_device_error=on_device_error, split=split)
     return (out, trace) if return_trace else out
 
 

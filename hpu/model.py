@@ -46,6 +46,8 @@ __all__ = [
     "advanced_split",
     "reference_profile",
     "mergesort_closed_forms",
+    "fast_split",
+    "FAST_COSTS",
 ]
 
 #: Version of the JSON layout written by :meth:`Profile.save`.
@@ -101,6 +103,11 @@ class Profile:
         Transfer cost ``delta`` in seconds per byte, each direction.
     launch_seconds : float
         Host-side cost of one kernel launch (seconds); the paper neglects it.
+    fast : dict
+        Fitted fast-mode costs (see :func:`fast_split`): ``{name: [c0, c1]}``
+        for ``cpu_sort``, ``device_sort`` (seconds ``c0 + c1 n log2 n``),
+        ``transfer``, ``copy``, ``merge2``, ``merge16`` (seconds
+        ``c0 + c1 n``); empty when not calibrated.
     name, device, host : str
         Free-text descriptions.
     provenance : dict
@@ -124,6 +131,7 @@ class Profile:
     h2d_seconds_per_byte: float = 0.0
     d2h_seconds_per_byte: float = 0.0
     launch_seconds: float = 0.0
+    fast: dict = dataclasses.field(default_factory=dict)
     name: str = ""
     device: str = ""
     host: str = ""
@@ -781,3 +789,132 @@ def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
         y = -math.log2((t_c - t_gmax) * gam / (2 * n) + (1 - alpha) / g)
     w_g = (1 - alpha) * n * (L - y + 1)
     return {"T_c": t_c, "T_g_max": t_gmax, "case": case, "y": y, "W_g": w_g, "total": n * (L + 1)}
+
+
+# ---------------------------------------------------------------------------
+# Fast mode (beyond the paper)
+# ---------------------------------------------------------------------------
+
+#: Fast-mode cost terms a calibrated profile carries in ``Profile.fast``; each is
+#: ``[c0, c1]`` with seconds ``c0 + c1 * n * log2(n)`` (sorts) or ``c0 + c1 * n`` (the rest).
+FAST_COSTS = ("cpu_sort", "device_sort", "transfer", "copy", "merge2", "merge16")
+_NLOGN = ("cpu_sort", "device_sort")
+
+
+def fast_cost(profile: Profile, name: str, n: float, itemsize: int = 4) -> float:
+    """Predicted seconds of one fast-mode step on ``n`` elements (0 when ``n <= 0``).
+
+    ``cpu_sort``: :func:`hpu.cpusort.parallel_sort` on all threads;
+    ``device_sort``: the device-resident sort; ``transfer``: staging and
+    copying ``n`` elements to the device and back; ``copy``: the final
+    parallel copy; ``merge2``/``merge16``: the CPU multiway merge of 2 / 16
+    runs.  Sorts follow ``c0 + c1 n log2 n`` (mergesort's ``T(n) = 2T(n/2) +
+    n`` with a leaf cutoff), the others ``c0 + c1 n``.  Costs are calibrated
+    on 4-byte keys; ``c1`` scales with ``itemsize / 4`` (bandwidth-bound).
+
+    Raises
+    ------
+    ValueError
+        The profile has no fast-mode calibration.
+    """
+    if n <= 0:
+        return 0.0
+    try:
+        c0, c1 = profile.fast[name]
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"profile {profile.name!r} has no fast-mode cost {name!r}; run python -m hpu.calibrate") from None
+    work = n * math.log2(max(n, 2.0)) if name in _NLOGN else n
+    return c0 + c1 * work * itemsize / 4
+
+
+def _fast_time(profile: Profile, n: float, alpha: float, t: int, w: int = 4) -> tuple[float, float, float, float]:
+    """(CPU share, device share, final merge, total) seconds for a fast-mode split (alpha, t)."""
+    n_c = alpha * n
+    n_g = n - n_c
+    cpu = fast_cost(profile, "cpu_sort", n_c, w)
+    dev = 0.0
+    if n_g > 0:
+        k = 2**t
+        dev = fast_cost(profile, "transfer", n_g, w) + k * fast_cost(profile, "device_sort", n_g / k, w)
+    runs = (1 if n_c > 0 else 0) + (2**t if n_g > 0 else 0)
+    if runs <= 1:
+        final = fast_cost(profile, "copy", n, w) if n_g > 0 else 0.0
+    else:
+        m2, m16 = fast_cost(profile, "merge2", n, w), fast_cost(profile, "merge16", n, w)
+        final = m2 + (m16 - m2) * min(max(math.log2(runs) - 1, 0.0) / 3.0, 2.0)  # linear in log2(runs)
+    return cpu, dev, final, max(cpu, dev) + final
+
+
+def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level: int = 4,
+               device: bool = True, itemsize: int = 4) -> Split:
+    """Choose and predict a fast-mode split (``alpha``, ``transfer_level``) by minimising predicted time.
+
+    The prediction (beyond the paper; fast mode of DESIGN.md) is
+    ``max(T_cpu(alpha n), T_transfer((1-alpha) n) + 2**t T_dev((1-alpha) n / 2**t)) + T_merge(n, runs)``:
+    the CPU share and the device share run concurrently (paper 5.2), the
+    device sorts its share as ``2**t`` segments, and the CPU merges all runs
+    at the end.  Each term comes from the profile's fitted fast-mode costs
+    (:func:`fast_cost`).
+
+    Parameters
+    ----------
+    n : float
+        Number of elements (>= 1).
+    profile : Profile
+        With ``profile.fast`` calibrated.
+    strategy : {"auto", "cpu", "gpu", "basic", "advanced"}
+        ``"cpu"``: alpha = 1; ``"gpu"``: alpha = 0, t = 0; ``"basic"``:
+        alpha = 0, best t >= 1; ``"advanced"``: best alpha in (0, 1) and t;
+        ``"auto"``: the best of all of them.
+    max_level : int
+        Largest transfer level considered.
+    device : bool
+        False when no usable device exists (then only ``"cpu"``).
+    itemsize : int
+        Bytes per key (costs scale from the 4-byte calibration).
+
+    Returns
+    -------
+    Split
+        ``strategy`` is the chosen one; times in seconds;
+        ``gpu_work_fraction = 1 - alpha``.
+
+    Raises
+    ------
+    ValueError
+        ``n < 1``, unknown strategy, or a profile without fast-mode costs.
+    """
+    n = _check_n(n)
+    cands: list[tuple[str, float, int]] = [("cpu", 1.0, 0)]
+    if device:
+        if strategy in ("auto", "gpu"):
+            cands.append(("gpu", 0.0, 0))
+        if strategy in ("auto", "basic"):
+            cands += [("basic", 0.0, t) for t in range(1, max_level + 1)]
+        if strategy in ("auto", "advanced"):
+            for t in range(0, max_level + 1):
+                r = optimize.minimize_scalar(lambda a, t=t: _fast_time(profile, n, a, t, itemsize)[3], bounds=(1e-4, 1 - 1e-4),
+                                             method="bounded", options={"xatol": 1e-4})
+                cands.append(("advanced", float(r.x), t))
+    if strategy not in ("auto", "cpu", "gpu", "basic", "advanced"):
+        raise ValueError(f"unknown strategy {strategy!r}")
+    if strategy != "auto" and device:
+        cands = [c for c in cands if c[0] == strategy] or cands
+    best = min(cands, key=lambda c: _fast_time(profile, n, c[1], c[2], itemsize)[3])
+    name, alpha, t = best
+    cpu, dev, final, total = _fast_time(profile, n, alpha, t, itemsize)
+    one_core = fast_cost(profile, "cpu_sort", n, itemsize) * profile.p  # the CPU sort on one core, roughly
+    return Split(
+        strategy=name,
+        alpha=alpha,
+        y=float(t),
+        transfer_level=int(t),
+        depth=math.log2(n),
+        gpu_work_fraction=1.0 - alpha,
+        predicted_cpu_time=cpu + final,
+        predicted_gpu_time=dev,
+        predicted_transfer_time=fast_cost(profile, "transfer", (1 - alpha) * n, itemsize) if alpha < 1 else 0.0,
+        predicted_time=total,
+        predicted_speedup=one_core / total,
+        case="fast",
+    )

@@ -36,9 +36,10 @@ def _special(draw_kind: str, n: int, dtype, rng) -> np.ndarray:
     return a
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    strategy=st.sampled_from(STRATEGIES),
+    mode=st.sampled_from(["fast", "paper"]),
+    strategy=st.sampled_from(STRATEGIES + ["auto"]),
     dtype=st.sampled_from(DTYPES),
     n=st.one_of(st.integers(0, 70), st.integers(71, 5000), st.integers(5001, 100_000)),
     kind=st.sampled_from(["random", "sorted", "reversed", "equal", "few"]),
@@ -46,7 +47,7 @@ def _special(draw_kind: str, n: int, dtype, rng) -> np.ndarray:
     alpha=st.none() | st.floats(0, 1),
     level_frac=st.none() | st.floats(0, 1),
 )
-def test_equals_numpy_stable_sort(runtime, strategy, dtype, n, kind, seed, alpha, level_frac):
+def test_equals_numpy_stable_sort(runtime, mode, strategy, dtype, n, kind, seed, alpha, level_frac):
     rng = np.random.default_rng(seed)
     a = _special(kind, n, dtype, rng)
     before = a.copy()
@@ -56,7 +57,7 @@ def test_equals_numpy_stable_sort(runtime, strategy, dtype, n, kind, seed, alpha
         kw["transfer_level"] = int(round(level_frac * depth))
     if strategy == "advanced" and alpha is not None:
         kw["alpha"] = alpha
-    out = hybrid_mergesort(a, strategy=strategy, runtime=runtime, **kw)
+    out = hybrid_mergesort(a, strategy=strategy, mode=mode, runtime=runtime, **kw)
     assert same_bits(out, np.sort(a, kind="stable"))
     assert same_bits(a, before)
     assert out is not a
@@ -66,24 +67,27 @@ def test_equals_numpy_stable_sort(runtime, strategy, dtype, n, kind, seed, alpha
                        elements=st.floats(allow_nan=True, allow_infinity=True, width=32)))
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_float_edge_values(runtime, data):
-    assert same_bits(hybrid_mergesort(data, runtime=runtime), np.sort(data, kind="stable"))
+    for mode in ("fast", "paper"):
+        assert same_bits(hybrid_mergesort(data, runtime=runtime, mode=mode), np.sort(data, kind="stable"))
 
 
 def test_stability_with_signed_zeros(runtime):
     # -0.0 and +0.0 compare equal: a stable sort keeps their input order.
     a = np.array([0.0, -0.0, 1.0, -0.0, 0.0, -1.0] * 50, dtype=np.float64)
     for s in STRATEGIES:
-        out = hybrid_mergesort(a, strategy=s, runtime=runtime, transfer_level=3, alpha=0.5)
-        assert same_bits(out, np.sort(a, kind="stable"))
+        for mode in ("fast", "paper"):
+            out = hybrid_mergesort(a, strategy=s, mode=mode, runtime=runtime, transfer_level=3, alpha=0.5)
+            assert same_bits(out, np.sort(a, kind="stable"))
 
 
+@pytest.mark.parametrize("mode", ["fast", "paper"])
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_noncontiguous_and_readonly_input(runtime, strategy):
+def test_noncontiguous_and_readonly_input(runtime, strategy, mode):
     base = np.random.default_rng(1).integers(-1000, 1000, 20_001).astype(np.int64)
     view = base[::3]
     view.flags.writeable = False
     snapshot = base.copy()
-    out = hybrid_mergesort(view, strategy=strategy, runtime=runtime, transfer_level=4)
+    out = hybrid_mergesort(view, strategy=strategy, mode=mode, runtime=runtime, transfer_level=4)
     assert same_bits(out, np.sort(view, kind="stable"))
     assert same_bits(base, snapshot)
 
@@ -96,8 +100,10 @@ def test_lists_and_byte_order(runtime):
 
 def test_cpu_only_runtime_sorts(cpu_runtime):
     a = np.random.default_rng(2).random(10_000)
-    for s in STRATEGIES:  # device strategies run on the CPU in CPU-only mode
-        assert same_bits(hybrid_mergesort(a, strategy=s, runtime=cpu_runtime), np.sort(a, kind="stable"))
+    for s in STRATEGIES + ["auto"]:  # device strategies run on the CPU in CPU-only mode
+        for mode in ("fast", "paper"):
+            out = hybrid_mergesort(a, strategy=s, mode=mode, runtime=cpu_runtime)
+            assert same_bits(out, np.sort(a, kind="stable"))
 
 
 def test_default_runtime_is_created_and_closed():
@@ -109,7 +115,7 @@ def test_trace_records_both_units(runtime):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
     a = np.random.default_rng(3).integers(0, 10**6, 1 << 16).astype(np.int32)
-    out, tr = hybrid_mergesort(a, strategy="advanced", alpha=0.5, transfer_level=4, runtime=runtime,
+    out, tr = hybrid_mergesort(a, strategy="advanced", mode="paper", alpha=0.5, transfer_level=4, runtime=runtime,
                                return_trace=True)
     assert same_bits(out, np.sort(a, kind="stable"))
     assert tr.alpha == 0.5 and tr.transfer_level == 4 and tr.depth == 16
@@ -147,6 +153,10 @@ def test_bad_options(runtime):
         hybrid_mergesort(a, strategy="basic", transfer_level=7, runtime=runtime)
     with pytest.raises(ValueError, match="strategy"):
         hybrid_mergesort(a, strategy="fastest", runtime=runtime)
+    with pytest.raises(ValueError, match="mode"):
+        hybrid_mergesort(a, mode="slow", runtime=runtime)
+    with pytest.raises(ValueError, match="transfer_level"):
+        hybrid_mergesort(a, transfer_level=-1, runtime=runtime)
 
 
 @pytest.mark.parametrize("strategy", ["gpu", "basic", "advanced"])
@@ -166,12 +176,37 @@ def test_injected_device_failure(runtime, monkeypatch, strategy):
     monkeypatch.setattr(ex, "_device_share", broken)
     a = np.random.default_rng(4).integers(0, 1000, 30_000).astype(np.int32)
     before = a.copy()
-    out, tr = hybrid_mergesort(a, strategy=strategy, transfer_level=5, alpha=0.25, runtime=runtime,
+    out, tr = hybrid_mergesort(a, strategy=strategy, mode="paper", transfer_level=5, alpha=0.25, runtime=runtime,
                                return_trace=True)
     assert same_bits(out, np.sort(a, kind="stable"))
     assert "injected" in tr.fallback
     with pytest.raises(DeviceFailure, match="injected"):
-        hybrid_mergesort(a, strategy=strategy, transfer_level=5, runtime=runtime, on_device_error="raise")
+        hybrid_mergesort(a, strategy=strategy, mode="paper", transfer_level=5, runtime=runtime,
+                         on_device_error="raise")
+    assert same_bits(a, before)
+
+
+@pytest.mark.parametrize("strategy", ["gpu", "basic", "advanced"])
+def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    import hpu.fastmode as fm
+
+    real = fm._device_share
+
+    def broken(rt, src, t, staging, rec):
+        runs = real(rt, src, t, staging, rec)
+        for r in runs:
+            r[:] = 999  # the device wrote garbage into the staging buffer, then the run "failed"
+        raise DeviceFailure("injected: device lost")
+
+    monkeypatch.setattr(fm, "_device_share", broken)
+    a = np.random.default_rng(6).standard_normal(40_000).astype(np.float32)
+    before = a.copy()
+    out, tr = hybrid_mergesort(a, strategy=strategy, transfer_level=2, alpha=0.25, runtime=runtime, return_trace=True)
+    assert same_bits(out, np.sort(a, kind="stable")) and "injected" in tr.fallback
+    with pytest.raises(DeviceFailure, match="injected"):
+        hybrid_mergesort(a, strategy=strategy, runtime=runtime, on_device_error="raise")
     assert same_bits(a, before)
 
 
@@ -186,5 +221,6 @@ def test_device_build_failure_falls_back(runtime, monkeypatch):
     with hpu.Runtime(runtime.device, profile=runtime.profile) as rt:
         monkeypatch.setattr(rt, "build", no_build)
         a = np.random.default_rng(5).random(5000).astype(np.float32)
-        out, tr = hybrid_mergesort(a, strategy="gpu", runtime=rt, return_trace=True)
-        assert same_bits(out, np.sort(a, kind="stable")) and tr.fallback
+        for mode in ("fast", "paper"):
+            out, tr = hybrid_mergesort(a, strategy="gpu", mode=mode, runtime=rt, return_trace=True)
+            assert same_bits(out, np.sort(a, kind="stable")) and tr.fallback

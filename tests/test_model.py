@@ -203,3 +203,29 @@ def test_forced_alpha_extremes():
     assert all_gpu.gpu_work_fraction == 1 and all_gpu.transfer_level == 0
     all_cpu = advanced_split(MERGESORT, 2**12, HPU1, alpha=1.0)
     assert all_cpu.gpu_work_fraction == 0 and all_cpu.transfer_level == 12
+
+
+FAST = {"cpu_sort": [1e-4, 1e-9], "device_sort": [5e-4, 1e-11], "transfer": [2e-4, 4e-10],
+        "copy": [5e-5, 5e-11], "merge2": [1e-4, 1e-10], "merge16": [2e-4, 3e-10]}
+
+
+def test_fast_split_picks_the_lowest_prediction():
+    from hpu.model import _fast_time, fast_split
+
+    prof = HPU1.replace(fast=FAST)
+    for n in (2**12, 2**16, 2**20, 2**24):
+        best = fast_split(n, prof)
+        forced = [fast_split(n, prof, strategy=s) for s in ("cpu", "gpu", "basic", "advanced")]
+        assert best.predicted_time <= min(f.predicted_time for f in forced) + 1e-15
+        assert best.predicted_time == pytest.approx(_fast_time(prof, n, best.alpha, best.transfer_level)[3])
+    # Small inputs stay on the CPU (device latency), large ones use the device.
+    assert fast_split(2**12, prof).strategy == "cpu"
+    assert fast_split(2**24, prof).gpu_work_fraction > 0.5
+    assert fast_split(2**24, prof, device=False).strategy == "cpu"
+
+
+def test_fast_split_needs_calibration():
+    from hpu.model import fast_split
+
+    with pytest.raises(ValueError, match="fast-mode cost"):
+        fast_split(2**20, HPU1)

@@ -1,0 +1,183 @@
+"""The CPU share of fast mode: a parallel stable sort on the runtime's thread pool.
+
+Parallel sorting by regular sampling (PSRS; Shi and Schaeffer, "Parallel
+sorting by regular sampling", JPDC 14(4), 1992):
+
+1. each thread sorts one contiguous chunk (numpy's vectorised quicksort);
+2. :func:`multiway_merge` splits the sorted runs into buckets with
+   splitters taken at regular positions of the runs, and each thread merges
+   one bucket.
+
+Splitters are (value, input position) pairs, so equal keys are split
+exactly and stably, and buckets stay balanced even when all keys are equal.
+
+Stability.  For integers a stable and an unstable sort give the same bits.
+For floats only two kinds of equal-but-different values exist: -0.0/+0.0
+and NaNs with different payloads; :func:`stable_sort_inplace` sorts with the
+fast unstable sort and then rewrites the zero run and the NaN run in input
+order, which gives exactly ``numpy.sort(kind="stable")``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["stable_sort_inplace", "multiway_merge", "parallel_sort", "parallel_copy"]
+
+#: Below this many elements one thread sorts alone (thread hand-off costs more).
+SERIAL_CUTOFF = 1 << 15
+
+
+def stable_sort_inplace(x: np.ndarray) -> None:
+    """Sort a contiguous 1-D array in place with the result of ``np.sort(x, kind="stable")``.
+
+    Uses numpy's default (quicksort, SIMD) sort and, for floats, puts the
+    -0.0/+0.0 run and the NaN run back in input order.  Releases the GIL in
+    the sort.
+    """
+    if x.dtype.kind != "f":
+        x.sort()
+        return
+    zeros = x[x == 0]  # in input order
+    nans = x[np.isnan(x)]
+    x.sort()
+    if zeros.size:
+        i = int(np.searchsorted(x, 0, side="left"))
+        x[i : i + zeros.size] = zeros
+    if nans.size:
+        x[x.size - nans.size :] = nans
+
+
+def parallel_copy(src: np.ndarray, dst: np.ndarray, pool: concurrent.futures.Executor, threads: int) -> None:
+    """``dst[:] = src`` with one chunk per thread (memory bandwidth of several cores)."""
+    n = src.shape[0]
+    if n < SERIAL_CUTOFF * 4 or threads == 1:
+        dst[:] = src
+        return
+    b = np.linspace(0, n, threads + 1).astype(np.int64)
+    for f in [pool.submit(np.copyto, dst[b[i] : b[i + 1]], src[b[i] : b[i + 1]]) for i in range(threads)]:
+        f.result()
+
+
+def _splitters(runs: Sequence[np.ndarray], nbuckets: int) -> list[np.ndarray]:
+    """Per bucket boundary, the cut position in every run (regular sampling with position tie-breaks)."""
+    k = len(runs)
+    per_run = max(4, 2 * nbuckets)
+    vals, rid, pos = [], [], []
+    for i, r in enumerate(runs):
+        if r.size == 0:
+            continue
+        q = (np.arange(1, per_run + 1) * r.size) // (per_run + 1)
+        vals.append(r[q])
+        rid.append(np.full(q.size, i))
+        pos.append(q)
+    if not vals:
+        return []
+    v, ri, q = np.concatenate(vals), np.concatenate(rid), np.concatenate(pos)
+    order = np.lexsort((q, ri, v))  # (value, run, position): the stable order of the samples
+    picks = order[(np.arange(1, nbuckets) * order.size) // nbuckets]
+    cuts = []
+    for s in picks:
+        sv, sj, sq = v[s], ri[s], q[s]
+        c = np.empty(k, dtype=np.int64)
+        for i, r in enumerate(runs):
+            if i < sj:
+                c[i] = np.searchsorted(r, sv, side="right")  # ties in earlier runs come first
+            elif i > sj:
+                c[i] = np.searchsorted(r, sv, side="left")
+            else:
+                c[i] = sq
+        cuts.append(c)
+    return cuts
+
+
+def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent.futures.Executor,
+                   threads: int, *, buckets: int | None = None) -> None:
+    """Stably merge sorted runs (given in input order) into ``out``, in parallel.
+
+    Parameters
+    ----------
+    runs : sequence of 1-D arrays
+        Each sorted as by :func:`stable_sort_inplace`; run ``i`` holds input
+        elements that precede those of run ``i+1`` (so ties resolve to
+        lower runs first).
+    out : numpy.ndarray, shape (sum of run lengths,)
+        Destination; must not overlap the runs.
+    pool, threads
+        The thread pool and how many of its threads to use.
+    buckets : int, optional
+        Number of independent buckets (default ``2 * threads``).
+
+    Notes
+    -----
+    Each bucket gathers its piece of every run into ``out`` and sorts it
+    (:func:`stable_sort_inplace`; numpy's timsort when there are at most two
+    runs, which merges them in linear time).  Bucket ``b`` ends at the
+    ``b``-th splitter, a sample taken at regular positions of the runs and
+    ordered by (value, run, position), as in PSRS (Shi and Schaeffer 1992).
+    """
+    runs = [r for r in runs]
+    total = sum(r.size for r in runs)
+    if out.shape[0] != total:
+        raise ValueError(f"out has {out.shape[0]} elements, the runs {total}")
+    nb = buckets or (2 * threads if total >= SERIAL_CUTOFF else 1)
+    cuts = [np.zeros(len(runs), dtype=np.int64), *_splitters(runs, nb), np.array([r.size for r in runs])]
+    sort = _two_run_merge if len(runs) <= 2 else stable_sort_inplace
+
+    def bucket(lo: np.ndarray, hi: np.ndarray) -> None:
+        o = int(lo.sum())
+        start = o
+        for r, a, b in zip(runs, lo, hi):
+            out[o : o + (b - a)] = r[a:b]
+            o += b - a
+        if o > start:
+            sort(out[start:o])
+
+    futures = [pool.submit(bucket, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)]
+    for f in futures:
+        f.result()
+
+
+def _two_run_merge(x: np.ndarray) -> None:
+    x.sort(kind="stable")  # timsort finds the two runs and merges them linearly; already stable
+
+
+def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int,
+                  out: np.ndarray | None = None) -> np.ndarray:
+    """``np.sort(a, kind="stable")`` on ``threads`` threads of ``pool`` (PSRS).
+
+    Parameters
+    ----------
+    a : numpy.ndarray, shape (n,)
+        Numeric 1-D array; not modified.
+    pool : concurrent.futures.Executor
+    threads : int
+        Threads to use (>= 1).
+    out : numpy.ndarray, shape (n,), optional
+        Destination (must not overlap ``a``); a new array by default.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+        The sorted array (``out`` if given).
+    """
+    n = a.shape[0]
+    out = np.empty_like(a) if out is None else out
+    if n < SERIAL_CUTOFF or threads == 1:
+        out[:] = a
+        stable_sort_inplace(out)
+        return out
+    tmp = np.empty_like(a)
+    b = np.linspace(0, n, threads + 1).astype(np.int64)
+
+    def chunk(i: int) -> None:
+        tmp[b[i] : b[i + 1]] = a[b[i] : b[i + 1]]
+        stable_sort_inplace(tmp[b[i] : b[i + 1]])
+
+    for f in [pool.submit(chunk, i) for i in range(threads)]:
+        f.result()
+    multiway_merge([tmp[b[i] : b[i + 1]] for i in range(threads)], out, pool, threads)
+    return out

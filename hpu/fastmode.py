@@ -1,0 +1,250 @@
+"""Fast-mode hybrid mergesort: what the paper's conclusions name as future work.
+
+Where the paper-faithful scheme (:mod:`hpu.executor`) runs one work-item per
+merge and one launch per level, fast mode uses
+
+* a base-case cutoff: the device sorts leaf blocks in work-group local
+  memory (:class:`hpu.fastsort.DeviceSorter`), the CPU sorts its chunks with
+  numpy in the thread pool (:func:`hpu.cpusort.parallel_sort`);
+* merge-path (co-rank) partitioned merges on the device, and a multiway
+  merge split into balanced buckets on the CPU, so that top levels with few
+  subproblems still use every work-group and every core;
+* pinned, chunked host-device transfers: CPU threads stage chunks into a
+  pinned buffer while the DMA engine moves the chunks already staged, in
+  both directions.
+
+A run is described by the same two numbers as the paper's advanced split
+(section 5.2): ``alpha``, the fraction of the input sorted by the CPU, and
+``transfer_level`` ``t``: the device sorts its share as ``2**t`` independent
+segments (levels ``t`` and below of its subtree) and the CPU merges every
+sorted run (its own and the device's ``2**t``) in one multiway merge (the
+levels above).  ``"cpu"`` is ``alpha = 1``, ``"gpu"`` is ``alpha = 0, t = 0``,
+``"basic"`` is ``alpha = 0`` with ``t >= 1`` (paper 5.1), ``"advanced"`` any
+pair (paper 5.2).  :func:`hpu.model.fast_split` predicts the time of each
+pair from the profile's fast-mode rates and picks the fastest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+
+from .cpusort import multiway_merge, parallel_copy, parallel_sort
+from .device import Runtime
+from .executor import DeviceFailure, Trace, _clock_offset, _Recorder
+
+try:
+    import pyopencl as cl
+except Exception:  # pragma: no cover
+    cl = None
+
+log = logging.getLogger("hpu")
+
+__all__ = ["fast_sort", "CHUNK_BYTES"]
+
+#: Bytes per staged transfer chunk (pinned copy granularity).
+CHUNK_BYTES = 4 << 20
+
+
+def _pinned(rt: Runtime, nbytes: int) -> np.ndarray:
+    """A pinned host staging array of at least ``nbytes`` (uint8), cached on the runtime and grown as needed."""
+    key = ("fastmode", "pinned")
+    cur = rt.resources.get(key)
+    if cur is None or cur[1].nbytes < nbytes:
+        if cur is not None:
+            del rt.resources[key]
+        size = max(nbytes, 1 << 20)
+        buf = cl.Buffer(rt.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, size)
+        host, _ = cl.enqueue_map_buffer(rt.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0, (size,),
+                                        np.uint8, is_blocking=True)
+        cur = (buf, host)
+        rt.resources[key] = cur
+    return cur[1]
+
+
+def _device_buffer(rt: Runtime, name: str, nbytes: int) -> Any:
+    key = ("fastmode", name)
+    cur = rt.resources.get(key)
+    if cur is None or cur.size < nbytes:
+        cur = cl.Buffer(rt.context, cl.mem_flags.READ_WRITE, max(nbytes, 1))
+        rt.resources[key] = cur
+    return cur
+
+
+def _sorter(rt: Runtime, dtype: np.dtype) -> Any:
+    from .fastsort import DeviceSorter
+
+    key = ("fastmode", "sorter", dtype.str)
+    s = rt.resources.get(key)
+    if s is None:
+        s = rt.resources[key] = DeviceSorter(rt, dtype)
+    return s
+
+
+def _segments(n: int, t: int, align: int) -> list[tuple[int, int]]:
+    """``2**t`` contiguous segments of ``[0, n)`` with starts aligned to ``align`` elements."""
+    k = 1 << t
+    bounds = [0]
+    for i in range(1, k):
+        b = (n * i // k) // align * align
+        bounds.append(max(b, bounds[-1]))
+    bounds.append(n)
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def _max_device_elements(rt: Runtime, itemsize: int) -> int:
+    dev = rt.device
+    # Input buffer, the sorter's output and scratch: three copies of the device share.
+    by_total = int(0.8 * dev.global_mem_size) // (3 * itemsize)
+    by_alloc = int(dev.max_mem_alloc_size) // itemsize
+    return max(0, min(by_total, by_alloc))
+
+
+def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec: _Recorder) -> list[np.ndarray]:
+    """Sort ``src`` on the device as ``2**t`` segments; return the sorted runs as views of ``staging``."""
+    n, dt = src.shape[0], src.dtype
+    nbytes = n * dt.itemsize
+    q = rt.queue
+    sorter = _sorter(rt, dt)
+    d_in = _device_buffer(rt, "in", nbytes)
+    d_out = _device_buffer(rt, "out", nbytes)
+    stage = staging[:nbytes].view(dt)
+    chunk = max(CHUNK_BYTES // dt.itemsize, 1)
+    bounds = list(range(0, n, chunk)) + [n]
+
+    def copy_in(a: int, b: int) -> None:
+        t0 = rec.now()
+        np.copyto(stage[a:b], src[a:b])
+        rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a, (b - a) * dt.itemsize)
+
+    futures = [rt.pool.submit(copy_in, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    h2d = []
+    for (a, b), f in zip(zip(bounds[:-1], bounds[1:]), futures):
+        f.result()
+        h2d.append(cl.enqueue_copy(q, d_in, stage[a:b], dst_offset=a * dt.itemsize, is_blocking=False))
+    align = max(1, int(rt.device.mem_base_addr_align) // 8 // dt.itemsize)
+    segs = _segments(n, t, align)
+    start = cl.enqueue_marker(q)
+    for a, b in segs:
+        if a == 0 and b == n:
+            sorter.sort(d_in, n, out=d_out)
+        else:
+            sub_in = d_in.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
+            sub_out = d_out.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
+            sorter.sort(sub_in, b - a, out=sub_out)
+    end = cl.enqueue_marker(q)
+    d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
+           for a, b in zip(bounds[:-1], bounds[1:])]
+    d2h[-1].wait()
+    for ev, kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
+        rec.add("bus", kind, -1, *_times(ev, rec), 1, 0, 0)
+    s0, _ = _times(start, rec)
+    _, e1 = _times(end, rec)
+    rec.add("device", "sort", t, s0, e1, len(segs), n // max(len(segs), 1), nbytes)
+    return [stage[a:b] for a, b in segs]
+
+
+def _times(ev: Any, rec: _Recorder) -> tuple[float, float]:
+    off = rec.device_offset
+    try:
+        return ev.profile.start * 1e-9 - off, ev.profile.end * 1e-9 - off
+    except Exception:
+        t = rec.now()
+        return t, t
+
+
+def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, transfer_level: int,
+              on_device_error: str = "fallback", split: Any = None) -> tuple[np.ndarray, Trace]:
+    """Sort ``arr`` in fast mode with a CPU share ``alpha`` and ``2**transfer_level`` device segments.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray, shape (n,)
+        Native-order numeric array (int32, uint32, int64, uint64, float32,
+        float64); never modified.
+    rt : Runtime
+    strategy : str
+        Recorded in the trace (``alpha``/``transfer_level`` decide the work).
+    alpha : float
+        Fraction of the input (its first ``round(alpha n)`` elements) sorted
+        on the CPU, in [0, 1]; raised when the device share would not fit in
+        device memory.
+    transfer_level : int
+        >= 0: the device sorts its share as ``2**transfer_level`` segments.
+    on_device_error : {"fallback", "raise"}
+    split : optional
+        Recorded in the trace.
+
+    Returns
+    -------
+    sorted : numpy.ndarray, shape (n,)
+        Equal to ``np.sort(arr, kind="stable")``.
+    trace : Trace
+
+    Raises
+    ------
+    DeviceFailure
+        With ``on_device_error="raise"`` when the device fails.
+    """
+    n, dt = arr.shape[0], arr.dtype
+    rec = _Recorder()
+    src = np.ascontiguousarray(arr)
+    out = np.empty_like(src)
+    use_device = rt.has_device and rt.supports(dt) and alpha < 1.0
+    n_cpu = n if not use_device else int(round(alpha * n))
+    if use_device:
+        n_cpu = max(n_cpu, n - _max_device_elements(rt, dt.itemsize))
+    n_dev = n - n_cpu
+    t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))
+    trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
+
+    if n_dev == 0:
+        tt = rec.now()
+        parallel_sort(src, rt.pool, rt.threads, out=out)
+        rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n, src.nbytes)
+        trace.events, trace.wall = rec.events, rec.now()
+        return out, trace
+
+    _clock_offset(rt, rec)
+    staging = _pinned(rt, n_dev * dt.itemsize)
+    result: list[Any] = []
+
+    def device_job() -> None:
+        try:
+            result.append(_device_share(rt, src[n_cpu:], t, staging, rec))
+        except BaseException as e:
+            result.append(e)
+
+    feeder = threading.Thread(target=device_job, name="hpu-device-feeder", daemon=True)
+    feeder.start()
+    cpu_run = None
+    if n_cpu:
+        cpu_run = np.empty(n_cpu, dtype=dt)
+        tt = rec.now()
+        parallel_sort(src[:n_cpu], rt.pool, rt.threads, out=cpu_run)
+        rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n_cpu, n_cpu * dt.itemsize)
+    feeder.join()
+    dev = result[0]
+    if isinstance(dev, BaseException):
+        if cl is not None and isinstance(dev, (cl.Error, MemoryError)):
+            dev = DeviceFailure(f"{type(dev).__name__}: {dev}")
+        if not isinstance(dev, DeviceFailure) or on_device_error == "raise":
+            raise dev
+        log.warning("device share failed (%s); the CPU redoes it", dev)
+        trace.fallback = str(dev)
+        tt = rec.now()
+        dev = [parallel_sort(src[n_cpu:], rt.pool, rt.threads)]
+        rec.add("cpu:pool", "fallback", 0, tt, rec.now(), 1, n_dev, n_dev * dt.itemsize)
+    runs = ([cpu_run] if cpu_run is not None else []) + list(dev)
+    tt = rec.now()
+    if len(runs) == 1:
+        parallel_copy(runs[0], out, rt.pool, rt.threads)
+    else:
+        multiway_merge(runs, out, rt.pool, rt.threads)
+    rec.add("cpu:pool", "merge" if len(runs) > 1 else "stage", 0, tt, rec.now(), len(runs), n, src.nbytes)
+    trace.events, trace.wall = rec.events, rec.now()
+    return out, trace
+

@@ -1,0 +1,451 @@
+"""Stable, device-resident merge sort on an OpenCL device (the device half of fast mode).
+
+The kernels (``kernels_cl/fastsort.cl``) sort in two stages:
+
+1. *Leaf blocks*: one launch; each work-group sorts a block of
+   ``tile = work_group_size * items_per_thread`` keys in local memory.
+2. *Global merge passes*: ``ceil(log2(ceil(n / tile)))`` passes, each merging
+   sorted runs of width ``w`` pairwise into runs of ``2 w``.  The output of a
+   pass is cut into tiles of ``tile`` keys; a small kernel finds each tile's
+   start in both runs by a binary search along the merge-path diagonal
+   (co-rank), then one work-group per tile merges it through local memory.
+   Every pass therefore uses all work-groups, however few runs remain.
+
+Two buffers are used in turn (the output and one scratch buffer); all
+launches go to the runtime's in-order queue without host round trips, and
+the functions return the last launch's event.
+
+The order is numpy's: integers by value; floats by value with -0.0 == +0.0
+and every NaN after every number, all NaNs equal.  The sort is stable, so the
+result is bit-for-bit ``np.sort(a, kind="stable")``.
+
+References
+----------
+.. [1] O. Green, R. McColl and D. A. Bader, "GPU merge path: a GPU merging
+   algorithm", Proc. 26th ACM Int. Conf. on Supercomputing (ICS), 2012.
+.. [2] S. Odeh, O. Green, Z. Mwassi, O. Shmueli and Y. Birk, "Merge path -
+   parallel merging made simple", IEEE IPDPS Workshops, 2012.
+.. [3] S. Baxter, "moderngpu: Mergesort", NVIDIA Research, 2013.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from .device import Runtime, cl
+
+__all__ = ["SUPPORTED_DTYPES", "DeviceSorter", "device_sort", "merge_buffers", "sort_buffer"]
+
+#: Key dtypes the device sort handles, with their OpenCL C type and a key
+#: that no key is less than (pads the last leaf block).
+_KEYS = {
+    np.dtype(np.int32): ("int", "INT_MAX"),
+    np.dtype(np.uint32): ("uint", "UINT_MAX"),
+    np.dtype(np.int64): ("long", "LONG_MAX"),
+    np.dtype(np.uint64): ("ulong", "ULONG_MAX"),
+    np.dtype(np.float32): ("float", "NAN"),
+    np.dtype(np.float64): ("double", "((double)NAN)"),
+}
+SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(_KEYS)
+
+_DEFAULT_WORK_GROUP_SIZE = 256
+#: Keys per work-item by key size in bytes; odd, so that the strided
+#: local-memory accesses of the block transposes are free of bank conflicts.
+_DEFAULT_ITEMS = {4: 17, 8: 11}
+_PARTITION_GROUP = 64
+_TILE_KERNELS = ("leaf_sort", "merge_pass", "merge_ranges")
+
+
+def _key_dtype(runtime: Runtime, dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in _KEYS or not dt.isnative:
+        names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        raise TypeError(f"the device sort supports the native dtypes {names}; got {dt.str!r} ({dt})")
+    if not runtime.supports(dt):
+        raise TypeError(f"{dt} keys need the cl_khr_fp64 extension, which {runtime.device_name} lacks")
+    return dt
+
+
+def _count(name: str, value: Any) -> int:
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def _check_range(name: str, buf: Any, offset: int, count: int, itemsize: int) -> None:
+    if not isinstance(buf, cl.MemoryObjectHolder):
+        raise TypeError(f"{name} must be a pyopencl buffer, got {type(buf).__name__}")
+    if (offset + count) * itemsize > buf.size:
+        raise ValueError(f"{name} holds {buf.size} bytes, too few for elements [{offset}, {offset + count}) "
+                         f"of {itemsize} bytes")
+
+
+def _power_of_two(value: int) -> bool:
+    return value >= 1 and value & (value - 1) == 0
+
+
+class DeviceSorter:
+    """Compiled sort and merge kernels for one runtime and key dtype, plus reusable scratch.
+
+    Parameters
+    ----------
+    runtime : Runtime
+        Supplies the device, context, in-order queue and program cache.
+    dtype : dtype-like
+        Key dtype, one of :data:`SUPPORTED_DTYPES` in native byte order.
+    work_group_size : int, optional
+        Work-items per work-group of the tile kernels, a power of two.
+        Default: 256, halved until the kernels' ``WORK_GROUP_SIZE`` and the
+        device's local memory allow it.
+    items_per_thread : int, optional
+        Keys per work-item (default 17 for 4-byte keys, 11 for 8-byte keys).
+        ``tile = work_group_size * items_per_thread`` is both the leaf block
+        and the output tile of a merge.
+
+    Attributes
+    ----------
+    dtype : numpy.dtype
+    work_group_size, items_per_thread, tile : int
+
+    Raises
+    ------
+    TypeError
+        Unsupported dtype, or float64 on a device without cl_khr_fp64.
+    ValueError
+        A ``work_group_size`` that is not a power of two, ``items_per_thread
+        < 1``, or a tile that does not fit the device.
+    NoDeviceError
+        The runtime is CPU-only.
+
+    Notes
+    -----
+    Build one per (runtime, dtype) and reuse it: its scratch buffer (``n``
+    keys) and partition buffer (``8 * ceil(n / tile)`` bytes) are kept and
+    grown as needed.  It relies on the runtime's queue being in order: work
+    of successive calls, which share the scratch buffer, runs in call order.
+    Calls from several threads are serialised by a lock.
+
+    The device must compare floats by IEEE 754 (no denormal flushing), as
+    NVIDIA's and PoCL's OpenCL do unless built with ``-cl-denorms-are-zero``.
+    """
+
+    def __init__(self, runtime: Runtime, dtype: Any, *, work_group_size: int | None = None,
+                 items_per_thread: int | None = None):
+        runtime.require_device()
+        self.runtime = runtime
+        self.dtype = _key_dtype(runtime, dtype)
+        items = _DEFAULT_ITEMS[self.dtype.itemsize] if items_per_thread is None else items_per_thread
+        self.items_per_thread = _count("items_per_thread", items)
+        if self.items_per_thread < 1:
+            raise ValueError("items_per_thread must be >= 1")
+        if work_group_size is not None and not _power_of_two(_count("work_group_size", work_group_size)):
+            raise ValueError(f"work_group_size must be a power of two, got {work_group_size}")
+        self._kernels = self._build(work_group_size)
+        self.tile = self.work_group_size * self.items_per_thread
+        self._lock = threading.Lock()
+        self._scratch: Any = None
+        self._partitions: Any = None
+
+    def _build(self, requested: int | None) -> dict[str, Any]:
+        dev = self.runtime.device
+        ctype, pad = _KEYS[self.dtype]
+        wg = requested or 1 << (min(_DEFAULT_WORK_GROUP_SIZE, dev.max_work_group_size).bit_length() - 1)
+        while True:
+            local_bytes = (wg * self.items_per_thread + 1) * self.dtype.itemsize
+            if wg <= dev.max_work_group_size and local_bytes <= dev.local_mem_size:
+                prg = self.runtime.program("fastsort", defines={
+                    "KEY_T": ctype, "KEY_PAD": pad, "KEY_IS_FLOAT": int(self.dtype.kind == "f"),
+                    "KEY_FP64": int(self.dtype == np.float64), "WG": wg, "ITEMS": self.items_per_thread})
+                kernels = {name: cl.Kernel(prg, name) for name in
+                           (*_TILE_KERNELS, "partition_pass", "partition_ranges")}
+                info = cl.kernel_work_group_info
+                if all(kernels[k].get_work_group_info(info.WORK_GROUP_SIZE, dev) >= wg
+                       and kernels[k].get_work_group_info(info.LOCAL_MEM_SIZE, dev) <= dev.local_mem_size
+                       for k in _TILE_KERNELS):
+                    break
+            if requested is not None or wg == 1:
+                raise ValueError(f"work_group_size={wg} with items_per_thread={self.items_per_thread} does not "
+                                 f"fit {self.runtime.device_name} ({self.dtype} keys)")
+            wg //= 2
+        self.work_group_size = wg
+        part_limit = min(kernels[k].get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, dev)
+                         for k in ("partition_pass", "partition_ranges"))
+        self._partition_group = 1 << (min(_PARTITION_GROUP, part_limit).bit_length() - 1)
+        i64 = np.int64
+        kernels["leaf_sort"].set_scalar_arg_dtypes([None, None, i64])
+        kernels["partition_pass"].set_scalar_arg_dtypes([None, i64, np.int32, None, i64])
+        kernels["merge_pass"].set_scalar_arg_dtypes([None, None, i64, np.int32, None])
+        kernels["partition_ranges"].set_scalar_arg_dtypes([None, i64, i64, None, i64, i64, None, i64])
+        kernels["merge_ranges"].set_scalar_arg_dtypes([None, i64, i64, None, i64, i64, None, i64, None])
+        return kernels
+
+    def __repr__(self) -> str:
+        return (f"DeviceSorter({self.dtype}, work_group_size={self.work_group_size}, "
+                f"items_per_thread={self.items_per_thread}, device={self.runtime.device_name!r})")
+
+    # -- helpers ---------------------------------------------------------------
+    def passes(self, n: int) -> int:
+        """Number of global merge passes for ``n`` keys: ``ceil(log2(ceil(n / tile)))``, 0 if ``n <= tile``."""
+        tiles = -(-_count("n", n) // self.tile)
+        return max(tiles - 1, 0).bit_length()
+
+    def _buffer(self, attr: str, nbytes: int) -> Any:
+        buf = getattr(self, attr)
+        if buf is None or buf.size < nbytes:
+            buf = cl.Buffer(self.runtime.context, cl.mem_flags.READ_WRITE, nbytes)
+            setattr(self, attr, buf)
+        return buf
+
+    def _new_output(self, buf: Any, count: int) -> Any:
+        return buf if buf is not None else cl.Buffer(self.runtime.context, cl.mem_flags.READ_WRITE,
+                                                     count * self.dtype.itemsize)
+
+    def _partition_launch(self, tiles: int) -> tuple[tuple[int], tuple[int]]:
+        g = self._partition_group
+        return (-(-tiles // g) * g,), (g,)
+
+    # -- public ----------------------------------------------------------------
+    def sort(self, buf: Any, n: int, *, out: Any = None,
+             wait_for: Sequence[Any] | None = None) -> tuple[Any, Any]:
+        """Sort the first ``n`` keys of ``buf`` on the device, stably.
+
+        Parameters
+        ----------
+        buf : pyopencl.Buffer
+            Holds at least ``n`` keys of ``self.dtype`` (``n * itemsize``
+            bytes); only ``buf[:n]`` is read, and it is left as it is unless
+            ``out`` is ``buf``.
+        n : int
+            Number of keys, any value >= 0.
+        out : pyopencl.Buffer, optional
+            Receives the ``n`` sorted keys in its first ``n`` slots (the rest
+            is untouched).  May be ``buf`` (in-place sort); must not
+            otherwise overlap it.  Default: a new buffer of ``n`` keys.
+        wait_for : sequence of pyopencl.Event, optional
+            Events the first launch waits for.
+
+        Returns
+        -------
+        out : pyopencl.Buffer
+            The sorted keys (for ``n == 0`` with no ``out``: ``buf`` itself).
+        event : pyopencl.Event
+            Completes when ``out`` holds the result; nothing waits on the
+            host before that.
+
+        Raises
+        ------
+        TypeError
+            ``buf``/``out`` is not a buffer or ``n`` not an integer.
+        ValueError
+            ``n < 0`` or a buffer too small for ``n`` keys.
+        """
+        n = _count("n", n)
+        size = self.dtype.itemsize
+        _check_range("buf", buf, 0, n, size)
+        if out is not None:
+            _check_range("out", out, 0, n, size)
+        queue = self.runtime.queue
+        if n == 0:
+            return (buf if out is None else out), cl.enqueue_marker(queue, wait_for=wait_for)
+        out = self._new_output(out, n)
+        tiles = -(-n // self.tile)
+        passes = self.passes(n)
+        k = self._kernels
+        wg = self.work_group_size
+        with self._lock:
+            scratch = self._buffer("_scratch", n * size) if passes else None
+            part = self._buffer("_partitions", tiles * 8) if passes else None
+            # The last pass must write out: start in out for an even number of passes.
+            src, dst = (out, scratch) if passes % 2 == 0 else (scratch, out)
+            event = k["leaf_sort"](queue, (tiles * wg,), (wg,), buf, src, n, wait_for=wait_for)
+            part_global, part_local = self._partition_launch(tiles)
+            for level in range(passes):  # runs of tile << level keys -> tile << (level + 1)
+                k["partition_pass"](queue, part_global, part_local, src, n, level, part, tiles)
+                event = k["merge_pass"](queue, (tiles * wg,), (wg,), src, dst, n, level, part)
+                src, dst = dst, src
+        return out, event
+
+    def merge(self, a: Any, na: int, b: Any, nb: int, *, a_offset: int = 0, b_offset: int = 0,
+              out: Any = None, out_offset: int = 0,
+              wait_for: Sequence[Any] | None = None) -> tuple[Any, Any]:
+        """Stably merge two sorted device ranges into a third.
+
+        Parameters
+        ----------
+        a, b : pyopencl.Buffer
+            ``a[a_offset : a_offset + na]`` and ``b[b_offset : b_offset + nb]``
+            (offsets and counts in keys of ``self.dtype``), each sorted in
+            numpy's order.  ``a`` and ``b`` may be the same buffer.
+        na, nb : int
+            Lengths, >= 0.
+        out : pyopencl.Buffer, optional
+            Receives the ``na + nb`` merged keys at ``out_offset``; must not
+            overlap either input range.  Default: a new buffer of
+            ``na + nb`` keys (and ``out_offset`` must be 0).
+        a_offset, b_offset, out_offset : int
+            Start of each range, in keys.
+        wait_for : sequence of pyopencl.Event, optional
+            Events the first launch waits for.
+
+        Returns
+        -------
+        out : pyopencl.Buffer
+            The merged keys; on ties keys of ``a`` come first.  For
+            ``na + nb == 0`` with no ``out``: ``a``.
+        event : pyopencl.Event
+            Completes when ``out`` holds the result.
+
+        Raises
+        ------
+        TypeError
+            A non-buffer or non-integer argument.
+        ValueError
+            Negative counts or offsets, a range beyond its buffer, or ``out``
+            overlapping an input range.
+        """
+        na, nb = _count("na", na), _count("nb", nb)
+        a_offset, b_offset, out_offset = (_count(name, v) for name, v in
+                                          (("a_offset", a_offset), ("b_offset", b_offset), ("out_offset", out_offset)))
+        size = self.dtype.itemsize
+        total = na + nb
+        _check_range("a", a, a_offset, na, size)
+        _check_range("b", b, b_offset, nb, size)
+        if out is None and out_offset:
+            raise ValueError("out_offset needs an out buffer")
+        if out is not None:
+            _check_range("out", out, out_offset, total, size)
+            for name, buf, off, cnt in (("a", a, a_offset, na), ("b", b, b_offset, nb)):
+                if buf.int_ptr == out.int_ptr and cnt and off < out_offset + total and out_offset < off + cnt:
+                    raise ValueError(f"out[{out_offset}:{out_offset + total}] overlaps {name}[{off}:{off + cnt}]")
+        queue = self.runtime.queue
+        if total == 0:
+            return (a if out is None else out), cl.enqueue_marker(queue, wait_for=wait_for)
+        out = self._new_output(out, total)
+        tiles = -(-total // self.tile)
+        k = self._kernels
+        wg = self.work_group_size
+        with self._lock:
+            part = self._buffer("_partitions", tiles * 8)
+            part_global, part_local = self._partition_launch(tiles)
+            k["partition_ranges"](queue, part_global, part_local, a, a_offset, na, b, b_offset, nb, part, tiles,
+                                  wait_for=wait_for)
+            event = k["merge_ranges"](queue, (tiles * wg,), (wg,), a, a_offset, na, b, b_offset, nb,
+                                      out, out_offset, part)
+        return out, event
+
+
+def sort_buffer(runtime: Runtime, buf: Any, n: int, dtype: Any, *, out: Any = None,
+                wait_for: Sequence[Any] | None = None) -> tuple[Any, Any]:
+    """Sort ``n`` keys of a device buffer on the device, stably; see :meth:`DeviceSorter.sort`.
+
+    Builds a :class:`DeviceSorter` (kernels come from the runtime's program
+    cache) and a scratch buffer per call; for repeated sorts keep a
+    :class:`DeviceSorter`, which reuses its scratch buffer.
+
+    Parameters
+    ----------
+    runtime : Runtime
+    buf : pyopencl.Buffer
+        At least ``n`` keys of ``dtype``; left untouched unless ``out is buf``.
+    n : int
+        Number of keys (>= 0).
+    dtype : dtype-like
+        One of :data:`SUPPORTED_DTYPES`.
+    out : pyopencl.Buffer, optional
+        Destination (may be ``buf``); default a new buffer.
+    wait_for : sequence of pyopencl.Event, optional
+
+    Returns
+    -------
+    (pyopencl.Buffer, pyopencl.Event)
+        The sorted buffer and the event of the last launch.
+
+    Raises
+    ------
+    TypeError, ValueError, NoDeviceError
+        As :class:`DeviceSorter` and :meth:`DeviceSorter.sort`.
+    """
+    return DeviceSorter(runtime, dtype).sort(buf, n, out=out, wait_for=wait_for)
+
+
+def merge_buffers(runtime: Runtime, a: Any, na: int, b: Any, nb: int, dtype: Any, *, a_offset: int = 0,
+                  b_offset: int = 0, out: Any = None, out_offset: int = 0,
+                  wait_for: Sequence[Any] | None = None) -> tuple[Any, Any]:
+    """Stably merge two sorted device ranges; see :meth:`DeviceSorter.merge`.
+
+    Parameters
+    ----------
+    runtime : Runtime
+    a, b : pyopencl.Buffer
+        Hold the sorted ranges ``a[a_offset:a_offset + na]`` and
+        ``b[b_offset:b_offset + nb]`` (in keys of ``dtype``).
+    na, nb : int
+    dtype : dtype-like
+        One of :data:`SUPPORTED_DTYPES`.
+    a_offset, b_offset, out_offset : int
+    out : pyopencl.Buffer, optional
+        Destination (must not overlap the inputs); default a new buffer.
+    wait_for : sequence of pyopencl.Event, optional
+
+    Returns
+    -------
+    (pyopencl.Buffer, pyopencl.Event)
+        The merged keys (ties: ``a`` first) and the event of the last launch.
+
+    Raises
+    ------
+    TypeError, ValueError, NoDeviceError
+        As :class:`DeviceSorter` and :meth:`DeviceSorter.merge`.
+    """
+    return DeviceSorter(runtime, dtype).merge(a, na, b, nb, a_offset=a_offset, b_offset=b_offset, out=out,
+                                              out_offset=out_offset, wait_for=wait_for)
+
+
+def device_sort(array: Any, runtime: Runtime | None = None) -> np.ndarray:
+    """Sort a host array on the OpenCL device and return a new sorted host array.
+
+    Parameters
+    ----------
+    array : array_like, shape (n,)
+        Keys of a supported dtype (:data:`SUPPORTED_DTYPES`, any byte order).
+    runtime : Runtime, optional
+        Device to use; default a fresh ``Runtime()`` (closed afterwards).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+        Bit-for-bit equal to ``np.sort(array, kind="stable")``, same dtype.
+
+    Raises
+    ------
+    ValueError
+        ``array`` is not one-dimensional.
+    TypeError
+        Unsupported dtype, or float64 on a device without cl_khr_fp64.
+    NoDeviceError
+        The runtime is CPU-only.
+    """
+    a = np.asarray(array)
+    if a.ndim != 1:
+        raise ValueError(f"device_sort sorts 1-D arrays, got shape {a.shape}")
+    if runtime is None:
+        with Runtime() as rt:
+            return device_sort(a, rt)
+    key = a.dtype.newbyteorder("=")
+    sorter = DeviceSorter(runtime, key)
+    host = np.ascontiguousarray(a, dtype=key)
+    if host.size == 0:
+        return a.copy()
+    buf = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+    _, event = sorter.sort(buf, host.size, out=buf)
+    result = np.empty_like(host)
+    cl.enqueue_copy(runtime.queue, result, buf, wait_for=[event])
+    return result.astype(a.dtype, copy=False)

@@ -1,10 +1,13 @@
-"""Benchmark hybrid_mergesort: every strategy, numpy.sort on one core, and the model's prediction.
+"""Benchmark hybrid_mergesort: every strategy, numpy.sort on one core, baselines, and the model's prediction.
 
 Times each strategy side by side in one run on uniform random int32 in
 [0, 2n) (the paper's input, section 6.4), for n = 2^min .. 2^max, and prints
-a table of times and ratios to numpy.sort, with the machine and versions.
+a table of times and ratios to numpy.sort (one core, default kind), with the
+machine and versions.  Host array in, host array out.  When importable,
+cupy.sort host to host (pageable and pinned host buffers) is timed too.
+``--variants`` adds other key distributions and dtypes at one size.
 
-    python experiments/bench_mergesort.py [--min-log 16] [--max-log 26] [--json PATH]
+    python experiments/bench_mergesort.py [--mode fast|paper] [--min-log 16] [--max-log 26] [--json PATH]
 """
 
 from __future__ import annotations
@@ -24,7 +27,62 @@ import hpu
 from hpu.calibrate import _host_description
 from hpu.mergesort import hybrid_mergesort
 
-STRATEGIES = ("cpu", "gpu", "basic", "advanced")
+STRATEGIES = ("cpu", "gpu", "basic", "advanced", "auto")
+
+
+def _cupy_baselines(a: np.ndarray, repeats: int) -> dict:
+    """cupy.sort host to host: pageable (plain numpy) and pinned host buffers; {} without cupy."""
+    try:
+        import cupy as cp
+    except Exception:
+        return {}
+    out: dict = {}
+    d = cp.asarray(a)
+    cp.sort(d)
+    cp.cuda.Device().synchronize()
+
+    def pageable():
+        cp.asnumpy(cp.sort(cp.asarray(a)))
+
+    mem_in = cp.cuda.alloc_pinned_memory(a.nbytes)
+    mem_out = cp.cuda.alloc_pinned_memory(a.nbytes)
+    pin_in = np.frombuffer(mem_in, a.dtype, a.size)
+    pin_out = np.frombuffer(mem_out, a.dtype, a.size)
+    pin_in[:] = a
+    stream = cp.cuda.Stream(non_blocking=True)
+
+    def pinned():
+        with stream:
+            x = cp.empty_like(d)
+            x.set(pin_in, stream=stream)
+            y = cp.sort(x)
+            y.get(out=pin_out, stream=stream)
+        stream.synchronize()
+
+    out["cupy_pageable"] = _time(pageable, repeats)
+    out["cupy_pinned"] = _time(pinned, repeats)
+    assert np.array_equal(pin_out, np.sort(a))
+
+    def resident():
+        cp.sort(d)
+        cp.cuda.Device().synchronize()
+
+    out["cupy_device_resident"] = _time(resident, repeats)
+    return out
+
+
+def _variants(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Other inputs at one size: sorted, reversed, few unique, Zipf keys, and other dtypes."""
+    u = rng.integers(0, 2 * n, n)
+    return {
+        "int32 sorted": np.sort(u).astype(np.int32),
+        "int32 reversed": np.sort(u)[::-1].astype(np.int32),
+        "int32 few-unique": rng.integers(0, 16, n).astype(np.int32),
+        "int32 zipf": np.minimum(rng.zipf(1.5, n), 2**31 - 1).astype(np.int32),
+        "int64 uniform": u.astype(np.int64),
+        "float32 normal": rng.standard_normal(n).astype(np.float32),
+        "float64 normal": rng.standard_normal(n),
+    }
 
 
 def _time(fn, repeats: int) -> float:
@@ -42,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-log", type=int, default=16, help="smallest n = 2^min-log (default 16)")
     ap.add_argument("--max-log", type=int, default=26, help="largest n = 2^max-log (default 26)")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per point; the median is reported")
+    ap.add_argument("--mode", default="fast", choices=("fast", "paper"), help="hybrid_mergesort mode (default fast)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated strategies")
+    ap.add_argument("--variants", type=int, default=None, metavar="LOG",
+                    help="also time the default strategy on other distributions and dtypes at n = 2^LOG")
     ap.add_argument("--slow", type=float, default=20.0,
                     help="skip a strategy at larger n once one run took longer than this many seconds")
     ap.add_argument("--device", default=None, help="OpenCL device (default: hpu's choice)")
@@ -67,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             "pyopencl": cl.VERSION_TEXT,
             "python": platform.python_version(),
             "hpu": hpu.__version__,
+            "mode": args.mode,
         }
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items() if k != "profile_values"))
         print(f"# profile: p={rt.profile.p:.2f} g={rt.profile.g:.0f} 1/gamma={1 / rt.profile.gamma:.1f}")
@@ -77,25 +139,45 @@ def main(argv: list[str] | None = None) -> int:
             a = rng.integers(0, 2 * n, n).astype(np.int32)
             ref = np.sort(a, kind="stable")
             t_np = _time(lambda: np.sort(a), args.repeats)
+            for name, t in _cupy_baselines(a, args.repeats).items():
+                rows.append({"n": n, "strategy": name, "seconds": t, "numpy_seconds": t_np, "speedup_vs_numpy": t_np / t})
+                print(f"{n:>10} {name:>9} {t * 1e3:10.2f} {'':>9} {t_np * 1e3:9.2f} {t_np / t:9.3f}", flush=True)
             for s in strategies:
                 if s in slow:
                     continue
-                out, tr = hybrid_mergesort(a, strategy=s, runtime=rt, return_trace=True)
+                out, tr = hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt, return_trace=True)
                 if not np.array_equal(out, ref):
                     raise SystemExit(f"wrong result: strategy {s}, n = 2^{lg}")
-                t = _time(lambda: hybrid_mergesort(a, strategy=s, runtime=rt), args.repeats)
+                t = _time(lambda: hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt), args.repeats)
                 if t > args.slow:
                     slow.add(s)
                 pred = tr.split.predicted_time if tr.split is not None else None
-                row = {"n": n, "strategy": s, "seconds": t, "numpy_seconds": t_np, "predicted_seconds": pred,
+                row = {"n": n, "strategy": s, "chosen": tr.strategy, "seconds": t, "numpy_seconds": t_np,
+                       "predicted_seconds": pred,
                        "alpha": tr.alpha, "transfer_level": tr.transfer_level, "speedup_vs_numpy": t_np / t,
                        "device_busy": tr.busy("device"), "cpu_busy": tr.busy("cpu"), "bus_busy": tr.busy("bus")}
                 rows.append(row)
                 print(f"{n:>10} {s:>9} {t * 1e3:10.2f} {pred * 1e3 if pred else float('nan'):9.2f} "
-                      f"{t_np * 1e3:9.2f} {t_np / t:9.3f} {tr.alpha:6.3f} {tr.transfer_level:>3}", flush=True)
+                      f"{t_np * 1e3:9.2f} {t_np / t:9.3f} {tr.alpha:6.3f} {tr.transfer_level:>3}"
+                      + (f"  ({tr.strategy})" if s == "auto" else ""), flush=True)
+        variants = []
+        if args.variants:
+            n = 1 << args.variants
+            print(f"# other inputs at n = 2^{args.variants}, strategy auto")
+            for name, a in _variants(n, rng).items():
+                ref = np.sort(a, kind="stable")
+                out, tr = hybrid_mergesort(a, mode=args.mode, runtime=rt, return_trace=True)
+                if not np.array_equal(out.view(np.uint8), ref.view(np.uint8)):
+                    raise SystemExit(f"wrong result: {name}")
+                t = _time(lambda: hybrid_mergesort(a, mode=args.mode, runtime=rt), args.repeats)
+                t_np = _time(lambda: np.sort(a), args.repeats)
+                variants.append({"n": n, "input": name, "seconds": t, "numpy_seconds": t_np, "chosen": tr.strategy,
+                                 "alpha": tr.alpha, "transfer_level": tr.transfer_level})
+                print(f"{name:>18} {t * 1e3:10.2f} ms  numpy {t_np * 1e3:9.2f} ms  x{t_np / t:7.2f}  ({tr.strategy})",
+                      flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"meta": meta, "rows": rows, "variants": variants}, indent=1))
         print(f"wrote {args.json}")
     return 0
 

@@ -170,7 +170,11 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
         strategy = "cpu"
     split = None
     if rt.profile.fast:
-        split = fast_split(n, rt.profile, strategy=strategy, device=usable, itemsize=arr.dtype.itemsize)
+        key = ("fast_split", id(rt.profile), n, arr.dtype.itemsize, strategy, usable)  # deterministic: memoise
+        split = rt.resources.get(key)
+        if split is None:
+            split = rt.resources[key] = fast_split(n, rt.profile, strategy=strategy, device=usable,
+                                                   itemsize=arr.dtype.itemsize)
         strategy, a_cpu, y = split.strategy, split.alpha, split.transfer_level
     else:
         if strategy == "auto":

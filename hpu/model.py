@@ -801,8 +801,8 @@ FAST_COSTS = ("cpu_sort", "device_sort", "transfer", "copy", "merge2", "merge16"
 _NLOGN = ("cpu_sort", "device_sort")
 
 
-def fast_cost(profile: Profile, name: str, n: float, itemsize: int = 4) -> float:
-    """Predicted seconds of one fast-mode step on ``n`` elements (0 when ``n <= 0``).
+def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
+    """Predicted seconds of one fast-mode step on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
 
     ``cpu_sort``: :func:`hpu.cpusort.parallel_sort` on all threads;
     ``device_sort``: the device-resident sort; ``transfer``: staging and
@@ -817,32 +817,30 @@ def fast_cost(profile: Profile, name: str, n: float, itemsize: int = 4) -> float
     ValueError
         The profile has no fast-mode calibration.
     """
-    if n <= 0:
-        return 0.0
     try:
         c0, c1 = profile.fast[name]
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"profile {profile.name!r} has no fast-mode cost {name!r}; run python -m hpu.calibrate") from None
-    work = n * math.log2(max(n, 2.0)) if name in _NLOGN else n
-    return c0 + c1 * work * itemsize / 4
+    x = np.asarray(n, dtype=float)
+    work = x * np.log2(np.maximum(x, 2.0)) if name in _NLOGN else x
+    cost = np.where(x > 0, c0 + c1 * work * itemsize / 4, 0.0)
+    return float(cost) if cost.ndim == 0 else cost
 
 
-def _fast_time(profile: Profile, n: float, alpha: float, t: int, w: int = 4) -> tuple[float, float, float, float]:
-    """(CPU share, device share, final merge, total) seconds for a fast-mode split (alpha, t)."""
-    n_c = alpha * n
+def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4) -> tuple[Any, Any, Any, Any]:
+    """(CPU share, device share, final merge, total) seconds for fast-mode splits (alpha may be an array)."""
+    a = np.asarray(alpha, dtype=float)
+    n_c = np.round(a * n)
     n_g = n - n_c
     cpu = fast_cost(profile, "cpu_sort", n_c, w)
-    dev = 0.0
-    if n_g > 0:
-        k = 2**t
-        dev = fast_cost(profile, "transfer", n_g, w) + k * fast_cost(profile, "device_sort", n_g / k, w)
-    runs = (1 if n_c > 0 else 0) + (2**t if n_g > 0 else 0)
-    if runs <= 1:
-        final = fast_cost(profile, "copy", n, w) if n_g > 0 else 0.0
-    else:
-        m2, m16 = fast_cost(profile, "merge2", n, w), fast_cost(profile, "merge16", n, w)
-        final = m2 + (m16 - m2) * min(max(math.log2(runs) - 1, 0.0) / 3.0, 2.0)  # linear in log2(runs)
-    return cpu, dev, final, max(cpu, dev) + final
+    k = 2**t
+    dev = np.where(n_g > 0, fast_cost(profile, "transfer", n_g, w) + k * fast_cost(profile, "device_sort", n_g / k, w), 0.0)
+    runs = (n_c > 0) + np.where(n_g > 0, k, 0)
+    m2, m16 = fast_cost(profile, "merge2", n, w), fast_cost(profile, "merge16", n, w)
+    merge = m2 + (m16 - m2) * np.clip((np.log2(np.maximum(runs, 1)) - 1) / 3.0, 0.0, 2.0)  # linear in log2(runs)
+    final = np.where(runs > 1, merge, np.where(n_g > 0, fast_cost(profile, "copy", n, w), 0.0))
+    total = np.maximum(cpu, dev) + final
+    return cpu, dev, final, total
 
 
 def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level: int = 4,
@@ -885,24 +883,20 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
         ``n < 1``, unknown strategy, or a profile without fast-mode costs.
     """
     n = _check_n(n)
-    cands: list[tuple[str, float, int]] = [("cpu", 1.0, 0)]
-    if device:
-        if strategy in ("auto", "gpu"):
-            cands.append(("gpu", 0.0, 0))
-        if strategy in ("auto", "basic"):
-            cands += [("basic", 0.0, t) for t in range(1, max_level + 1)]
-        if strategy in ("auto", "advanced"):
-            for t in range(0, max_level + 1):
-                r = optimize.minimize_scalar(lambda a, t=t: _fast_time(profile, n, a, t, itemsize)[3], bounds=(1e-4, 1 - 1e-4),
-                                             method="bounded", options={"xatol": 1e-4})
-                cands.append(("advanced", float(r.x), t))
     if strategy not in ("auto", "cpu", "gpu", "basic", "advanced"):
         raise ValueError(f"unknown strategy {strategy!r}")
-    if strategy != "auto" and device:
-        cands = [c for c in cands if c[0] == strategy] or cands
-    best = min(cands, key=lambda c: _fast_time(profile, n, c[1], c[2], itemsize)[3])
+    cands: list[tuple[str, float, int]] = [("cpu", 1.0, 0)]
+    if device:
+        cands += [("gpu", 0.0, 0)] + [("basic", 0.0, t) for t in range(1, max_level + 1)]
+        grid = np.linspace(0.0, 1.0, 257)[1:-1]  # interior alphas, steps of 1/256
+        for t in range(0, max_level + 1):
+            tot = _fast_time(profile, n, grid, t, itemsize)[3]
+            cands.append(("advanced", float(grid[int(np.argmin(tot))]), t))
+        if strategy != "auto":
+            cands = [c for c in cands if c[0] == strategy]
+    best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize)[3]))
     name, alpha, t = best
-    cpu, dev, final, total = _fast_time(profile, n, alpha, t, itemsize)
+    cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize))
     one_core = fast_cost(profile, "cpu_sort", n, itemsize) * profile.p  # the CPU sort on one core, roughly
     return Split(
         strategy=name,

@@ -20,8 +20,8 @@ section 6.4 and go beyond it:
   numpy arrays (used by the executor) and pinned buffers (recorded).
 * **launch_seconds**: an empty kernel launch plus wait.
 * **fast-mode costs** (beyond the paper): the parallel CPU sort, the
-  device-resident sort, the staged transfers, the final copy and the
-  multiway merges over sizes, each fitted as ``c0 + c1 x`` with
+  device-resident sort, the staged transfers and the multiway merges over
+  sizes, each fitted as ``c0 + c1 x`` with
   ``x = n log2 n`` (sorts) or ``n``; see :func:`hpu.model.fast_split`.
 
 The profile is saved atomically (an interrupted run leaves no file).
@@ -312,11 +312,11 @@ def _measure_transfers(rt: Runtime, max_bytes: int, repeats: int, bar: tqdm) -> 
 
 def _measure_fast(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> dict:
     """Fast-mode step costs over sizes (int32 keys), fitted for :func:`hpu.model.fast_split`."""
-    from .cpusort import multiway_merge, parallel_copy, parallel_sort
+    from .cpusort import multiway_merge
     from .fastmode import fast_sort
 
     rng = np.random.default_rng(4)
-    series: dict[str, list[float]] = {k: [] for k in ("cpu_sort", "copy", "merge2", "merge16")}
+    series: dict[str, list[float]] = {k: [] for k in ("cpu_sort", "merge2", "merge16")}
     if rt.has_device:
         series.update(device_sort=[], transfer=[])
     for n in sizes:
@@ -331,8 +331,7 @@ def _measure_fast(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> dic
 
             return _best(run, repeats)
 
-        series["cpu_sort"].append(timed(lambda: parallel_sort(a, rt.pool, rt.threads, out=out)))
-        series["copy"].append(timed(lambda: parallel_copy(a, out, rt.pool, rt.threads)))
+        series["cpu_sort"].append(timed(lambda: fast_sort(a, rt, strategy="cpu", alpha=1.0, transfer_level=0)))
         for k in (2, 16):
             runs = np.concatenate([np.sort(c) for c in np.array_split(a, k)])
             parts = np.array_split(runs, k)
@@ -346,9 +345,8 @@ def _measure_fast(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> dic
             if not np.array_equal(res, np.sort(a)):
                 raise RuntimeError("fast-mode device sort gave a wrong result; the device is unreliable")
             sort_s = sum(e.duration for e in best.events if e.unit == "device")
-            copy_s = sum(e.duration for e in best.events if e.kind == "stage" and e.unit == "cpu:pool")
             series["device_sort"].append(sort_s)
-            series["transfer"].append(max(best.wall - sort_s - copy_s, 1e-9))
+            series["transfer"].append(max(best.wall - sort_s, 1e-9))
         bar.update()
     x = np.array(sizes, dtype=float)
     fits = {}

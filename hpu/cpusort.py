@@ -146,7 +146,7 @@ def _two_run_merge(x: np.ndarray) -> None:
 
 
 def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int,
-                  out: np.ndarray | None = None) -> np.ndarray:
+                  out: np.ndarray | None = None, scratch: np.ndarray | None = None) -> np.ndarray:
     """``np.sort(a, kind="stable")`` on ``threads`` threads of ``pool`` (PSRS).
 
     Parameters
@@ -158,6 +158,9 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
         Threads to use (>= 1).
     out : numpy.ndarray, shape (n,), optional
         Destination (must not overlap ``a``); a new array by default.
+    scratch : numpy.ndarray, optional
+        A 1-D array of ``a``'s dtype with at least ``n`` elements for the
+        sorted chunks (saves allocating and page-faulting one per call).
 
     Returns
     -------
@@ -170,7 +173,7 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
         out[:] = a
         stable_sort_inplace(out)
         return out
-    tmp = np.empty_like(a)
+    tmp = scratch[:n] if scratch is not None and scratch.shape[0] >= n else np.empty_like(a)
     b = np.linspace(0, n, threads + 1).astype(np.int64)
 
     def chunk(i: int) -> None:

@@ -46,7 +46,7 @@ log = logging.getLogger("hpu")
 __all__ = ["fast_sort", "CHUNK_BYTES"]
 
 #: Bytes per staged transfer chunk (pinned copy granularity).
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 2 << 20
 
 
 def _pinned(rt: Runtime, nbytes: int) -> np.ndarray:
@@ -63,6 +63,15 @@ def _pinned(rt: Runtime, nbytes: int) -> np.ndarray:
         cur = (buf, host)
         rt.resources[key] = cur
     return cur[1]
+
+
+def _host_scratch(rt: Runtime, dtype: np.dtype, n: int) -> np.ndarray:
+    """A cached host array of at least ``n`` elements for the CPU sort's chunks."""
+    key = ("fastmode", "scratch", dtype.str)
+    cur = rt.resources.get(key)
+    if cur is None or cur.shape[0] < n:
+        cur = rt.resources[key] = np.empty(n, dtype=dtype)
+    return cur
 
 
 def _device_buffer(rt: Runtime, name: str, nbytes: int) -> Any:
@@ -103,8 +112,14 @@ def _max_device_elements(rt: Runtime, itemsize: int) -> int:
     return max(0, min(by_total, by_alloc))
 
 
-def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec: _Recorder) -> list[np.ndarray]:
-    """Sort ``src`` on the device as ``2**t`` segments; return the sorted runs as views of ``staging``."""
+def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec: _Recorder,
+                  dst: np.ndarray | None = None) -> list[np.ndarray]:
+    """Sort ``src`` on the device as ``2**t`` segments; return the sorted runs as views of ``staging``.
+
+    With ``dst`` (only when ``t == 0``), thread-pool workers copy each chunk
+    from the pinned buffer into ``dst`` as soon as its device-to-host copy
+    completes, and ``[dst]`` is returned.
+    """
     n, dt = src.shape[0], src.dtype
     nbytes = n * dt.itemsize
     q = rt.queue
@@ -138,13 +153,25 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec
     end = cl.enqueue_marker(q)
     d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
            for a, b in zip(bounds[:-1], bounds[1:])]
+    if dst is not None:
+
+        def copy_out(ev: Any, a: int, b: int) -> None:
+            ev.wait()
+            t0 = rec.now()
+            np.copyto(dst[a:b], stage[a:b])
+            rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
+                    (b - a) * dt.itemsize)
+
+        outs = [rt.pool.submit(copy_out, ev, a, b) for ev, (a, b) in zip(d2h, zip(bounds[:-1], bounds[1:]))]
+        for o in outs:
+            o.result()
     d2h[-1].wait()
     for ev, kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
         rec.add("bus", kind, -1, *_times(ev, rec), 1, 0, 0)
     s0, _ = _times(start, rec)
     _, e1 = _times(end, rec)
     rec.add("device", "sort", t, s0, e1, len(segs), n // max(len(segs), 1), nbytes)
-    return [stage[a:b] for a, b in segs]
+    return [dst] if dst is not None else [stage[a:b] for a, b in segs]
 
 
 def _times(ev: Any, rec: _Recorder) -> tuple[float, float]:
@@ -203,7 +230,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
 
     if n_dev == 0:
         tt = rec.now()
-        parallel_sort(src, rt.pool, rt.threads, out=out)
+        parallel_sort(src, rt.pool, rt.threads, out=out, scratch=_host_scratch(rt, dt, n))
         rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n, src.nbytes)
         trace.events, trace.wall = rec.events, rec.now()
         return out, trace
@@ -212,9 +239,11 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     staging = _pinned(rt, n_dev * dt.itemsize)
     result: list[Any] = []
 
+    direct = out if n_cpu == 0 and t == 0 else None  # one device run: stream it straight into out
+
     def device_job() -> None:
         try:
-            result.append(_device_share(rt, src[n_cpu:], t, staging, rec))
+            result.append(_device_share(rt, src[n_cpu:], t, staging, rec, dst=direct))
         except BaseException as e:
             result.append(e)
 
@@ -224,7 +253,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     if n_cpu:
         cpu_run = np.empty(n_cpu, dtype=dt)
         tt = rec.now()
-        parallel_sort(src[:n_cpu], rt.pool, rt.threads, out=cpu_run)
+        parallel_sort(src[:n_cpu], rt.pool, rt.threads, out=cpu_run, scratch=_host_scratch(rt, dt, n_cpu))
         rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n_cpu, n_cpu * dt.itemsize)
     feeder.join()
     dev = result[0]
@@ -239,12 +268,13 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
         dev = [parallel_sort(src[n_cpu:], rt.pool, rt.threads)]
         rec.add("cpu:pool", "fallback", 0, tt, rec.now(), 1, n_dev, n_dev * dt.itemsize)
     runs = ([cpu_run] if cpu_run is not None else []) + list(dev)
-    tt = rec.now()
-    if len(runs) == 1:
-        parallel_copy(runs[0], out, rt.pool, rt.threads)
-    else:
-        multiway_merge(runs, out, rt.pool, rt.threads)
-    rec.add("cpu:pool", "merge" if len(runs) > 1 else "stage", 0, tt, rec.now(), len(runs), n, src.nbytes)
+    if not (len(runs) == 1 and runs[0] is out):
+        tt = rec.now()
+        if len(runs) == 1:
+            parallel_copy(runs[0], out, rt.pool, rt.threads)
+        else:
+            multiway_merge(runs, out, rt.pool, rt.threads)
+        rec.add("cpu:pool", "merge" if len(runs) > 1 else "stage", 0, tt, rec.now(), len(runs), n, src.nbytes)
     trace.events, trace.wall = rec.events, rec.now()
     return out, trace
 

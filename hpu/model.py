@@ -106,8 +106,8 @@ class Profile:
     fast : dict
         Fitted fast-mode costs (see :func:`fast_split`): ``{name: [c0, c1]}``
         for ``cpu_sort``, ``device_sort`` (seconds ``c0 + c1 n log2 n``),
-        ``transfer``, ``copy``, ``merge2``, ``merge16`` (seconds
-        ``c0 + c1 n``); empty when not calibrated.
+        ``transfer``, ``merge2``, ``merge16`` (seconds ``c0 + c1 n``); empty
+        when not calibrated.
     name, device, host : str
         Free-text descriptions.
     provenance : dict
@@ -328,7 +328,9 @@ class Recurrence:
 
     def depth(self, n: float) -> float:
         """``log_b n``: the number of levels above the leaves (real for non-powers of ``b``)."""
-        return math.log(n) / math.log(self.b)
+        d = math.log(n) / math.log(self.b)
+        k = round(d)
+        return float(k) if abs(d - k) < 1e-9 else d  # exact for powers of b despite rounding in log
 
     def leaves(self, n: float) -> float:
         """``n ** log_b a``: the number of base cases (paper, section 5.1, case 4)."""
@@ -797,7 +799,7 @@ def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
 
 #: Fast-mode cost terms a calibrated profile carries in ``Profile.fast``; each is
 #: ``[c0, c1]`` with seconds ``c0 + c1 * n * log2(n)`` (sorts) or ``c0 + c1 * n`` (the rest).
-FAST_COSTS = ("cpu_sort", "device_sort", "transfer", "copy", "merge2", "merge16")
+FAST_COSTS = ("cpu_sort", "device_sort", "transfer", "merge2", "merge16")
 _NLOGN = ("cpu_sort", "device_sort")
 
 
@@ -805,10 +807,10 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     """Predicted seconds of one fast-mode step on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
 
     ``cpu_sort``: :func:`hpu.cpusort.parallel_sort` on all threads;
-    ``device_sort``: the device-resident sort; ``transfer``: staging and
-    copying ``n`` elements to the device and back; ``copy``: the final
-    parallel copy; ``merge2``/``merge16``: the CPU multiway merge of 2 / 16
-    runs.  Sorts follow ``c0 + c1 n log2 n`` (mergesort's ``T(n) = 2T(n/2) +
+    ``device_sort``: the device-resident sort; ``transfer``: everything
+    else of a device-only sort of ``n`` elements (staging, copies to the
+    device and back, the copy into the result); ``merge2``/``merge16``: the
+    CPU multiway merge of 2 / 16 runs.  Sorts follow ``c0 + c1 n log2 n`` (mergesort's ``T(n) = 2T(n/2) +
     n`` with a leaf cutoff), the others ``c0 + c1 n``.  Costs are calibrated
     on 4-byte keys; ``c1`` scales with ``itemsize / 4`` (bandwidth-bound).
 
@@ -838,7 +840,7 @@ def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4) -> tu
     runs = (n_c > 0) + np.where(n_g > 0, k, 0)
     m2, m16 = fast_cost(profile, "merge2", n, w), fast_cost(profile, "merge16", n, w)
     merge = m2 + (m16 - m2) * np.clip((np.log2(np.maximum(runs, 1)) - 1) / 3.0, 0.0, 2.0)  # linear in log2(runs)
-    final = np.where(runs > 1, merge, np.where(n_g > 0, fast_cost(profile, "copy", n, w), 0.0))
+    final = np.where(runs > 1, merge, 0.0)
     total = np.maximum(cpu, dev) + final
     return cpu, dev, final, total
 

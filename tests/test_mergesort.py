@@ -194,10 +194,10 @@ def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy):
 
     real = fm._device_share
 
-    def broken(rt, src, t, staging, rec):
-        runs = real(rt, src, t, staging, rec)
+    def broken(rt, src, t, staging, rec, dst=None):
+        runs = real(rt, src, t, staging, rec, dst=dst)
         for r in runs:
-            r[:] = 999  # the device wrote garbage into the staging buffer, then the run "failed"
+            r[:] = 999  # the device wrote garbage into the staging buffer or the result, then "failed"
         raise DeviceFailure("injected: device lost")
 
     monkeypatch.setattr(fm, "_device_share", broken)

@@ -206,7 +206,7 @@ def test_forced_alpha_extremes():
 
 
 FAST = {"cpu_sort": [1e-4, 1e-9], "device_sort": [5e-4, 1e-11], "transfer": [2e-4, 4e-10],
-        "copy": [5e-5, 5e-11], "merge2": [1e-4, 1e-10], "merge16": [2e-4, 3e-10]}
+        "merge2": [1e-4, 1e-10], "merge16": [2e-4, 3e-10]}
 
 
 def test_fast_split_picks_the_lowest_prediction():

@@ -142,18 +142,26 @@ def main(argv: list[str] | None = None) -> int:
             for name, t in _cupy_baselines(a, args.repeats).items():
                 rows.append({"n": n, "strategy": name, "seconds": t, "numpy_seconds": t_np, "speedup_vs_numpy": t_np / t})
                 print(f"{n:>10} {name:>9} {t * 1e3:10.2f} {'':>9} {t_np * 1e3:9.2f} {t_np / t:9.3f}", flush=True)
-            for s in strategies:
-                if s in slow:
-                    continue
-                out, tr = hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt, return_trace=True)
+            todo = [s for s in strategies if s not in slow]
+            traces = {}
+            for s in todo:  # warm-up and check each strategy once
+                out, traces[s] = hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt, return_trace=True)
                 if not np.array_equal(out, ref):
                     raise SystemExit(f"wrong result: strategy {s}, n = 2^{lg}")
-                t = _time(lambda: hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt), args.repeats)
+            samples: dict[str, list[float]] = {s: [] for s in todo}
+            for _ in range(args.repeats):  # round robin, so that machine noise hits every strategy alike
+                for s in todo:
+                    t0 = time.perf_counter()
+                    hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt)
+                    samples[s].append(time.perf_counter() - t0)
+            for s in todo:
+                tr = traces[s]
+                t = float(np.median(samples[s]))
                 if t > args.slow:
                     slow.add(s)
                 pred = tr.split.predicted_time if tr.split is not None else None
                 row = {"n": n, "strategy": s, "chosen": tr.strategy, "seconds": t, "numpy_seconds": t_np,
-                       "predicted_seconds": pred,
+                       "predicted_seconds": pred, "samples": samples[s],
                        "alpha": tr.alpha, "transfer_level": tr.transfer_level, "speedup_vs_numpy": t_np / t,
                        "device_busy": tr.busy("device"), "cpu_busy": tr.busy("cpu"), "bus_busy": tr.busy("bus")}
                 rows.append(row)

@@ -27,8 +27,8 @@ import numpy as np
 
 __all__ = ["stable_sort_inplace", "multiway_merge", "parallel_sort", "parallel_copy"]
 
-#: Below this many elements one thread sorts alone (thread hand-off costs more).
-SERIAL_CUTOFF = 1 << 15
+#: Fewest elements per thread (below it, hand-offs between threads cost more than they save).
+SERIAL_CUTOFF = 1 << 17
 
 
 def stable_sort_inplace(x: np.ndarray) -> None:
@@ -79,19 +79,14 @@ def _splitters(runs: Sequence[np.ndarray], nbuckets: int) -> list[np.ndarray]:
     v, ri, q = np.concatenate(vals), np.concatenate(rid), np.concatenate(pos)
     order = np.lexsort((q, ri, v))  # (value, run, position): the stable order of the samples
     picks = order[(np.arange(1, nbuckets) * order.size) // nbuckets]
-    cuts = []
-    for s in picks:
-        sv, sj, sq = v[s], ri[s], q[s]
-        c = np.empty(k, dtype=np.int64)
-        for i, r in enumerate(runs):
-            if i < sj:
-                c[i] = np.searchsorted(r, sv, side="right")  # ties in earlier runs come first
-            elif i > sj:
-                c[i] = np.searchsorted(r, sv, side="left")
-            else:
-                c[i] = sq
-        cuts.append(c)
-    return cuts
+    sv, sj, sq = v[picks], ri[picks], q[picks]
+    cuts = np.empty((picks.size, k), dtype=np.int64)
+    for i, r in enumerate(runs):
+        left = np.searchsorted(r, sv, side="left")
+        right = np.searchsorted(r, sv, side="right")
+        # Ties with a splitter go to the earlier run's side: runs before it keep theirs left of the cut.
+        cuts[:, i] = np.where(i < sj, right, np.where(i > sj, left, sq))
+    return list(cuts)
 
 
 def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent.futures.Executor,
@@ -123,7 +118,7 @@ def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent
     total = sum(r.size for r in runs)
     if out.shape[0] != total:
         raise ValueError(f"out has {out.shape[0]} elements, the runs {total}")
-    nb = buckets or (2 * threads if total >= SERIAL_CUTOFF else 1)
+    nb = buckets or max(1, min(2 * threads, total // SERIAL_CUTOFF))
     cuts = [np.zeros(len(runs), dtype=np.int64), *_splitters(runs, nb), np.array([r.size for r in runs])]
     sort = _two_run_merge if len(runs) <= 2 else stable_sort_inplace
 
@@ -169,7 +164,8 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
     """
     n = a.shape[0]
     out = np.empty_like(a) if out is None else out
-    if n < SERIAL_CUTOFF or threads == 1:
+    threads = min(threads, max(1, n // SERIAL_CUTOFF))  # each chunk at least SERIAL_CUTOFF elements
+    if threads == 1:
         out[:] = a
         stable_sort_inplace(out)
         return out

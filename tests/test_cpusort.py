@@ -8,6 +8,7 @@ from conftest import same_bits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hpu import cpusort
 from hpu.cpusort import multiway_merge, parallel_sort, stable_sort_inplace
 
 DTYPES = [np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64]
@@ -17,6 +18,14 @@ DTYPES = [np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64]
 def pool():
     with concurrent.futures.ThreadPoolExecutor(4) as p:
         yield p
+
+
+@pytest.fixture(scope="module", autouse=True)
+def small_chunks():
+    # Small inputs must take the parallel path here, as large ones do in production.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cpusort, "SERIAL_CUTOFF", 512)
+        yield
 
 
 def _data(kind, n, dtype, rng):
@@ -60,9 +69,10 @@ def test_multiway_merge_ties_go_to_earlier_runs(pool, k):
     # Equal keys that differ in bits (+0.0 / -0.0) reveal which run each came from.
     a = rng.choice(np.array([0.0, -0.0, 1.0, np.nan], dtype=np.float64), 50_000)
     runs = [np.sort(c, kind="stable") for c in np.array_split(a, k)]
-    out = np.empty_like(a)
-    multiway_merge(runs, out, pool, 4)
-    assert same_bits(out, np.sort(a, kind="stable"))
+    for buckets in (None, 1, 7, 64):
+        out = np.empty_like(a)
+        multiway_merge(runs, out, pool, 4, buckets=buckets)
+        assert same_bits(out, np.sort(a, kind="stable"))
 
 
 def test_multiway_merge_rejects_wrong_output_size(pool):

@@ -136,8 +136,17 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec
         rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a, (b - a) * dt.itemsize)
 
     futures = [rt.pool.submit(copy_in, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    if dst is not None:
+        # Touch dst's pages while the DMA engine and the device work: its first-touch page
+        # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
+        def touch(a: int, b: int) -> None:
+            t0 = rec.now()
+            dst[a:b] = 0
+            rec.add(f"cpu:{threading.current_thread().name}", "touch", -1, t0, rec.now(), 1, b - a, 0)
+
+        futures += [rt.pool.submit(touch, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     h2d = []
-    for (a, b), f in zip(zip(bounds[:-1], bounds[1:]), futures):
+    for (a, b), f in zip(zip(bounds[:-1], bounds[1:]), futures):  # the copy-in futures come first
         f.result()
         h2d.append(cl.enqueue_copy(q, d_in, stage[a:b], dst_offset=a * dt.itemsize, is_blocking=False))
     align = max(1, int(rt.device.mem_base_addr_align) // 8 // dt.itemsize)

@@ -144,9 +144,9 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec
             dst[a:b] = 0
             rec.add(f"cpu:{threading.current_thread().name}", "touch", -1, t0, rec.now(), 1, b - a, 0)
 
-        futures += [rt.pool.submit(touch, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        touched = [rt.pool.submit(touch, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     h2d = []
-    for (a, b), f in zip(zip(bounds[:-1], bounds[1:]), futures):  # the copy-in futures come first
+    for (a, b), f in zip(zip(bounds[:-1], bounds[1:]), futures):
         f.result()
         h2d.append(cl.enqueue_copy(q, d_in, stage[a:b], dst_offset=a * dt.itemsize, is_blocking=False))
     align = max(1, int(rt.device.mem_base_addr_align) // 8 // dt.itemsize)
@@ -163,6 +163,8 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec
     d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
            for a, b in zip(bounds[:-1], bounds[1:])]
     if dst is not None:
+        for f in touched:  # finished long before the sort is; never race a copy-out
+            f.result()
 
         def copy_out(ev: Any, a: int, b: int) -> None:
             ev.wait()

@@ -1,4 +1,4 @@
-"""Figures: calibration fits (paper figs. 5 and 6) and Gantt charts of traces.
+"""Figures: calibration fits (paper figs. 5 and 6), Gantt charts of traces and the model's predictions on them.
 
 Uses matplotlib's object API with the non-interactive Agg backend when no
 backend is set; every function returns the figure (or the paths written).
@@ -16,9 +16,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .executor import Trace  # noqa: E402
-from .model import Profile  # noqa: E402
+from .model import Profile, Split  # noqa: E402
 
-__all__ = ["calibration_figures", "plot_g_fit", "plot_gamma", "plot_p_fit", "plot_transfers", "gantt"]
+__all__ = ["calibration_figures", "plot_g_fit", "plot_gamma", "plot_p_fit", "plot_transfers", "gantt", "mark_split"]
 
 
 def _title(ax, text: str, profile: Profile) -> None:
@@ -128,3 +128,28 @@ def gantt(trace: Trace, ax=None, title: str = ""):
                  f"transfer level = {trace.transfer_level}, wall = {trace.wall * 1e3:.1f} ms "
                  "(red: host to device, orange: back)", fontsize=9)
     return fig
+
+
+def mark_split(ax, split: Split) -> None:
+    """Mark a split's predicted times on a Gantt chart drawn by :func:`gantt` (time axis in ms).
+
+    A dashed line where the model expects the device share back on the host
+    (``predicted_gpu_time + predicted_transfer_time``; for ``"advanced"``
+    the time ``T_g`` that paper section 5.2.1 makes equal to the CPU share's
+    ``T_c``), drawn when the device has work, and a solid line at the
+    predicted finish (``predicted_time``).  The lines are labelled for the
+    legend.  Only meaningful for a calibrated profile, whose predicted times
+    are seconds (the paper's profiles count operations).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The Gantt chart's axes.
+    split : Split
+        The split that ran (``Trace.split``).
+    """
+    if split.predicted_gpu_time > 0:
+        t = (split.predicted_gpu_time + split.predicted_transfer_time) * 1e3
+        ax.axvline(t, color="k", ls="--", lw=1, label=f"model: device share back ({t:.3g} ms)")
+    t = split.predicted_time * 1e3
+    ax.axvline(t, color="k", ls="-", lw=1.3, label=f"model: finish ({t:.3g} ms)")

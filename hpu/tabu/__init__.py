@@ -1,0 +1,48 @@
+"""Tabu search with the neighbourhood evaluated on the CPU thread pool and an OpenCL device at once.
+
+Each iteration evaluates a whole 2-element neighbourhood (``n (n - 1) / 2``
+moves) and reduces it to the best admissible move.  The reduction is a
+divide-and-conquer with ``a = b = 2`` and a constant combine, split between
+the units by the HPU model (:mod:`hpu.tabu.split`): the CPU takes a share
+``alpha`` of the moves (vectorised numpy), the device the rest in one fused
+evaluate-and-reduce kernel, and ``2**transfer_level`` partial minima come back.
+
+Problems: :class:`QAP` (2-swap, QAPLIB files) and
+:class:`HWSWPartitioning` (problem P of Hou et al. 2019, 2-flip).
+
+>>> import hpu, hpu.tabu
+>>> qap = hpu.tabu.QAP.from_qaplib("experiments/data/qaplib/tai30a.dat")  # doctest: +SKIP
+>>> res = hpu.tabu.tabu_search(qap, iterations=1000, tenure=15, seed=1)   # doctest: +SKIP
+>>> res.best_value, res.split.alpha, res.split.transfer_level            # doctest: +SKIP
+"""
+
+from .calibrate import calibrate, costs_path
+from .engine import evaluate_neighbourhood
+from .hwsw import HWSWPartitioning
+from .pairs import num_pairs, pair_block, pair_from_index, pair_index
+from .problem import NeighbourhoodState, TabuProblem
+from .qap import QAP, QAPSolution
+from .search import TabuResult, choose_split, tabu_search
+from .split import TabuCosts, TabuSplit, plan_split, transfer_levels
+
+__all__ = [
+    "HWSWPartitioning",
+    "NeighbourhoodState",
+    "QAP",
+    "QAPSolution",
+    "TabuCosts",
+    "TabuProblem",
+    "TabuResult",
+    "TabuSplit",
+    "calibrate",
+    "choose_split",
+    "costs_path",
+    "evaluate_neighbourhood",
+    "num_pairs",
+    "pair_block",
+    "pair_from_index",
+    "pair_index",
+    "plan_split",
+    "tabu_search",
+    "transfer_levels",
+]

@@ -1,0 +1,365 @@
+"""Evaluate a neighbourhood and reduce it to the best admissible move, on the CPU and a device at once.
+
+The moves ``[0, N)`` are the leaves of a binary reduction tree (a D&C with
+``a = b = 2`` and a constant combine).  The CPU takes the first
+``cpu_moves`` of them (share alpha), split into ``cpu_chunks`` contiguous
+ranges evaluated with vectorised numpy (on the calling thread when there is
+one chunk, else in the runtime's thread pool).  The device takes the rest in
+one fused OpenCL kernel (``kernels_cl/tabu_reduce.cl``; Hou et al. 2019,
+section 3.3): ``groups`` work-groups each evaluate a contiguous chunk and
+reduce it in local memory, so ``groups`` partial minima come back (the
+*transfer level* of the tree is ``log2(groups)``) and the host finishes.
+
+Moves are ordered by ``(class, delta, index)`` with class 0 = admissible
+(feasible, and not tabu or better than the best found: aspiration), 1 =
+feasible but tabu, 2 = infeasible.  The combine is associative and
+commutative, so every split returns the same move.
+
+Tabu status is one "tabu until iteration" integer per move, kept on the host
+and on the device and updated in place, one entry per iteration.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ..device import Runtime
+from .pairs import pair_from_index
+from .problem import NeighbourhoodState, TabuProblem
+
+__all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "Evaluator", "evaluate_neighbourhood", "default_work_group_size"]
+
+#: Move classes, in order of preference.
+ADMISSIBLE, TABU, INFEASIBLE, _EMPTY = 0, 1, 2, 3
+_CLASS_SHIFT = 40  # key = class << 40 | move index (as in tabu_reduce.cl)
+_INDEX_MASK = (1 << _CLASS_SHIFT) - 1
+_NO_ASPIRATION = np.iinfo(np.int64).max
+
+
+def default_work_group_size(device: Any) -> int:
+    """Work-group size of the fused kernel: 128, or the device's maximum if smaller (a power of two)."""
+    size = min(128, int(device.max_work_group_size))
+    return 1 << (size.bit_length() - 1)
+
+
+def reduce_moves(
+    delta: np.ndarray, feasible: np.ndarray | None, tabu_until: np.ndarray, iteration: int, aspiration: int, offset: int
+) -> tuple[int, int, int]:
+    """Best move of a contiguous range, by ``(class, delta, index)``.
+
+    Parameters
+    ----------
+    delta : numpy.ndarray of int, shape (m,)
+        Objective changes of moves ``[offset, offset + m)``.
+    feasible : numpy.ndarray of bool, shape (m,), or None
+        Feasibility of the neighbours (None: all feasible).
+    tabu_until : numpy.ndarray of int32, shape (m,)
+        A move is tabu while ``tabu_until > iteration``.
+    iteration : int
+    aspiration : int
+        A tabu move is admissible when ``delta < aspiration`` (best value found
+        minus current value; Hou et al. 2019, section 3.5).
+    offset : int
+        Index of the first move.
+
+    Returns
+    -------
+    (class, delta, index) : tuple of int
+    """
+    allowed = (tabu_until <= iteration) | (delta < aspiration)
+    admissible = allowed if feasible is None else allowed & feasible
+    if admissible.any():
+        cls, mask = ADMISSIBLE, admissible
+    elif feasible is None or feasible.any():
+        cls, mask = TABU, feasible
+    else:
+        cls, mask = INFEASIBLE, None
+    k = int(np.argmin(delta if mask is None else np.where(mask, delta, np.iinfo(delta.dtype).max)))
+    return cls, int(delta[k]), offset + k
+
+
+def _best_of(cls: np.ndarray, delta: np.ndarray, index: np.ndarray) -> tuple[int, int, int]:
+    """Lexicographic minimum of ``(class, delta, index)`` triples (the host's top levels of the tree)."""
+    sel = cls == cls.min()
+    d = delta[sel].min()
+    sel &= delta == d
+    return int(cls[sel][0]), int(d), int(index[sel].min())
+
+
+class Evaluator:
+    """One search's neighbourhood evaluation, split between CPU and device.
+
+    Parameters
+    ----------
+    state : NeighbourhoodState
+        The current solution (the evaluator applies moves to it).
+    runtime : hpu.Runtime
+    cpu_moves : int
+        The CPU evaluates moves ``[0, cpu_moves)``, the device the rest.
+    cpu_chunks : int
+        Number of contiguous CPU ranges (1: on the calling thread; more: in
+        ``runtime.pool``).
+    groups : int
+        Work-groups of the fused kernel = partial minima read back.
+    work_group_size : int, optional
+        Default :func:`default_work_group_size`.
+
+    Raises
+    ------
+    hpu.NoDeviceError
+        If the device has moves but the runtime is CPU-only.
+    ValueError
+        On out-of-range split parameters.
+
+    Attributes
+    ----------
+    tabu_until : numpy.ndarray of int32, shape (N,)
+        Host copy of the tabu status (the device keeps its own, updated in place).
+    cpu_time, device_time, host_time : float
+        Seconds spent so far: the CPU share (wall), the device (kernel,
+        read-back and apply events when the queue profiles, else wall time
+        waited), and the host's combine and bookkeeping.
+    """
+
+    def __init__(
+        self,
+        state: NeighbourhoodState,
+        runtime: Runtime,
+        *,
+        cpu_moves: int,
+        cpu_chunks: int = 1,
+        groups: int = 1,
+        work_group_size: int | None = None,
+    ):
+        self.state = state
+        self.runtime = runtime
+        self.n = state.problem.n
+        self.num_moves = state.problem.num_moves
+        self.tabu_until = np.zeros(self.num_moves, dtype=np.int32)
+        self.cpu_time = self.device_time = self.host_time = 0.0
+        self._device = False
+        self._events: list = []
+        self.configure(cpu_moves, cpu_chunks, groups, work_group_size)
+
+    # -- set-up ----------------------------------------------------------------
+    def configure(self, cpu_moves: int, cpu_chunks: int, groups: int, work_group_size: int | None = None) -> None:
+        """Change the split (the state and tabu status are kept)."""
+        N = self.num_moves
+        cpu_moves, cpu_chunks, groups = int(cpu_moves), int(cpu_chunks), int(groups)
+        if not 0 <= cpu_moves <= N:
+            raise ValueError(f"cpu_moves must lie in [0, {N}], got {cpu_moves}")
+        if cpu_moves and not 1 <= cpu_chunks <= cpu_moves:
+            raise ValueError(f"cpu_chunks must lie in [1, {cpu_moves}], got {cpu_chunks}")
+        if cpu_moves < N and groups < 1:
+            raise ValueError(f"groups must be >= 1, got {groups}")
+        self.cpu_moves, self.cpu_chunks, self.groups = cpu_moves, cpu_chunks if cpu_moves else 0, groups
+        bounds = np.linspace(0, cpu_moves, self.cpu_chunks + 1).round().astype(np.int64) if cpu_moves else []
+        self._cpu_ranges = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        if cpu_moves < N:
+            self.runtime.require_device()
+            if not self._device:
+                self._setup_device(work_group_size)
+            self._set_device_range(cpu_moves, N, groups)
+
+    def _setup_device(self, work_group_size: int | None) -> None:
+        import pyopencl as cl
+
+        rt, st = self.runtime, self.state
+        self.work_group_size = int(work_group_size or default_work_group_size(rt.device))
+        w = self.work_group_size
+        if w < 1 or w & (w - 1):
+            raise ValueError(f"work_group_size must be a power of two, got {w}")
+        defines = {"WG": w, **st.defines()}
+        head = "".join(f"#define {k} {v}\n" for k, v in sorted(defines.items()))
+        source = head + "".join(rt.kernel_source(name) for name in ("tabu_pairs", st.kernel, "tabu_reduce"))
+        program = rt.build(source)
+        ctx, mf = rt.context, cl.mem_flags
+        self._queue = rt.queue
+        self._profiling = bool(self._queue.properties & cl.command_queue_properties.PROFILING_ENABLE)
+        self._profiling_info = cl.profiling_info
+        self._pargs = st.device_args(ctx)
+        self._tabu_d = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self.tabu_until)
+        self._partial_d = None
+        self._eval = cl.Kernel(program, "tabu_evaluate_reduce")
+        self._eval.set_args(np.uint64(self.n), np.uint64(0), np.uint64(0), np.uint64(1), np.int64(0), np.int32(0),
+                            self._tabu_d, None, *self._pargs)
+        self._apply_k = cl.Kernel(program, "tabu_apply")
+        self._apply_k.set_args(np.uint64(self.n), np.uint32(0), np.uint32(0), np.uint64(0), np.int32(0),
+                               self._tabu_d, *self._pargs)
+        self._apply_range = st.apply_range(w)
+        self._device = True
+
+    def _set_device_range(self, lo: int, hi: int, groups: int) -> None:
+        import pyopencl as cl
+
+        groups = min(groups, hi - lo)
+        self.groups = groups
+        if self._partial_d is None or self._partial.size < 2 * groups:
+            self._partial = np.empty(2 * groups, dtype=np.int64)
+            self._partial_d = cl.Buffer(self.runtime.context, cl.mem_flags.WRITE_ONLY, size=self._partial.nbytes)
+            self._eval.set_arg(7, self._partial_d)
+        self._eval.set_arg(1, np.uint64(lo))
+        self._eval.set_arg(2, np.uint64(hi))
+        self._eval.set_arg(3, np.uint64(-(-(hi - lo) // groups)))
+        self._device_range = (lo, hi)
+
+    # -- one iteration -----------------------------------------------------------
+    def _cpu_range(self, lo: int, hi: int, iteration: int, aspiration: int) -> tuple[int, int, int]:
+        """Evaluate and reduce moves ``[lo, hi)`` block by block (the CPU's leaves and lower levels)."""
+        st, tabu, step = self.state, self.tabu_until, self.state.block_moves
+        best = (_EMPTY, 0, lo)
+        for b0 in range(lo, hi, step):
+            b1 = min(b0 + step, hi)
+            delta, feasible = st.deltas(b0, b1)
+            best = min(best, reduce_moves(delta, feasible, tabu[b0:b1], iteration, aspiration, b0))
+        return best
+
+    def _cpu_parts(self, ranges: list[tuple[int, int]], iteration: int, aspiration: int) -> list[tuple[int, int, int]]:
+        if len(ranges) == 1:
+            return [self._cpu_range(*ranges[0], iteration, aspiration)]
+        pool = self.runtime.pool
+        futures = [pool.submit(self._cpu_range, lo, hi, iteration, aspiration) for lo, hi in ranges]
+        return [f.result() for f in futures]
+
+    def _launch(self, iteration: int, aspiration: int) -> Any:
+        import pyopencl as cl
+
+        k = self._eval
+        k.set_arg(4, np.int64(min(aspiration, _NO_ASPIRATION)))
+        k.set_arg(5, np.int32(iteration))
+        for pos, value in self.state.dynamic_args():
+            k.set_arg(8 + pos, value)
+        w = self.work_group_size
+        evt = cl.enqueue_nd_range_kernel(self._queue, k, (self.groups * w,), (w,))
+        read = cl.enqueue_copy(self._queue, self._partial[: 2 * self.groups], self._partial_d, is_blocking=False)
+        self._queue.flush()  # start the device now: the CPU share runs meanwhile
+        self._events += [evt, read]
+        return read
+
+    def _device_result(self, read: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        t0 = time.perf_counter()
+        read.wait()
+        if self._profiling:
+            info = self._profiling_info
+            self.device_time += sum(e.get_profiling_info(info.END) - e.get_profiling_info(info.START)
+                                    for e in self._events) * 1e-9
+        else:
+            self.device_time += time.perf_counter() - t0
+        self._events.clear()
+        part = self._partial[: 2 * self.groups]
+        keys = part[1::2]
+        return keys >> _CLASS_SHIFT, part[0::2], keys & _INDEX_MASK
+
+    def evaluate(self, iteration: int, aspiration: int) -> tuple[int, int, int]:
+        """Best move of the whole neighbourhood.
+
+        Parameters
+        ----------
+        iteration : int
+            Current iteration (a move is tabu while ``tabu_until > iteration``).
+        aspiration : int
+            Best value found minus the current value (any larger int when no
+            best is known yet).
+
+        Returns
+        -------
+        (class, delta, index) : tuple of int
+            ``class`` is :data:`ADMISSIBLE`, :data:`TABU` (every feasible move
+            is tabu) or :data:`INFEASIBLE` (no feasible move).
+        """
+        read = self._launch(iteration, aspiration) if self.cpu_moves < self.num_moves else None
+        t0 = time.perf_counter()
+        parts = self._cpu_parts(self._cpu_ranges, iteration, aspiration)
+        self.cpu_time += time.perf_counter() - t0 if parts else 0.0
+        cls, delta, index = (np.array(v, dtype=np.int64) for v in zip(*parts)) if parts else [np.empty(0, np.int64)] * 3
+        if read is not None:
+            dcls, ddelta, dindex = self._device_result(read)
+            cls, delta, index = (np.concatenate(pair) for pair in ((cls, dcls), (delta, ddelta), (index, dindex)))
+        t2 = time.perf_counter()
+        best = _best_of(cls, delta, index)
+        self.host_time += time.perf_counter() - t2
+        return best
+
+    def apply(self, index: int, delta: int, until: int) -> None:
+        """Move to neighbour ``index`` (objective change ``delta``); the move is tabu until iteration ``until``."""
+        t0 = time.perf_counter()
+        self.state.apply(index, delta)
+        self.tabu_until[index] = until
+        if self._device:
+            self._enqueue_apply(index, until)
+        self.host_time += time.perf_counter() - t0
+
+    def _enqueue_apply(self, index: int, until: int) -> None:
+        import pyopencl as cl
+
+        i, j = pair_from_index(self.n, index)
+        k = self._apply_k
+        k.set_arg(1, np.uint32(i))
+        k.set_arg(2, np.uint32(j))
+        k.set_arg(3, np.uint64(index))
+        k.set_arg(4, np.int32(until))
+        self._events.append(cl.enqueue_nd_range_kernel(self._queue, k, *self._apply_range))
+
+    def reset(self, solution: np.ndarray) -> None:
+        """Jump to ``solution`` (a restart); the tabu status is kept."""
+        self.state.reset(solution)
+        if self._device:
+            self.state.upload(self._queue, self._pargs)
+
+
+def evaluate_neighbourhood(
+    problem: TabuProblem, solution: Any, *, unit: str = "cpu", runtime: Runtime | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Objective change and feasibility of every move of ``solution``, computed by one unit.
+
+    With ``unit="device"`` the fused kernel runs with one work-group per
+    move, so its partial minima are the moves themselves: this checks the
+    device's delta evaluation move by move.
+
+    Parameters
+    ----------
+    problem : TabuProblem
+    solution : array_like
+    unit : {"cpu", "device"}
+    runtime : hpu.Runtime, optional
+        Needed for ``unit="device"`` (default: a new ``Runtime()``, closed after).
+
+    Returns
+    -------
+    delta : numpy.ndarray of int64, shape (N,)
+        ``objective(neighbour) - objective(solution)`` for moves ``0..N-1``.
+    feasible : numpy.ndarray of bool, shape (N,)
+
+    Raises
+    ------
+    ValueError
+        If ``unit`` is unknown or ``solution`` invalid.
+    hpu.NoDeviceError
+        For ``unit="device"`` without a device.
+    """
+    if unit not in ("cpu", "device"):
+        raise ValueError(f"unit must be 'cpu' or 'device', got {unit!r}")
+    state = problem.state(solution)
+    N = problem.num_moves
+    if unit == "cpu":
+        delta, feasible = np.empty(N, dtype=np.int64), np.ones(N, dtype=bool)
+        for lo in range(0, N, state.block_moves):
+            hi = min(lo + state.block_moves, N)
+            d, f = state.deltas(lo, hi)
+            delta[lo:hi] = d
+            if f is not None:
+                feasible[lo:hi] = f
+        return delta, feasible
+    own = runtime is None
+    rt = Runtime() if own else runtime
+    try:
+        ev = Evaluator(state, rt, cpu_moves=0, groups=N)
+        cls, delta, index = ev._device_result(ev._launch(1, _NO_ASPIRATION))
+    finally:
+        if own:
+            rt.close()
+    order = np.argsort(index)
+    return delta[order].copy(), cls[order] != INFEASIBLE

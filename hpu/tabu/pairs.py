@@ -1,0 +1,160 @@
+"""Exact mapping between a move index and the pair ``(i, j)`` it swaps or flips.
+
+The 2-element neighbourhoods of this package (QAP 2-swap, HW/SW 2-flip) have
+one move per pair ``0 <= i < j < n``, numbered row by row through the strict
+upper triangle: ``(0, 1), (0, 2), ..., (0, n-1), (1, 2), ...``.  Luong,
+Melab and Talbi, "GPU Computing for Parallel Local Search Metaheuristic
+Algorithms", IEEE TC 62(1), 2013 (``shared/seeds/004``), section 4.6.1,
+propositions 1 and 2, give the two-to-one and one-to-two transformations.
+Proposition 2 takes a square root; evaluated in floating point it is wrong
+for large ``n`` (in float32 already for a few thousand elements), so here
+the root only gives a first guess that integer arithmetic then corrects.
+The OpenCL version, with the same correction, is ``kernels_cl/tabu_pairs.cl``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["num_pairs", "pair_index", "pair_from_index", "pair_block"]
+
+
+def _check_n(n: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"n must be an integer, got {n!r}")
+    n = int(n)
+    if n < 2:
+        raise ValueError(f"a 2-element neighbourhood needs n >= 2 elements, got n = {n}")
+    return n
+
+
+def num_pairs(n: int) -> int:
+    """Number of moves ``n (n - 1) / 2`` of a 2-element neighbourhood.
+
+    Raises
+    ------
+    ValueError
+        If ``n < 2``.
+    """
+    n = _check_n(n)
+    return n * (n - 1) // 2
+
+
+def pair_index(n: int, i, j) -> np.ndarray | int:
+    """Move index of the pair ``(i, j)``, ``i < j`` (Luong et al. 2013, proposition 1).
+
+    ``f(i, j) = i (n - 1) - i (i + 1) / 2 + j - 1``.
+
+    Parameters
+    ----------
+    n : int
+        Number of elements (>= 2).
+    i, j : int or array_like of int
+        Pairs with ``0 <= i < j < n`` (broadcast together).
+
+    Returns
+    -------
+    int or numpy.ndarray of int64
+        Indices in ``[0, n (n - 1) / 2)``.
+
+    Raises
+    ------
+    ValueError
+        If a pair is not ``0 <= i < j < n``.
+    """
+    n = _check_n(n)
+    scalar = np.ndim(i) == 0 and np.ndim(j) == 0
+    ii = np.asarray(i, dtype=np.int64)
+    jj = np.asarray(j, dtype=np.int64)
+    if np.any(ii < 0) or np.any(ii >= jj) or np.any(jj >= n):
+        raise ValueError(f"pairs must satisfy 0 <= i < j < n = {n}")
+    out = ii * (n - 1) - ii * (ii + 1) // 2 + jj - 1
+    return int(out) if scalar else out
+
+
+def pair_from_index(n: int, index) -> tuple:
+    """The pair ``(i, j)`` of a move index (Luong et al. 2013, proposition 2, made exact).
+
+    With ``k = N - 1 - index`` (``N = n (n - 1) / 2``) counted from the last
+    move, ``i = n - 2 - q`` where ``q`` is the largest integer with
+    ``q (q + 1) / 2 <= k``.  The square root ``q ~ (sqrt(8 k + 1) - 1) / 2``
+    in float64 is only a guess; integer comparisons correct it, so the result
+    is exact for every ``n`` whose indices fit in int64 (a single index uses
+    the exact :func:`math.isqrt`).
+
+    Parameters
+    ----------
+    n : int
+        Number of elements (>= 2).
+    index : int or array_like of int
+        Move indices in ``[0, N)``.
+
+    Returns
+    -------
+    (i, j) : tuple of int or of numpy.ndarray of int64
+        ``0 <= i < j < n``.
+
+    Raises
+    ------
+    ValueError
+        If an index is outside ``[0, N)``.
+    """
+    n = _check_n(n)
+    total = n * (n - 1) // 2
+    if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+        idx = int(index)
+        if not 0 <= idx < total:
+            raise ValueError(f"move index out of range [0, {total}) for n = {n}")
+        q = (math.isqrt(8 * (total - 1 - idx) + 1) - 1) // 2  # exact integer square root
+        i = n - 2 - q
+        return i, idx - (i * (n - 1) - i * (i + 1) // 2) + 1
+    idx = np.asarray(index, dtype=np.int64)
+    if np.any(idx < 0) or np.any(idx >= total):
+        raise ValueError(f"move index out of range [0, {total}) for n = {n}")
+    k = total - 1 - idx
+    q = ((np.sqrt(8.0 * k + 1.0) - 1.0) // 2).astype(np.int64)
+    while True:  # the float guess is off by at most one; correct it exactly
+        high = q * (q + 1) // 2 > k
+        low = (q + 1) * (q + 2) // 2 <= k
+        if not (high.any() or low.any()):
+            break
+        q = q - high + low
+    i = n - 2 - q
+    j = idx - (i * (n - 1) - i * (i + 1) // 2) + 1
+    return i, j
+
+
+def pair_block(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of the contiguous move range ``[lo, hi)``, fast.
+
+    Equivalent to ``pair_from_index(n, np.arange(lo, hi))`` but built from the
+    row structure (one square root per range, not per move), which is what the
+    vectorised CPU evaluation needs for every chunk of moves.
+
+    Returns
+    -------
+    (i, j) : tuple of numpy.ndarray of int64, each of shape ``(hi - lo,)``
+
+    Raises
+    ------
+    ValueError
+        If ``not 0 <= lo <= hi <= n (n - 1) / 2``.
+    """
+    n = _check_n(n)
+    total = n * (n - 1) // 2
+    lo, hi = int(lo), int(hi)
+    if not 0 <= lo <= hi <= total:
+        raise ValueError(f"move range [{lo}, {hi}) is not inside [0, {total})")
+    if lo == hi:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty.copy()
+    first, _ = pair_from_index(n, lo)
+    last, _ = pair_from_index(n, hi - 1)
+    rows = np.arange(first, last + 1, dtype=np.int64)
+    offset = rows * (n - 1) - rows * (rows + 1) // 2  # row i holds indices [offset + i, offset + n - 1)
+    counts = np.minimum(offset + n - 1, hi) - np.maximum(offset + rows, lo)
+    i = np.repeat(rows, counts)
+    j = np.arange(lo, hi, dtype=np.int64) - np.repeat(offset - 1, counts)
+    return i, j

@@ -1,0 +1,153 @@
+"""What a problem supplies to the tabu-search engine.
+
+A problem (:class:`TabuProblem`) has a solution encoding of ``n`` elements
+and a 2-element neighbourhood: one move per pair ``0 <= i < j < n``, numbered
+as in :mod:`hpu.tabu.pairs` (the index-to-move mapping, usable in numpy and in
+OpenCL through ``kernels_cl/tabu_pairs.cl``).  For a search it creates a
+:class:`NeighbourhoodState`: the current solution with whatever derived data
+makes the incremental (delta) evaluation fast, kept on the host (numpy) and,
+when a device takes part, on the device (OpenCL buffers updated in place by
+the problem's ``tabu_apply`` kernel).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .pairs import num_pairs, pair_from_index
+
+__all__ = ["TabuProblem", "NeighbourhoodState"]
+
+
+class TabuProblem(abc.ABC):
+    """A minimisation problem with a 2-element neighbourhood of ``n (n - 1) / 2`` moves.
+
+    Subclasses set :attr:`kind` and :attr:`n` and implement the abstract
+    methods.  All methods leave their arguments untouched.
+    """
+
+    #: Short name of the problem kind (names calibration caches).
+    kind: ClassVar[str] = ""
+    #: Number of elements of a solution.
+    n: int
+
+    @property
+    def num_moves(self) -> int:
+        """Size of the neighbourhood, ``n (n - 1) / 2``."""
+        return num_pairs(self.n)
+
+    def move(self, index: int) -> tuple[int, int]:
+        """The pair ``(i, j)``, ``i < j``, that move ``index`` swaps or flips (exact; see :mod:`hpu.tabu.pairs`)."""
+        return pair_from_index(self.n, index)
+
+    @property
+    def cache_key(self) -> str:
+        """What, besides :attr:`kind`, the cost of evaluating a move depends on (names calibration caches)."""
+        return f"n{self.n}"
+
+    @abc.abstractmethod
+    def check_solution(self, solution: Any) -> np.ndarray:
+        """Validate a solution and return a new array holding it.
+
+        Raises
+        ------
+        ValueError
+            If ``solution`` is not a valid solution of this problem.
+        """
+
+    @abc.abstractmethod
+    def objective(self, solution: Any) -> int:
+        """Full objective of ``solution`` (computed from scratch; exact integer)."""
+
+    def feasible(self, solution: Any) -> bool:
+        """Whether ``solution`` satisfies the constraints (default: always)."""
+        self.check_solution(solution)
+        return True
+
+    @abc.abstractmethod
+    def random_solution(self, rng: np.random.Generator) -> np.ndarray:
+        """A random solution drawn with ``rng`` (the start of a search)."""
+
+    @abc.abstractmethod
+    def apply_move(self, solution: Any, index: int) -> np.ndarray:
+        """The neighbour reached by move ``index`` (a new array)."""
+
+    def restart(self, rng: np.random.Generator) -> np.ndarray:
+        """A new current solution for when no neighbour is feasible.
+
+        Only constrained problems need it; the default raises.
+        """
+        raise RuntimeError(f"{type(self).__name__} has no feasible neighbour and no restart strategy")
+
+    @abc.abstractmethod
+    def state(self, solution: Any) -> NeighbourhoodState:
+        """The engine's state for a search currently at ``solution``."""
+
+
+class NeighbourhoodState(abc.ABC):
+    """The current solution of one search and what its delta evaluation needs.
+
+    Host side: :meth:`deltas` evaluates a contiguous range of moves with
+    vectorised numpy; :meth:`apply` moves to a neighbour.  Device side: the
+    OpenCL file ``kernels_cl/<kernel>.cl`` defines ``move_delta`` and
+    ``tabu_apply`` (see ``kernels_cl/tabu_reduce.cl``), :meth:`device_args`
+    creates the buffers its ``PROBLEM_PARAMS`` list, and :meth:`dynamic_args`
+    gives the scalar parameters that change between iterations.
+    """
+
+    #: Name of the problem's OpenCL file in ``kernels_cl``.
+    kernel: ClassVar[str] = ""
+    #: The problem this state belongs to.
+    problem: TabuProblem
+    #: Objective of the current solution.
+    value: int
+    #: Most moves :meth:`deltas` is asked for at once (its temporaries should stay in cache).
+    block_moves: int = 1 << 16
+
+    @property
+    @abc.abstractmethod
+    def solution(self) -> np.ndarray:
+        """A copy of the current solution."""
+
+    @abc.abstractmethod
+    def deltas(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Objective changes of moves ``[lo, hi)``, ``hi - lo <= block_moves``.
+
+        Returns
+        -------
+        delta : numpy.ndarray of int, shape ``(hi - lo,)``
+            ``objective(neighbour) - objective(current)``, exact.
+        feasible : numpy.ndarray of bool, shape ``(hi - lo,)``, or None
+            Which neighbours satisfy the constraints (None: all do).
+        """
+
+    @abc.abstractmethod
+    def apply(self, index: int, delta: int) -> None:
+        """Move to neighbour ``index`` whose objective change is ``delta`` (host side only)."""
+
+    @abc.abstractmethod
+    def reset(self, solution: np.ndarray) -> None:
+        """Jump to ``solution`` (host side only; used by restarts)."""
+
+    def defines(self) -> dict[str, Any]:
+        """``#define`` values the OpenCL file needs besides ``WG``."""
+        return {}
+
+    @abc.abstractmethod
+    def device_args(self, context: Any) -> list:
+        """Create the device copies of the state; the values of ``PROBLEM_PARAMS`` in order."""
+
+    def dynamic_args(self) -> list[tuple[int, Any]]:
+        """``(position in PROBLEM_PARAMS, value)`` of the scalars that change between iterations."""
+        return []
+
+    @abc.abstractmethod
+    def upload(self, queue: Any, args: list) -> None:
+        """Copy the whole host state into the buffers of :meth:`device_args` (after :meth:`reset`)."""
+
+    @abc.abstractmethod
+    def apply_range(self, work_group_size: int) -> tuple[tuple[int], tuple[int] | None]:
+        """Global and local size of the ``tabu_apply`` kernel."""

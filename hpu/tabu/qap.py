@@ -1,0 +1,359 @@
+"""The quadratic assignment problem (QAP) with the 2-swap neighbourhood.
+
+Find a permutation ``p`` of ``0..n-1`` minimising
+``f(p) = sum_i sum_j A[i, j] B[p(i), p(j)]`` (QAPLIB's convention: ``A`` the
+flow matrix, ``B`` the distance matrix, ``p(i)`` the location of facility
+``i``).  A move swaps the locations of two facilities ``r < s``; there are
+``n (n - 1) / 2`` moves and each is evaluated in O(n) (Taillard, "Robust
+taboo search for the quadratic assignment problem", Parallel Computing 17,
+1991; Luong, Melab and Talbi, IEEE TC 62(1), 2013, section 6.1, seeds/004).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .pairs import pair_block, pair_from_index
+from .problem import NeighbourhoodState, TabuProblem
+
+__all__ = ["QAP", "QAPSolution"]
+
+_INT32_SAFE = 2**31 - 1
+_BLOCK_ELEMENTS = 1 << 16  # elements (moves x n) per temporary of the CPU evaluation (stays in cache)
+
+
+def _tokens(path: Path) -> list[tuple[str, int]]:
+    """Tokens of a QAPLIB file (whitespace or commas separate them) with their line numbers."""
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not a text file ({e})") from None
+    out = []
+    for line_no, line in enumerate(text.splitlines(), 1):
+        out.extend((tok, line_no) for tok in line.replace(",", " ").split())
+    return out
+
+
+def _integer(path: Path, token: str, line: int, what: str) -> int:
+    try:
+        return int(token)
+    except ValueError:
+        raise ValueError(f"{path}, line {line}: {what}: expected an integer, found {token!r}") from None
+
+
+def _size(path: Path, tokens: list[tuple[str, int]]) -> int:
+    if not tokens:
+        raise ValueError(f"{path}: empty file (expected the size n first)")
+    tok, line = tokens[0]
+    n = _integer(path, tok, line, "the size n")
+    if n < 1:
+        raise ValueError(f"{path}, line {line}: the size n must be a positive integer, found {n}")
+    return n
+
+
+@dataclasses.dataclass(frozen=True)
+class QAPSolution:
+    """A solution read from a QAPLIB ``.sln`` file by :meth:`QAP.read_solution`.
+
+    Attributes
+    ----------
+    permutation : numpy.ndarray of int64, shape (n,)
+        0-based permutation (facility ``i`` at location ``permutation[i]``)
+        whose objective is :attr:`value`.
+    value : int
+        The objective value stated in the file.
+    one_based : bool
+        Whether the file numbers from 1 (QAPLIB's usual convention) or from 0.
+    inverse : bool
+        Whether the file lists the inverse assignment (location -> facility),
+        as some QAPLIB files do; :attr:`permutation` is then the inverse of
+        the listed one.
+    """
+
+    permutation: np.ndarray
+    value: int
+    one_based: bool
+    inverse: bool
+
+
+class QAP(TabuProblem):
+    """A QAP instance: ``f(p) = sum_ij A[i, j] B[p(i), p(j)]``, 2-swap moves.
+
+    Parameters
+    ----------
+    flow : array_like of int, shape (n, n)
+        ``A``.
+    distance : array_like of int, shape (n, n)
+        ``B``.
+    name : str
+        Instance name (e.g. ``"tai30a"``).
+
+    Raises
+    ------
+    ValueError
+        If the matrices are not square, of one size ``n >= 2``, of integers,
+        or so large that an objective could overflow int64.
+
+    Notes
+    -----
+    When both matrices are symmetric the delta evaluation uses the symmetric
+    shortcut (half the terms); otherwise the general asymmetric formula.
+    """
+
+    kind = "qap"
+
+    def __init__(self, flow: Any, distance: Any, *, name: str = ""):
+        a = self._matrix(flow, "flow")
+        b = self._matrix(distance, "distance")
+        if a.shape != b.shape:
+            raise ValueError(f"flow and distance matrices differ in shape: {a.shape} vs {b.shape}")
+        n = a.shape[0]
+        if n < 2:
+            raise ValueError(f"a QAP needs n >= 2 facilities, got n = {n}")
+        amax, bmax = int(np.abs(a).max()), int(np.abs(b).max())
+        if 4 * n * n * amax * bmax >= 2**62:
+            raise ValueError("matrix entries too large: objectives and deltas could overflow int64")
+        self.n = n
+        self.name = name
+        self.flow = a
+        self.distance = b
+        self.flow.flags.writeable = False
+        self.distance.flags.writeable = False
+        self.symmetric = bool(np.array_equal(a, a.T) and np.array_equal(b, b.T))
+        self._max_entry = max(amax, bmax)
+        self._delta_bound = 4 * n * amax * bmax  # bound on any partial sum of a delta
+
+    @staticmethod
+    def _matrix(m: Any, what: str) -> np.ndarray:
+        arr = np.array(m)
+        if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+            raise ValueError(f"{what} matrix must be square (n x n), got shape {arr.shape}")
+        if arr.dtype.kind not in "iu":
+            if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                raise ValueError(f"{what} matrix must hold integers")
+        return arr.astype(np.int64)
+
+    def __repr__(self) -> str:
+        sym = "symmetric" if self.symmetric else "asymmetric"
+        return f"QAP({self.name or 'unnamed'}, n={self.n}, {sym})"
+
+    @property
+    def cache_key(self) -> str:
+        return f"n{self.n}-{'sym' if self.symmetric else 'asym'}-{'i32' if self._max_entry < 2**30 else 'i64'}"
+
+    # -- files -----------------------------------------------------------------
+    @classmethod
+    def from_qaplib(cls, path: str | os.PathLike) -> QAP:
+        """Read a QAPLIB instance (``.dat``): ``n``, then ``A`` (n x n), then ``B`` (n x n).
+
+        Tokens are separated by whitespace (commas are accepted too); line
+        breaks carry no meaning.
+
+        Raises
+        ------
+        FileNotFoundError
+            If the file does not exist.
+        ValueError
+            Malformed file: a non-integer token, a size that is not a positive
+            integer, too few or too many entries.  The message names the file
+            and the line.
+        """
+        path = Path(path)
+        tokens = _tokens(path)
+        n = _size(path, tokens)
+        need = 2 * n * n
+        body = tokens[1:]
+        if len(body) < need:
+            last = tokens[-1][1]
+            raise ValueError(
+                f"{path}: expected 2 n^2 = {need} matrix entries after n = {n}, found {len(body)} "
+                f"(the file ends at line {last})"
+            )
+        if len(body) > need:
+            tok, line = body[need]
+            raise ValueError(f"{path}, line {line}: unexpected token {tok!r} after the 2 n^2 = {need} matrix entries")
+        values = np.empty(need, dtype=np.int64)
+        for k, (tok, line) in enumerate(body):
+            m, rest = divmod(k, n * n)
+            what = f"{'flow' if m == 0 else 'distance'} matrix entry ({rest // n}, {rest % n})"
+            values[k] = _integer(path, tok, line, what)
+        if n < 2:
+            raise ValueError(f"{path}: a QAP needs n >= 2 facilities, got n = {n}")
+        return cls(values[: n * n].reshape(n, n), values[n * n :].reshape(n, n), name=path.stem)
+
+    def read_solution(self, path: str | os.PathLike) -> QAPSolution:
+        """Read a QAPLIB solution (``.sln``): ``n``, the objective value, then the permutation.
+
+        The permutation may be 1-based (QAPLIB's convention) or 0-based, and
+        may list the assignment or its inverse (several QAPLIB files, e.g.
+        nug30 and kra30a, list the inverse); the orientation whose objective
+        equals the stated value is returned.
+
+        Returns
+        -------
+        QAPSolution
+
+        Raises
+        ------
+        FileNotFoundError
+            If the file does not exist.
+        ValueError
+            Malformed file (non-integer token, wrong size, wrong count, not a
+            permutation of 1..n or 0..n-1), or neither orientation of the
+            permutation has the stated objective.  The message names the
+            file (and line).
+        """
+        path = Path(path)
+        tokens = _tokens(path)
+        n = _size(path, tokens)
+        if n != self.n:
+            raise ValueError(f"{path}, line {tokens[0][1]}: solution of size {n}, but the instance has n = {self.n}")
+        if len(tokens) < 2:
+            raise ValueError(f"{path}: missing the objective value after n")
+        value = _integer(path, tokens[1][0], tokens[1][1], "the objective value")
+        body = tokens[2:]
+        if len(body) != n:
+            where = f"line {body[n][1]}: " if len(body) > n else ""
+            raise ValueError(f"{path}: {where}expected a permutation of n = {n} entries, found {len(body)}")
+        perm = np.array([_integer(path, t, line, f"permutation entry {k}") for k, (t, line) in enumerate(body)])
+        if np.array_equal(np.sort(perm), np.arange(1, n + 1)):
+            one_based, perm = True, perm - 1
+        elif np.array_equal(np.sort(perm), np.arange(n)):
+            one_based = False
+        else:
+            raise ValueError(f"{path}: the listed assignment is not a permutation of 1..{n} (nor of 0..{n - 1})")
+        inv = np.argsort(perm)
+        direct, inverse = self.objective(perm), self.objective(inv)
+        if direct == value:
+            return QAPSolution(perm, value, one_based, False)
+        if inverse == value:
+            return QAPSolution(inv, value, one_based, True)
+        raise ValueError(
+            f"{path}: stated objective {value}, but the permutation gives {direct} and its inverse {inverse}"
+        )
+
+    # -- solutions -----------------------------------------------------------
+    def check_solution(self, solution: Any) -> np.ndarray:
+        """Return ``solution`` as a new int64 array after checking it is a permutation of ``0..n-1``.
+
+        Raises
+        ------
+        ValueError
+            If it is not a 1-D permutation of ``0..n-1``.
+        """
+        p = np.array(solution)
+        if p.ndim != 1 or p.shape[0] != self.n:
+            raise ValueError(f"a QAP solution must be a permutation of 0..{self.n - 1}, got shape {p.shape}")
+        if p.dtype.kind not in "iu" or not np.array_equal(np.sort(p), np.arange(self.n)):
+            raise ValueError(f"solution is not a permutation of 0..{self.n - 1}: {p.tolist()}")
+        return p.astype(np.int64)
+
+    def objective(self, solution: Any) -> int:
+        """``sum_ij A[i, j] B[p(i), p(j)]`` (exact, int64).
+
+        Raises
+        ------
+        ValueError
+            If ``solution`` is not a permutation of ``0..n-1``.
+        """
+        p = self.check_solution(solution)
+        return int((self.flow * self.distance[np.ix_(p, p)]).sum())
+
+    def random_solution(self, rng: np.random.Generator) -> np.ndarray:
+        """A uniformly random permutation."""
+        return rng.permutation(self.n).astype(np.int64)
+
+    def apply_move(self, solution: Any, index: int) -> np.ndarray:
+        """The permutation with the locations of facilities ``r, s`` of move ``index`` swapped."""
+        p = self.check_solution(solution)
+        r, s = pair_from_index(self.n, index)
+        p[r], p[s] = p[s], p[r]
+        return p
+
+    def state(self, solution: Any) -> _QAPState:
+        return _QAPState(self, self.check_solution(solution))
+
+
+class _QAPState(NeighbourhoodState):
+    """Current permutation and the permuted distance matrix ``Bp[i, j] = B[p(i), p(j)]``."""
+
+    kernel = "tabu_qap"
+
+    def __init__(self, problem: QAP, perm: np.ndarray):
+        self.problem = problem
+        # Work in int32 when no partial sum of a delta can overflow it (much faster numpy products).
+        self._dtype = np.int32 if problem._delta_bound < _INT32_SAFE else np.int64
+        self._a = problem.flow.astype(self._dtype)
+        self._at = None if problem.symmetric else np.ascontiguousarray(self._a.T)
+        self._device_dtype = np.int32 if problem._max_entry < 2**30 else np.int64
+        self.block_moves = max(1, _BLOCK_ELEMENTS // problem.n)
+        self.reset(perm)
+
+    def reset(self, solution: np.ndarray) -> None:
+        self._perm = np.array(solution, dtype=np.int64)
+        p = self._perm
+        self._bp = self.problem.distance[np.ix_(p, p)].astype(self._dtype)
+        self._bpt = None if self.problem.symmetric else np.ascontiguousarray(self._bp.T)
+        self.value = self.problem.objective(p)
+
+    @property
+    def solution(self) -> np.ndarray:
+        return self._perm.copy()
+
+    def deltas(self, lo: int, hi: int) -> tuple[np.ndarray, None]:
+        a, bp = self._a, self._bp
+        r, s = pair_block(self.problem.n, lo, hi)
+        # Row part of Taillard's formula: sum_k (a_rk - a_sk)(b'_sk - b'_rk), k = r and s included ...
+        d = np.einsum("ij,ij->i", a[r] - a[s], bp[s] - bp[r])
+        # ... less its k = r and k = s terms.
+        d -= (a[r, r] - a[s, r]) * (bp[s, r] - bp[r, r]) + (a[r, s] - a[s, s]) * (bp[s, s] - bp[r, s])
+        if self._at is None:
+            d *= 2
+        else:  # column part, and the (r, s) / (s, r) term of the asymmetric formula
+            at, bpt = self._at, self._bpt
+            d += np.einsum("ij,ij->i", at[r] - at[s], bpt[s] - bpt[r])
+            d -= (at[r, r] - at[s, r]) * (bpt[s, r] - bpt[r, r]) + (at[r, s] - at[s, s]) * (bpt[s, s] - bpt[r, s])
+            d += (a[r, s] - a[s, r]) * (bp[s, r] - bp[r, s])
+        d += (a[r, r] - a[s, s]) * (bp[s, s] - bp[r, r])
+        return d, None
+
+    def apply(self, index: int, delta: int) -> None:
+        r, s = pair_from_index(self.problem.n, index)
+        p, bp = self._perm, self._bp
+        p[r], p[s] = p[s], p[r]
+        bp[[r, s]] = bp[[s, r]]
+        bp[:, [r, s]] = bp[:, [s, r]]
+        if self._bpt is not None:
+            bpt = self._bpt
+            bpt[[r, s]] = bpt[[s, r]]
+            bpt[:, [r, s]] = bpt[:, [s, r]]
+        self.value += int(delta)
+
+    # -- device ----------------------------------------------------------------
+    def defines(self) -> dict[str, Any]:
+        return {"MAT_T": "int" if self._device_dtype == np.int32 else "long", "SYMMETRIC": int(self.problem.symmetric)}
+
+    def device_args(self, context: Any) -> list:
+        import pyopencl as cl
+
+        mf = cl.mem_flags
+        a = np.ascontiguousarray(self.problem.flow, dtype=self._device_dtype)
+        bp = np.ascontiguousarray(self._bp, dtype=self._device_dtype)
+        return [
+            cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a),
+            cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=bp),
+        ]
+
+    def upload(self, queue: Any, args: list) -> None:
+        import pyopencl as cl
+
+        cl.enqueue_copy(queue, args[1], np.ascontiguousarray(self._bp, dtype=self._device_dtype))
+
+    def apply_range(self, work_group_size: int) -> tuple[tuple[int], None]:
+        n = self.problem.n
+        return (-(-n // work_group_size) * work_group_size,), None

@@ -1,0 +1,302 @@
+"""The tabu-search driver: best-improvement moves, per-move tabu tenure, aspiration, restarts."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ..device import Runtime
+from .calibrate import calibrate
+from .engine import INFEASIBLE, Evaluator, default_work_group_size
+from .problem import TabuProblem
+from .split import STRATEGIES, TabuCosts, TabuSplit, plan_split
+
+__all__ = ["TabuResult", "tabu_search", "choose_split"]
+
+log = logging.getLogger("hpu")
+
+_MAX_RESTARTS_PER_ITERATION = 100
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class TabuResult:
+    """Outcome of :func:`tabu_search` (named fields, like :class:`scipy.optimize.OptimizeResult`).
+
+    Attributes
+    ----------
+    best_solution : numpy.ndarray or None
+        Best (feasible) solution found; None if no feasible solution was met.
+    best_value : int or None
+        Its objective.
+    history : numpy.ndarray of int64, shape (iterations,)
+        Objective of the current solution after each iteration.
+    moves : numpy.ndarray of int64, shape (iterations,)
+        Index of the move taken at each iteration (the trajectory).
+    iterations : int
+        Iterations performed.
+    stop : str
+        ``"iterations"``, ``"no_improvement"`` or ``"time_limit"``.
+    restarts : int
+        Restarts because no neighbour was feasible (section 3.4 of Hou et al.).
+    split : TabuSplit
+        The division of each neighbourhood between CPU and device.
+    wall_time : float
+        Seconds spent in the iterations.
+    setup_time : float
+        Seconds spent before them (calibration, kernel build, buffers).
+    cpu_time, device_time, host_time : float
+        Seconds spent by each unit during the iterations: the CPU share of
+        the evaluation, the device (kernel, read-back and apply, from event
+        profiling), and the host's combine and move bookkeeping.
+    num_moves : int
+        Neighbourhood size ``N``.
+    """
+
+    best_solution: np.ndarray | None
+    best_value: int | None
+    history: np.ndarray
+    moves: np.ndarray
+    iterations: int
+    stop: str
+    restarts: int
+    split: TabuSplit
+    wall_time: float
+    setup_time: float
+    cpu_time: float
+    device_time: float
+    host_time: float
+    num_moves: int
+
+    @property
+    def time_per_iteration(self) -> float:
+        """``wall_time / iterations`` (seconds)."""
+        return self.wall_time / max(self.iterations, 1)
+
+    @property
+    def moves_per_second(self) -> float:
+        """Moves evaluated per second of wall time."""
+        return self.num_moves * self.iterations / self.wall_time if self.wall_time > 0 else math.inf
+
+    def __repr__(self) -> str:
+        s = self.split
+        return (
+            f"TabuResult(best_value={self.best_value}, iterations={self.iterations}, stop={self.stop!r}, "
+            f"restarts={self.restarts}, strategy={s.strategy!r}, alpha={s.alpha:.3g}, "
+            f"transfer_level={s.transfer_level}, time_per_iteration={self.time_per_iteration * 1e3:.3g} ms)"
+        )
+
+
+def _needs_costs(strategy: str, alpha: float | None, transfer_level: int | None, cpu_chunks: int | None,
+                 runtime: Runtime) -> bool:
+    cpu_free = cpu_chunks is None and runtime.threads > 1
+    if strategy == "cpu" or not runtime.has_device:
+        return cpu_free
+    if strategy == "gpu":
+        return transfer_level is None
+    if alpha is None:
+        return True
+    return (alpha > 0 and cpu_free) or (alpha < 1 and transfer_level is None)
+
+
+def choose_split(
+    problem: TabuProblem,
+    runtime: Runtime,
+    *,
+    strategy: str = "hybrid",
+    alpha: float | None = None,
+    transfer_level: int | None = None,
+    cpu_chunks: int | None = None,
+    costs: TabuCosts | None = None,
+) -> TabuSplit:
+    """The split :func:`tabu_search` uses: forced values, the rest chosen by the model.
+
+    Calibrates (:func:`hpu.tabu.calibrate`, cached) when the model must
+    choose something and ``costs`` is not given.
+
+    Raises
+    ------
+    ValueError
+        Unknown strategy or out-of-range forced values.
+    hpu.NoDeviceError
+        ``strategy="gpu"`` (or a forced device share) on a CPU-only runtime.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if strategy == "gpu" or (alpha is not None and alpha < 1):
+        runtime.require_device()
+    if costs is None and _needs_costs(strategy, alpha, transfer_level, cpu_chunks, runtime):
+        costs = calibrate(problem, runtime)
+    return plan_split(
+        problem.num_moves,
+        costs,
+        strategy=strategy,
+        alpha=alpha,
+        transfer_level=transfer_level,
+        cpu_chunks=1 if cpu_chunks is None and runtime.threads == 1 else cpu_chunks,
+        threads=runtime.threads,
+        work_group_size=default_work_group_size(runtime.device) if runtime.has_device else 0,
+        has_device=runtime.has_device,
+    )
+
+
+def tabu_search(
+    problem: TabuProblem,
+    *,
+    iterations: int,
+    tenure: int,
+    seed: Any = None,
+    strategy: str = "hybrid",
+    runtime: Runtime | None = None,
+    time_limit: float | None = None,
+    max_no_improve: int | None = None,
+    initial: Any = None,
+    alpha: float | None = None,
+    transfer_level: int | None = None,
+    cpu_chunks: int | None = None,
+    costs: TabuCosts | None = None,
+) -> TabuResult:
+    """Tabu search with the whole neighbourhood evaluated each iteration on the CPU and the device.
+
+    Each iteration evaluates every move of the current solution and moves to
+    the best admissible one (lowest objective; ties by lowest move index): a
+    move is admissible when its neighbour is feasible and the move is not
+    tabu, or is tabu but reaches a value below the best found (aspiration;
+    Hou et al. 2019, section 3.5).  The move taken becomes tabu for the next
+    ``tenure`` iterations (its entry of the per-move "tabu until" array).  When
+    every feasible move is tabu the best of them is taken (Hou et al. pick one
+    at random, section 3.6; taking the best keeps every split's trajectory
+    identical); when no move is feasible the problem restarts
+    (section 3.4) and the iteration evaluates the new neighbourhood.
+
+    Parameters
+    ----------
+    problem : TabuProblem
+        E.g. :class:`hpu.tabu.QAP` or :class:`hpu.tabu.HWSWPartitioning`.
+    iterations : int
+        Maximum number of iterations (>= 1).
+    tenure : int
+        Tabu tenure in iterations, ``0 <= tenure < num_moves``.
+    seed : int, numpy.random.Generator or None
+        Seeds the random start and the restarts.  The same seed gives the same
+        trajectory with every strategy and split.
+    strategy : {"hybrid", "cpu", "gpu"}
+        Who evaluates the neighbourhood: both units split by the model, the
+        CPU only, or the device only.
+    runtime : hpu.Runtime, optional
+        Default: a new runtime for this call (CPU-only for ``"cpu"``), closed after.
+    time_limit : float, optional
+        Stop after this many seconds of iterations.
+    max_no_improve : int, optional
+        Stop after this many consecutive iterations without a new best.
+    initial : array_like, optional
+        Start here instead of at a random solution.
+    alpha, transfer_level, cpu_chunks : optional
+        Force the CPU share of the moves, the transfer level of the device's
+        reduction (``2**transfer_level`` partial minima) and the number of CPU
+        ranges instead of letting the model choose (see :func:`hpu.tabu.plan_split`).
+    costs : TabuCosts, optional
+        Use these costs instead of :func:`hpu.tabu.calibrate`'s (cached) ones.
+
+    Returns
+    -------
+    TabuResult
+
+    Raises
+    ------
+    ValueError
+        ``iterations < 1``, ``tenure`` outside ``[0, num_moves)``,
+        ``iterations + tenure >= 2**31``, a bad
+        ``initial`` solution (e.g. not a permutation), ``time_limit`` or
+        ``max_no_improve`` not positive, unknown strategy or bad forced split.
+    hpu.NoDeviceError
+        ``strategy="gpu"`` without an OpenCL device.
+    """
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    N = problem.num_moves
+    if isinstance(tenure, bool) or not isinstance(tenure, (int, np.integer)) or not 0 <= tenure < N:
+        raise ValueError(f"tenure must be an integer in [0, {N}) (the number of moves), got {tenure!r}")
+    if iterations + tenure >= 2**31:
+        raise ValueError("iterations + tenure must be < 2**31 (the tabu status is int32)")
+    if time_limit is not None and not time_limit > 0:
+        raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+    if max_no_improve is not None and (isinstance(max_no_improve, bool) or int(max_no_improve) < 1):
+        raise ValueError(f"max_no_improve must be an integer >= 1, got {max_no_improve!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    rng = np.random.default_rng(seed)
+    solution = problem.check_solution(initial) if initial is not None else problem.random_solution(rng)
+
+    own = runtime is None
+    rt = Runtime("none" if strategy == "cpu" else None) if own else runtime
+    try:
+        t_setup = time.perf_counter()
+        split = choose_split(problem, rt, strategy=strategy, alpha=alpha, transfer_level=transfer_level,
+                             cpu_chunks=cpu_chunks, costs=costs)
+        ev = Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
+                       groups=max(split.groups, 1))
+        setup_time = time.perf_counter() - t_setup
+        return _run(problem, ev, split, rng, iterations, int(tenure), time_limit, max_no_improve, setup_time)
+    finally:
+        if own:
+            rt.close()
+
+
+def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.Generator, iterations: int,
+         tenure: int, time_limit: float | None, max_no_improve: int | None, setup_time: float) -> TabuResult:
+    state = ev.state
+    feasible = problem.feasible(state.solution)
+    best_value = state.value if feasible else None
+    best_solution = state.solution if feasible else None
+    history = np.empty(iterations, dtype=np.int64)
+    moves = np.empty(iterations, dtype=np.int64)
+    restarts = last_improvement = 0
+    stop = "iterations"
+    start = time.perf_counter()
+    it = 0
+    for it in range(1, iterations + 1):
+        aspiration = np.iinfo(np.int64).max if best_value is None else best_value - state.value
+        cls, delta, index = ev.evaluate(it, aspiration)
+        tries = 0
+        while cls == INFEASIBLE:
+            tries += 1
+            if tries > _MAX_RESTARTS_PER_ITERATION:
+                raise RuntimeError(f"no feasible neighbour after {_MAX_RESTARTS_PER_ITERATION} restarts")
+            restarts += 1
+            ev.reset(problem.restart(rng))
+            if problem.feasible(state.solution) and (best_value is None or state.value < best_value):
+                best_value, best_solution, last_improvement = state.value, state.solution, it
+            aspiration = np.iinfo(np.int64).max if best_value is None else best_value - state.value
+            cls, delta, index = ev.evaluate(it, aspiration)
+        ev.apply(index, delta, it + tenure)
+        history[it - 1], moves[it - 1] = state.value, index
+        if best_value is None or state.value < best_value:
+            best_value, best_solution, last_improvement = state.value, state.solution, it
+        if max_no_improve is not None and it - last_improvement >= max_no_improve:
+            stop = "no_improvement"
+            break
+        if time_limit is not None and time.perf_counter() - start >= time_limit:
+            stop = "time_limit"
+            break
+    wall = time.perf_counter() - start
+    return TabuResult(
+        best_solution=best_solution,
+        best_value=None if best_value is None else int(best_value),
+        history=history[:it].copy(),
+        moves=moves[:it].copy(),
+        iterations=it,
+        stop=stop,
+        restarts=restarts,
+        split=split,
+        wall_time=wall,
+        setup_time=setup_time,
+        cpu_time=ev.cpu_time,
+        device_time=ev.device_time,
+        host_time=ev.host_time,
+        num_moves=problem.num_moves,
+    )

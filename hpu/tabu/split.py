@@ -1,0 +1,387 @@
+"""The HPU model applied to the tabu-search reduction: choose the CPU share and the transfer level.
+
+Evaluating a neighbourhood of ``N`` moves and reducing it to the best move is
+a divide-and-conquer with ``a = b = 2`` and a constant combine:
+``T(N) = 2 T(N/2) + O(1)``, whose ``N`` leaves are move evaluations.  As for
+mergesort in the HPU model (López-Ortiz, Salinger and Suderman, IJNC 4(1),
+2014, section 5.2, seeds/002), the CPU takes a share ``alpha`` of the leaves
+and the device the rest; the device reduces the bottom levels of its share
+up to the *transfer level* ``t`` (``2**t`` work-groups, so ``2**t`` partial
+minima come back) and the host finishes the top levels.
+
+The paper's model, with ``p`` CPU cores, ``g`` device work-items each ``gamma``
+times as fast as a core, and no transfer or launch cost, balances the two
+units at ``alpha = p / (p + gamma g)`` (section 5.2.1, case ii, with a
+negligible combine).  Here the profile of the problem kind (:class:`TabuCosts`,
+measured by :func:`hpu.tabu.calibrate`) adds what the paper leaves out and
+what dominates a tabu iteration on a PCIe device: the launch and read-back
+latency, the cost per partial minimum, the thread pool's dispatch cost, and
+whether the device shares the host's cores.  Per iteration, with
+``N_c = round(alpha N)`` moves on the CPU in ``k`` ranges and
+``N_d = N - N_c`` on the device in ``G = 2**t`` work-groups of ``W``
+work-items::
+
+    T_cpu = c0 + c N_c                          (k = 1, on the calling thread)
+          = d + c0 + c N_c / min(k, p)          (k > 1, in the thread pool)
+    T_dev = lambda + tau max(ceil(ceil(N_d / G) / W), N_d / g) + kappa G
+    T     = h + max(T_cpu, T_dev)               (h + T_cpu + T_dev if the cores are shared)
+
+(``h``: the host's bookkeeping of a move.)  ``tau max(...)`` is the HPU
+model's device time: ``G W`` work-items share the moves, at most ``g`` make
+progress at once, each at ``1 / tau`` moves per second (so ``gamma = c / tau``).
+:func:`plan_split` minimises ``T`` over ``alpha`` (a fine grid on ``[0, 1]``),
+``t`` (every level from one work-group to one move per work-item) and ``k``
+in ``{1, threads}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIES"]
+
+#: Accepted values of ``strategy``.
+STRATEGIES = ("cpu", "gpu", "hybrid")
+COSTS_SCHEMA_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TabuCosts:
+    """Calibrated costs of evaluating one problem kind's moves on one machine.
+
+    All times are in seconds.  Made by :func:`hpu.tabu.calibrate`, which
+    caches them per device, problem kind, size and thread count.
+
+    Attributes
+    ----------
+    kind, key : str
+        Problem kind (``"qap"``, ``"hwsw"``) and the size key it was measured at.
+    threads : int
+        Size of the thread pool measured.
+    work_group_size : int
+        ``W`` of the fused kernel (0 when no device was measured).
+    cpu_move_seconds : float
+        ``c``: one CPU thread, per move (vectorised numpy, reduction included).
+    cpu_call_seconds : float
+        ``c0``: fixed cost of one CPU range.
+    pool_seconds : float
+        ``d``: dispatching ``threads`` tasks to the pool and joining them.
+    cpu_parallelism : float
+        ``p``: speed-up of ``threads`` ranges in the pool over one, in ``[1, threads]``.
+    device_fixed_seconds : float
+        ``lambda``: launch, apply kernel and read-back of the fused kernel with one move.
+    device_move_seconds : float
+        ``tau``: one work-item, per move.
+    device_saturation : float
+        ``g``: work-items beyond which the device gets no faster (paper 3.2, 6.4).
+    partial_seconds : float
+        ``kappa``: per partial minimum (read-back bytes and host combine).
+    host_seconds : float
+        ``h``: the host's part of applying a move (the same for every split).
+    shared_cores : bool
+        The device is a CPU OpenCL device running on the host's cores, so the
+        two units do not run concurrently.
+    device : str
+        Device name (``"CPU only"`` without one).
+    measurements : dict
+        Raw timings the fit used.
+    """
+
+    kind: str
+    key: str
+    threads: int
+    work_group_size: int
+    cpu_move_seconds: float
+    cpu_call_seconds: float
+    pool_seconds: float
+    cpu_parallelism: float
+    device_fixed_seconds: float = math.inf
+    device_move_seconds: float = math.inf
+    device_saturation: float = 1.0
+    partial_seconds: float = 0.0
+    host_seconds: float = 0.0
+    shared_cores: bool = False
+    device: str = "CPU only"
+    measurements: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def has_device(self) -> bool:
+        """Whether a device was measured."""
+        return self.work_group_size > 0
+
+    @property
+    def cpu_moves_per_second(self) -> float:
+        """Throughput of one CPU thread, ``1 / c`` (moves per second)."""
+        return 1.0 / self.cpu_move_seconds
+
+    @property
+    def device_moves_per_second(self) -> float:
+        """Saturated throughput of the device, ``g / tau`` (moves per second; 0 without a device)."""
+        return self.device_saturation / self.device_move_seconds if self.has_device else 0.0
+
+    @property
+    def gamma(self) -> float:
+        """Speed of one work-item relative to one CPU thread, ``c / tau`` (the HPU model's gamma)."""
+        return self.cpu_move_seconds / self.device_move_seconds if self.has_device else 0.0
+
+    def predict(self, num_moves: Any, cpu_moves: Any, cpu_chunks: Any, groups: Any) -> tuple:
+        """Predicted seconds per iteration (module docstring); arguments broadcast as numpy arrays.
+
+        Returns
+        -------
+        (t_cpu, t_device, t) : tuple of float or numpy.ndarray
+        """
+        N, nc, k, G = (np.asarray(v, dtype=np.float64) for v in (num_moves, cpu_moves, cpu_chunks, groups))
+        nd = N - nc
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pooled = self.pool_seconds + self.cpu_call_seconds + self.cpu_move_seconds * nc / np.minimum(
+                np.maximum(k, 1), self.cpu_parallelism
+            )
+            t_cpu = np.where(nc > 0, np.where(k > 1, pooled, self.cpu_call_seconds + self.cpu_move_seconds * nc), 0.0)
+            w = self.work_group_size or 1
+            G = np.maximum(np.minimum(G, nd), 1)
+            per_item = np.maximum(np.ceil(np.ceil(nd / G) / w), nd / self.device_saturation)
+            t_dev = np.where(
+                nd > 0,
+                self.device_fixed_seconds + self.device_move_seconds * per_item + self.partial_seconds * G,
+                0.0,
+            )
+        total = self.host_seconds + (t_cpu + t_dev if self.shared_cores else np.maximum(t_cpu, t_dev))
+        if total.ndim == 0:
+            return float(t_cpu), float(t_dev), float(total)
+        return t_cpu, t_dev, total
+
+    # -- persistence -------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """JSON-ready dict with a ``schema_version`` key."""
+        d = dataclasses.asdict(self)
+        d["schema_version"] = COSTS_SCHEMA_VERSION
+        return d
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write as JSON atomically; returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(self.to_dict(), fh, indent=2, sort_keys=True, default=float)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> TabuCosts:
+        """Read :meth:`save` output.
+
+        Raises
+        ------
+        ValueError
+            If the file is not JSON, from another schema version, or lacks fields.
+        FileNotFoundError
+            If it does not exist.
+        """
+        path = Path(path)
+        try:
+            d = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: corrupt tabu costs (not JSON: {e})") from None
+        if not isinstance(d, dict) or d.get("schema_version") != COSTS_SCHEMA_VERSION:
+            raise ValueError(f"{path}: not tabu costs of schema version {COSTS_SCHEMA_VERSION}")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        try:
+            return cls(**{k: v for k, v in d.items() if k in fields})
+        except TypeError as e:
+            raise ValueError(f"{path}: invalid tabu costs: {e}") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class TabuSplit:
+    """How one tabu iteration's neighbourhood is divided between CPU and device.
+
+    Attributes
+    ----------
+    strategy : str
+        ``"cpu"``, ``"gpu"`` or ``"hybrid"`` (what was asked for).
+    alpha : float
+        CPU share of the moves, ``cpu_moves / num_moves``.
+    num_moves, cpu_moves : int
+        ``N`` and ``N_c``; the CPU evaluates moves ``[0, N_c)``, the device ``[N_c, N)``.
+    cpu_chunks : int
+        CPU ranges (1: the calling thread; more: the thread pool; 0: no CPU share).
+    transfer_level : int
+        ``t``: the device returns ``2**t`` partial minima (-1: no device share).
+    groups : int
+        Work-groups launched, ``min(2**t, N - N_c)`` (0: no device share).
+    work_group_size : int
+        ``W``.
+    depth : float
+        ``log2 N``: levels of the reduction tree.
+    predicted_cpu_time, predicted_device_time, predicted_time : float
+        Seconds per iteration predicted by the model (NaN when forced without costs).
+    """
+
+    strategy: str
+    alpha: float
+    num_moves: int
+    cpu_moves: int
+    cpu_chunks: int
+    transfer_level: int
+    groups: int
+    work_group_size: int
+    depth: float
+    predicted_cpu_time: float = math.nan
+    predicted_device_time: float = math.nan
+    predicted_time: float = math.nan
+
+    @property
+    def device_moves(self) -> int:
+        """``N - N_c``."""
+        return self.num_moves - self.cpu_moves
+
+
+def transfer_levels(device_moves: int, work_group_size: int) -> range:
+    """Sensible transfer levels for ``device_moves`` moves: from one work-group to one move per work-item.
+
+    Returns ``range(0, ceil(log2(ceil(device_moves / W))) + 1)``.
+    """
+    if device_moves <= 0:
+        return range(0)
+    items = -(-device_moves // max(work_group_size, 1))
+    return range(0, max(items - 1, 0).bit_length() + 1)
+
+
+def _alpha_grid(strategy: str, alpha: float | None, has_device: bool) -> np.ndarray:
+    if strategy == "cpu" or not has_device:
+        return np.array([1.0])
+    if strategy == "gpu":
+        return np.array([0.0])
+    if alpha is not None:
+        return np.array([alpha])
+    return np.unique(np.concatenate([np.linspace(0, 1, 1001), [0.005, 0.0025, 0.001]]))
+
+
+def plan_split(
+    num_moves: int,
+    costs: TabuCosts | None = None,
+    *,
+    strategy: str = "hybrid",
+    alpha: float | None = None,
+    transfer_level: int | None = None,
+    cpu_chunks: int | None = None,
+    threads: int = 1,
+    work_group_size: int | None = None,
+    has_device: bool | None = None,
+) -> TabuSplit:
+    """Choose the CPU share, the number of CPU ranges and the transfer level (module docstring).
+
+    Parameters
+    ----------
+    num_moves : int
+        ``N`` (>= 1).
+    costs : TabuCosts, optional
+        Calibrated costs.  Needed unless every free parameter is forced.
+    strategy : {"cpu", "gpu", "hybrid"}
+        ``"cpu"`` forces ``alpha = 1``, ``"gpu"`` forces ``alpha = 0``.
+    alpha : float, optional
+        Force the CPU share (``"hybrid"`` only), in ``[0, 1]``.
+    transfer_level : int, optional
+        Force ``t`` (>= 0).
+    cpu_chunks : int, optional
+        Force the number of CPU ranges (>= 1).
+    threads : int
+        Thread-pool size (the pooled choice of ``cpu_chunks``); taken from
+        ``costs`` when given.
+    work_group_size : int, optional
+        ``W``; taken from ``costs`` when given.
+    has_device : bool, optional
+        Whether a device exists; default from ``costs`` (True when forced
+        without costs and ``work_group_size`` is given).
+
+    Returns
+    -------
+    TabuSplit
+
+    Raises
+    ------
+    ValueError
+        Unknown strategy, out-of-range forced values, ``"gpu"`` without a
+        device, or a free parameter to choose without ``costs``.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    N = int(num_moves)
+    if N < 1:
+        raise ValueError(f"num_moves must be >= 1, got {num_moves}")
+    if alpha is not None:
+        if strategy != "hybrid":
+            raise ValueError(f"alpha can only be forced with strategy='hybrid', not {strategy!r}")
+        alpha = float(alpha)
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    if transfer_level is not None and int(transfer_level) < 0:
+        raise ValueError(f"transfer_level must be >= 0, got {transfer_level}")
+    if cpu_chunks is not None and int(cpu_chunks) < 1:
+        raise ValueError(f"cpu_chunks must be >= 1, got {cpu_chunks}")
+    if costs is not None:
+        threads, work_group_size = costs.threads, costs.work_group_size
+        has_device = costs.has_device if has_device is None else has_device and costs.has_device
+    if has_device is None:
+        has_device = bool(work_group_size)
+    if not has_device and (strategy == "gpu" or (alpha is not None and alpha < 1)):
+        raise ValueError(f"strategy {strategy!r} with a device share needs an OpenCL device")
+    w = int(work_group_size or 0)
+
+    alphas = _alpha_grid(strategy, alpha, has_device)
+    cpu_moves = np.unique(np.rint(alphas * N).astype(np.int64))
+    chunk_opts = [int(cpu_chunks)] if cpu_chunks is not None else sorted({1, int(threads)})
+    if costs is None:
+        free = []
+        if cpu_moves.size > 1:
+            free.append("alpha")
+        if len(chunk_opts) > 1 and cpu_moves.max() > 0:
+            free.append("cpu_chunks")
+        if transfer_level is None and cpu_moves.min() < N:
+            free.append("transfer_level")
+        if free:
+            raise ValueError(f"choosing {', '.join(free)} needs calibrated costs (hpu.tabu.calibrate)")
+
+    cands = []  # (cpu_moves, chunks, level)
+    for nc in cpu_moves.tolist():
+        chunks = [min(k, nc) for k in chunk_opts] if nc > 0 else [0]
+        levels = [int(transfer_level)] if transfer_level is not None else list(transfer_levels(N - nc, w))
+        levels = levels if nc < N else [-1]
+        cands.extend((nc, k, t) for k in sorted(set(chunks)) for t in levels)
+    c = np.array(cands, dtype=np.int64)
+    groups = np.where(c[:, 2] >= 0, np.minimum(2.0 ** np.maximum(c[:, 2], 0), N - c[:, 0]), 0).astype(np.int64)
+    if costs is not None:
+        t_cpu, t_dev, total = costs.predict(N, c[:, 0], c[:, 1], groups)
+        best = int(np.argmin(total))  # first minimum: least CPU share, fewest ranges, lowest level
+        pred = (float(t_cpu[best]), float(t_dev[best]), float(total[best]))
+    else:
+        best, pred = 0, (math.nan, math.nan, math.nan)
+    nc, k, t = (int(v) for v in c[best])
+    return TabuSplit(
+        strategy=strategy,
+        alpha=nc / N,
+        num_moves=N,
+        cpu_moves=nc,
+        cpu_chunks=k,
+        transfer_level=t,
+        groups=int(groups[best]),
+        work_group_size=w,
+        depth=math.log2(N) if N > 1 else 0.0,
+        predicted_cpu_time=pred[0],
+        predicted_device_time=pred[1],
+        predicted_time=pred[2],
+    )

@@ -1,0 +1,65 @@
+/* Quadratic assignment problem, 2-swap neighbourhood (used with tabu_reduce.cl).
+ *
+ * f(p) = sum_ij A[i][j] B[p(i)][p(j)].  The device keeps A and the permuted
+ * distance matrix Bp[i][j] = B[p(i)][p(j)] (row-major, n x n); swapping the
+ * assignment of r and s swaps rows r, s and columns r, s of Bp.
+ *
+ * Requires MAT_T (int when every entry has |x| < 2^30, else long) and
+ * SYMMETRIC (1 when A and B are both symmetric).
+ */
+
+#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp
+#define PROBLEM_ARGS , A, Bp
+
+/* Change of f when r and s swap locations: the O(n) formula Delta(p, r, s)
+ * of Taillard, "Robust taboo search for the quadratic assignment problem",
+ * Parallel Computing 17, 1991 (general, asymmetric case):
+ *   (a_rr - a_ss)(b'_ss - b'_rr) + (a_rs - a_sr)(b'_sr - b'_rs)
+ *   + sum_{k != r, s} (a_rk - a_sk)(b'_sk - b'_rk) + (a_kr - a_ks)(b'_ks - b'_kr)
+ * with b'_uv = Bp[u][v].  For symmetric A and B the second term vanishes and
+ * the two halves of the sum are equal. */
+static inline int move_delta(const ulong n, const uint r, const uint s, long *delta PROBLEM_PARAMS)
+{
+    __global const MAT_T *ar = A + r * n, *as = A + s * n;
+    __global const MAT_T *br = Bp + r * n, *bs = Bp + s * n;
+    long d = 0;
+    for (uint k = 0; k < n; k++) {
+        if (k == r || k == s)
+            continue;
+        d += (long)(ar[k] - as[k]) * (long)(bs[k] - br[k]);
+#if !SYMMETRIC
+        d += (long)(A[k * n + r] - A[k * n + s]) * (long)(Bp[k * n + s] - Bp[k * n + r]);
+#endif
+    }
+#if SYMMETRIC
+    d *= 2;
+#else
+    d += (long)(ar[s] - as[r]) * (long)(bs[r] - br[s]);
+#endif
+    d += (long)(ar[r] - as[s]) * (long)(bs[s] - br[r]);
+    *delta = d;
+    return 1;
+}
+
+/* Apply move (r, s) in place: swap rows and columns r, s of Bp; mark the move
+ * tabu until iteration `until`.  One work-item per k in [0, n); the elements
+ * each touches are disjoint. */
+__kernel void tabu_apply(const ulong n, const uint r, const uint s, const ulong move, const int until,
+                         __global int *tabu_until PROBLEM_PARAMS)
+{
+    const ulong k = get_global_id(0);
+    if (k >= n)
+        return;
+    MAT_T t;
+    if (k == 0)
+        tabu_until[move] = until;
+    if (k == r) {
+        t = Bp[r * n + r]; Bp[r * n + r] = Bp[s * n + s]; Bp[s * n + s] = t;
+        t = Bp[r * n + s]; Bp[r * n + s] = Bp[s * n + r]; Bp[s * n + r] = t;
+        return;
+    }
+    if (k == s)
+        return;
+    t = Bp[r * n + k]; Bp[r * n + k] = Bp[s * n + k]; Bp[s * n + k] = t;
+    t = Bp[k * n + r]; Bp[k * n + r] = Bp[k * n + s]; Bp[k * n + s] = t;
+}

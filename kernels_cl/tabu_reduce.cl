@@ -1,0 +1,79 @@
+/* Fused evaluation and reduction of a tabu-search neighbourhood.
+ *
+ * Hou, He, Zhou, Chen, "An efficient GPU-based parallel tabu search algorithm
+ * for hardware/software co-design", Front. Comput. Sci. 2019 (seeds/000),
+ * sections 3.3 (kernel fusion) and 3.5 (tabu evaluation as a reduction): each
+ * work-group evaluates a contiguous chunk of moves and reduces it in local
+ * memory, so only one (delta, key) pair per work-group leaves the device.
+ *
+ * Compiled after tabu_pairs.cl and a problem file (tabu_qap.cl, tabu_hwsw.cl)
+ * that defines
+ *   PROBLEM_PARAMS  the problem's kernel parameters, each preceded by a comma;
+ *   PROBLEM_ARGS    the same names, each preceded by a comma;
+ *   static inline int move_delta(ulong n, uint i, uint j, long *delta PROBLEM_PARAMS)
+ *                   the objective change of move (i, j); returns 1 when the
+ *                   neighbour is feasible.
+ * and with WG (the work-group size, a power of two) defined.
+ *
+ * Order of moves: (class, delta, index) lexicographically, where class is
+ * 0 = admissible (feasible and not tabu, or tabu but better than the best
+ * found: aspiration), 1 = feasible but tabu, 2 = infeasible, 3 = no move.
+ * This combine is associative and commutative, so any split of [0, N) and any
+ * reduction tree give the same winner.  A key packs class << 40 | index.
+ */
+
+#define CLASS_SHIFT 40
+#define EMPTY_KEY ((long)3 << CLASS_SHIFT)
+
+static inline int precedes(const long v1, const long k1, const long v2, const long k2)
+{
+    const long c1 = k1 >> CLASS_SHIFT, c2 = k2 >> CLASS_SHIFT;
+    return c1 < c2 || (c1 == c2 && (v1 < v2 || (v1 == v2 && k1 < k2)));
+}
+
+/* Work-group g evaluates moves [lo + g chunk, min(lo + (g + 1) chunk, hi)).
+ * A move m is tabu while tabu_until[m] > iteration; a tabu move is still
+ * admissible when delta < aspiration (= best value found - current value).
+ * partial[2 g] = the winner's delta, partial[2 g + 1] = its key.
+ */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const ulong chunk,
+                          const long aspiration, const int iteration,
+                          __global const int *tabu_until, __global long *partial
+                          PROBLEM_PARAMS)
+{
+    __local long best_delta[WG];
+    __local long best_key[WG];
+    const uint lid = get_local_id(0);
+    const ulong group = get_group_id(0);
+    const ulong start = lo + group * chunk;
+    const ulong end = min(start + chunk, hi);
+
+    long bd = LONG_MAX, bk = EMPTY_KEY;
+    for (ulong m = start + lid; m < end; m += WG) {
+        uint i, j;
+        pair_from_index(n, m, &i, &j);
+        long delta;
+        const int feasible = move_delta(n, i, j, &delta PROBLEM_ARGS);
+        const long cls = !feasible ? 2 : (tabu_until[m] <= iteration || delta < aspiration) ? 0 : 1;
+        const long key = (cls << CLASS_SHIFT) | (long)m;
+        if (precedes(delta, key, bd, bk)) {
+            bd = delta;
+            bk = key;
+        }
+    }
+    best_delta[lid] = bd;
+    best_key[lid] = bk;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s && precedes(best_delta[lid + s], best_key[lid + s], best_delta[lid], best_key[lid])) {
+            best_delta[lid] = best_delta[lid + s];
+            best_key[lid] = best_key[lid + s];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        partial[2 * group] = best_delta[0];
+        partial[2 * group + 1] = best_key[0];
+    }
+}

@@ -1,0 +1,273 @@
+"""Tabu search: trajectories against a brute-force reference, identical across splits, quality, the split model."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpu
+from hpu.tabu import (
+    QAP,
+    HWSWPartitioning,
+    TabuCosts,
+    calibrate,
+    costs_path,
+    evaluate_neighbourhood,
+    plan_split,
+    tabu_search,
+    transfer_levels,
+)
+
+DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
+
+
+@pytest.fixture(scope="module")
+def rt():
+    with hpu.Runtime() as r:
+        yield r
+
+
+def reference_search(problem, *, iterations, tenure, seed):
+    """Plain tabu search from full objectives (no deltas, no split): the independent reference.
+
+    Same rules as documented by hpu.tabu.tabu_search: best admissible neighbour by (value, move
+    index), per-move tabu until iteration + tenure, aspiration below the best value, the best tabu
+    move when all feasible moves are tabu, restart when none is feasible.
+    """
+    rng = np.random.default_rng(seed)
+    x = problem.random_solution(rng)
+    tabu_until = np.zeros(problem.num_moves, dtype=np.int64)
+    best = problem.objective(x) if problem.feasible(x) else None
+    moves, history = [], []
+    for it in range(1, iterations + 1):
+        while True:
+            cands = []
+            for m in range(problem.num_moves):
+                y = problem.apply_move(x, m)
+                if not problem.feasible(y):
+                    continue
+                v = problem.objective(y)
+                admissible = tabu_until[m] <= it or (best is not None and v < best) or best is None
+                cands.append((0 if admissible else 1, v, m))
+            if cands:
+                break
+            x = problem.restart(rng)
+            if problem.feasible(x) and (best is None or problem.objective(x) < best):
+                best = problem.objective(x)
+        _, v, m = min(cands)
+        x = problem.apply_move(x, m)
+        tabu_until[m] = it + tenure
+        best = v if best is None else min(best, v)
+        moves.append(m)
+        history.append(v)
+    return np.array(moves), np.array(history), best
+
+
+def tied_qap(n, seed):
+    """Small entries: many equal deltas, so ties must break by move index everywhere."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 3, (n, n))
+    b = rng.integers(0, 3, (n, n))
+    return QAP(a + a.T, b + b.T)
+
+
+SPLITS = [
+    dict(strategy="cpu", cpu_chunks=1),
+    dict(strategy="cpu", cpu_chunks=3),
+    dict(strategy="gpu", transfer_level=0),
+    dict(strategy="gpu", transfer_level=3),
+    dict(strategy="gpu", transfer_level=20),  # one move per work-group
+    dict(strategy="hybrid", alpha=0.3, transfer_level=1, cpu_chunks=2),
+    dict(strategy="hybrid", alpha=0.9, transfer_level=0, cpu_chunks=1),
+]
+
+
+@pytest.mark.parametrize(
+    "problem, tenure",
+    [
+        (tied_qap(8, 1), 5),
+        (QAP(np.random.default_rng(2).integers(0, 9, (7, 7)), np.random.default_rng(3).integers(0, 9, (7, 7))), 3),
+        (HWSWPartitioning.random(9, edges=14, ccr=1.0, constraint="low", seed=4), 6),
+        (HWSWPartitioning.random(10, edges=20, ccr=0.1, constraint="high", seed=5), 4),
+    ],
+    ids=["qap-ties", "qap-asymmetric", "hwsw-low", "hwsw-high"],
+)
+def test_trajectory_equals_the_brute_force_reference_for_every_split(rt, problem, tenure):
+    ref_moves, ref_history, ref_best = reference_search(problem, iterations=60, tenure=tenure, seed=9)
+    for kw in SPLITS:
+        res = tabu_search(problem, iterations=60, tenure=tenure, seed=9, runtime=rt, **kw)
+        np.testing.assert_array_equal(res.moves, ref_moves, err_msg=str(kw))
+        np.testing.assert_array_equal(res.history, ref_history, err_msg=str(kw))
+        assert res.best_value == ref_best
+        assert problem.objective(res.best_solution) == res.best_value
+        assert problem.feasible(res.best_solution)
+
+
+def test_hwsw_search_restarts_and_stays_feasible(rt):
+    pb = HWSWPartitioning.random(60, ccr=1.0, constraint="low", seed=8)
+    runs = [tabu_search(pb, iterations=80, tenure=30, seed=3, runtime=rt, **kw) for kw in SPLITS]
+    assert runs[0].restarts >= 1  # the random start has no feasible neighbour
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r.moves, runs[0].moves)
+        np.testing.assert_array_equal(r.history, runs[0].history)
+        assert r.restarts == runs[0].restarts
+    assert pb.feasible(runs[0].best_solution) and pb.objective(runs[0].best_solution) == runs[0].best_value
+
+
+def test_identical_trajectories_on_a_qaplib_instance(rt):
+    q = QAP.from_qaplib(DATA / "tai20a.dat")
+    runs = [tabu_search(q, iterations=150, tenure=10, seed=4, runtime=rt, **kw) for kw in SPLITS]
+    for r in runs[1:]:
+        np.testing.assert_array_equal(r.moves, runs[0].moves)
+    assert runs[0].history.min() == runs[0].best_value == q.objective(runs[0].best_solution)
+
+
+def test_tai30a_reaches_two_percent_of_the_best_known_value():
+    q = QAP.from_qaplib(DATA / "tai30a.dat")
+    res = tabu_search(q, iterations=10_000, tenure=15, seed=0, strategy="cpu", cpu_chunks=1)
+    assert res.iterations == 10_000 and res.stop == "iterations"
+    assert q.objective(res.best_solution) == res.best_value
+    assert res.best_value <= 1.02 * 1818146
+
+
+def test_stopping_rules(rt):
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    res = tabu_search(q, iterations=10_000, tenure=5, seed=1, strategy="cpu", cpu_chunks=1, max_no_improve=25)
+    assert res.stop == "no_improvement" and res.iterations < 10_000
+    assert len(res.history) == len(res.moves) == res.iterations
+    best_at = int(np.argmin(res.history)) + 1
+    assert res.iterations - best_at == 25
+    res = tabu_search(q, iterations=10**7, tenure=5, seed=1, strategy="gpu", transfer_level=0, runtime=rt,
+                      time_limit=0.2)
+    assert res.stop == "time_limit" and res.wall_time >= 0.2 and res.iterations < 10**7
+    assert res.device_time > 0 and res.cpu_time == 0 and res.moves_per_second > 0
+
+
+def test_initial_solution_and_input_untouched():
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    start = q.read_solution(DATA / "tai12a.sln").permutation
+    keep = start.copy()
+    res = tabu_search(q, iterations=5, tenure=3, initial=start, strategy="cpu", cpu_chunks=1)
+    np.testing.assert_array_equal(start, keep)
+    assert res.best_value == 224416  # the optimum is kept as the best
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(iterations=0, tenure=3), ValueError, "iterations must be an integer >= 1"),
+        (dict(iterations=2.5, tenure=3), ValueError, "iterations must be an integer >= 1"),
+        (dict(iterations=5, tenure=66), ValueError, r"tenure must be an integer in \[0, 66\)"),
+        (dict(iterations=5, tenure=-1), ValueError, "tenure"),
+        (dict(iterations=5, tenure=3, strategy="fpga"), ValueError, "strategy must be one of"),
+        (dict(iterations=5, tenure=3, initial=[0] * 12), ValueError, "not a permutation"),
+        (dict(iterations=5, tenure=3, time_limit=0), ValueError, "time_limit"),
+        (dict(iterations=5, tenure=3, max_no_improve=0), ValueError, "max_no_improve"),
+        (dict(iterations=5, tenure=3, strategy="cpu", alpha=0.5), ValueError, "alpha can only be forced"),
+        (dict(iterations=5, tenure=3, strategy="hybrid", alpha=1.5, transfer_level=0, cpu_chunks=1),
+         ValueError, r"alpha must lie in \[0, 1\]"),
+    ],
+)
+def test_bad_arguments(rt, kwargs, error, message):
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    with pytest.raises(error, match=message):
+        tabu_search(q, runtime=rt, **kwargs)
+
+
+def test_gpu_strategy_needs_a_device():
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    with pytest.raises(ValueError, match="unit must be"):
+        evaluate_neighbourhood(q, np.arange(12), unit="gpu")
+    with hpu.Runtime("none") as cpu_only:
+        with pytest.raises(hpu.NoDeviceError):
+            evaluate_neighbourhood(q, np.arange(12), unit="device", runtime=cpu_only)
+        with pytest.raises(hpu.NoDeviceError):
+            tabu_search(q, iterations=3, tenure=2, strategy="gpu", transfer_level=0, runtime=cpu_only)
+        res = tabu_search(q, iterations=3, tenure=2, strategy="hybrid", cpu_chunks=1, runtime=cpu_only)
+        assert res.split.alpha == 1.0 and res.split.groups == 0
+
+
+# -- the split model ------------------------------------------------------------------------
+
+
+def costs(**kw):
+    base = dict(kind="qap", key="k", threads=4, work_group_size=128, cpu_move_seconds=1e-8,
+                cpu_call_seconds=0.0, pool_seconds=0.0, cpu_parallelism=4.0, device_fixed_seconds=0.0,
+                device_move_seconds=1e-7, device_saturation=1000.0, partial_seconds=0.0)
+    base.update(kw)
+    return TabuCosts(**base)
+
+
+def test_without_overheads_the_model_balances_as_the_paper():
+    # HPU model, paper 5.2.1 with a negligible combine: alpha = p / (p + gamma g).
+    c = costs()
+    s = plan_split(10**6, c)
+    p, g, gamma = 4, 1000, c.gamma
+    assert gamma == pytest.approx(0.1)
+    assert s.alpha == pytest.approx(p / (p + gamma * g), abs=0.002)
+    assert s.cpu_chunks == 4 and s.groups * 128 >= 1000
+    assert s.predicted_time == pytest.approx(max(s.predicted_cpu_time, s.predicted_device_time))
+
+
+def test_launch_costs_push_small_neighbourhoods_to_one_unit():
+    slow_launch = costs(device_fixed_seconds=1e-3, pool_seconds=1e-4)
+    s = plan_split(435, slow_launch)
+    assert (s.alpha, s.cpu_chunks, s.groups, s.transfer_level) == (1.0, 1, 0, -1)
+    fast_device = costs(cpu_call_seconds=1e-4, device_fixed_seconds=5e-5, device_move_seconds=1e-9)
+    assert plan_split(435, fast_device).alpha == 0.0
+    # The pool pays its dispatch cost only when the work is large enough.
+    pooled = costs(pool_seconds=1e-4, device_fixed_seconds=1.0)
+    assert plan_split(1000, pooled).cpu_chunks == 1
+    assert plan_split(10**7, pooled).cpu_chunks == 4
+
+
+def test_transfer_level_saturates_the_device_when_partials_cost():
+    c = costs(cpu_move_seconds=1.0, device_saturation=4096.0, partial_seconds=1e-7, device_fixed_seconds=1e-5)
+    s = plan_split(10**6, c, strategy="hybrid")
+    assert s.alpha == 0.0 and s.groups == 4096 // 128 and s.transfer_level == 5
+    assert s.depth == pytest.approx(math.log2(10**6))
+
+
+def test_shared_cores_add_instead_of_overlap():
+    c = costs(shared_cores=True, device_move_seconds=4e-7, device_saturation=100.0)
+    s = plan_split(10**6, c)
+    assert s.alpha in (0.0, 1.0)
+    assert s.predicted_time == pytest.approx(s.predicted_cpu_time + s.predicted_device_time)
+
+
+def test_forced_choices_and_errors():
+    c = costs()
+    s = plan_split(1000, c, strategy="hybrid", alpha=0.25, transfer_level=2, cpu_chunks=3)
+    assert (s.cpu_moves, s.cpu_chunks, s.transfer_level, s.groups, s.device_moves) == (250, 3, 2, 4, 750)
+    assert plan_split(1000, c, strategy="gpu").alpha == 0.0
+    assert plan_split(1000, c, strategy="cpu").groups == 0
+    forced = plan_split(1000, None, strategy="gpu", transfer_level=2, work_group_size=64)
+    assert forced.groups == 4 and math.isnan(forced.predicted_time)
+    with pytest.raises(ValueError, match="needs calibrated costs"):
+        plan_split(1000, None, strategy="hybrid", work_group_size=64)
+    with pytest.raises(ValueError, match="needs an OpenCL device"):
+        plan_split(1000, None, strategy="gpu", transfer_level=1)
+    with pytest.raises(ValueError, match="transfer_level must be >= 0"):
+        plan_split(1000, c, transfer_level=-2)
+    assert list(transfer_levels(1000, 128)) == [0, 1, 2, 3]
+    assert list(transfer_levels(128, 128)) == [0] and list(transfer_levels(0, 128)) == []
+
+
+def test_calibration_is_cached_and_drives_the_default_split(rt, tmp_path, monkeypatch):
+    monkeypatch.setenv("HPU_PROFILE_DIR", str(tmp_path))
+    pb = HWSWPartitioning.random(150, seed=6)
+    c = calibrate(pb, rt)
+    path = costs_path(pb, rt)
+    assert path.parent.parent == tmp_path and path.exists()
+    assert c.kind == "hwsw" and c.has_device and c.threads == rt.threads
+    assert c.cpu_move_seconds > 0 and c.device_move_seconds > 0 and c.device_fixed_seconds > 0
+    assert 1 <= c.cpu_parallelism <= rt.threads and c.gamma > 0
+    assert TabuCosts.load(path) == c
+    res = tabu_search(pb, iterations=20, tenure=10, seed=1, runtime=rt)  # uses the cached costs
+    assert res.split.predicted_time > 0 and 0 <= res.split.alpha <= 1
+    assert res.split == plan_split(pb.num_moves, c)
+    path.write_text("{corrupt")
+    assert calibrate(pb, rt, cache=False).kind == "hwsw"
+    with pytest.raises(ValueError, match="corrupt"):
+        TabuCosts.load(path)

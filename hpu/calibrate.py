@@ -400,7 +400,7 @@ def calibrate(runtime: Runtime, *, quick: bool = False, progress: bool = True, c
     g_max = 1 << (16 if quick else 20)
     merge_sizes = [1 << k for k in (range(8, 14) if quick else range(9, 17))]
     xfer_max = 1 << (24 if quick else 27)
-    fast_sizes = [1 << k for k in (range(14, 21, 2) if quick else range(16, 25, 2))]
+    fast_sizes = [1 << k for k in (range(14, 21, 2) if quick else range(16, 27, 2))]
     steps = len(fast_sizes) + len(merge_sizes) + len(sorted({1, *range(2, rt.threads + 1, max(1, rt.threads // 8))} | {rt.threads}))
     if rt.has_device:
         steps += int(np.log2(g_max)) + 1 + 4 + 1

@@ -21,8 +21,7 @@ section 6.4 and go beyond it:
 * **launch_seconds**: an empty kernel launch plus wait.
 * **fast-mode costs** (beyond the paper): the parallel CPU sort, the
   device-resident sort, the staged transfers and the multiway merges over
-  sizes, each fitted as ``c0 + c1 x`` with
-  ``x = n log2 n`` (sorts) or ``n``; see :func:`hpu.model.fast_split`.
+  sizes, kept as measured curves; see :func:`hpu.model.fast_cost`.
 
 The profile is saved atomically (an interrupted run leaves no file).
 """
@@ -311,7 +310,7 @@ def _measure_transfers(rt: Runtime, max_bytes: int, repeats: int, bar: tqdm) -> 
 
 
 def _measure_fast(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> dict:
-    """Fast-mode step costs over sizes (int32 keys), fitted for :func:`hpu.model.fast_split`."""
+    """Fast-mode step costs over sizes (int32 keys), the curves :func:`hpu.model.fast_cost` interpolates."""
     from .cpusort import multiway_merge
     from .fastmode import fast_sort
 
@@ -348,13 +347,7 @@ def _measure_fast(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> dic
             series["device_sort"].append(sort_s)
             series["transfer"].append(max(best.wall - sort_s, 1e-9))
         bar.update()
-    x = np.array(sizes, dtype=float)
-    fits = {}
-    for name, secs in series.items():
-        work = x * np.log2(x) if name in ("cpu_sort", "device_sort") else x
-        f = fit_affine(work, np.array(secs))
-        fits[name] = {"coefficients": [f["latency"], f["seconds_per_byte"]], "residuals": f["residuals"]}
-    return {"sizes": sizes, "seconds": series, "fits": fits}
+    return {"sizes": sizes, "seconds": series}
 
 
 def _host_description() -> str:
@@ -413,7 +406,7 @@ def calibrate(runtime: Runtime, *, quick: bool = False, progress: bool = True, c
             meas["transfer"] = _measure_transfers(rt, xfer_max, reps, bar)
         meas["fast"] = _measure_fast(rt, fast_sizes, reps, bar)
     kw: dict[str, Any] = {"p": meas["p"]["p"], "cpu_op_seconds": meas["merge"]["cpu_op_seconds"], "g": 1.0, "gamma": 1.0,
-                          "fast": {k: v["coefficients"] for k, v in meas["fast"]["fits"].items()}}
+                          "fast": {"sizes": meas["fast"]["sizes"], **meas["fast"]["seconds"]}}
     if rt.has_device:
         tr = meas["transfer"]
         kw.update(

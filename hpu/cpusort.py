@@ -28,7 +28,7 @@ import numpy as np
 __all__ = ["stable_sort_inplace", "multiway_merge", "parallel_sort", "parallel_copy"]
 
 #: Fewest elements per thread (below it, hand-offs between threads cost more than they save).
-SERIAL_CUTOFF = 1 << 17
+SERIAL_CUTOFF = 1 << 18
 
 
 def stable_sort_inplace(x: np.ndarray) -> None:

@@ -104,10 +104,9 @@ class Profile:
     launch_seconds : float
         Host-side cost of one kernel launch (seconds); the paper neglects it.
     fast : dict
-        Fitted fast-mode costs (see :func:`fast_split`): ``{name: [c0, c1]}``
-        for ``cpu_sort``, ``device_sort`` (seconds ``c0 + c1 n log2 n``),
-        ``transfer``, ``merge2``, ``merge16`` (seconds ``c0 + c1 n``); empty
-        when not calibrated.
+        Measured fast-mode cost curves (see :func:`fast_cost`): ``"sizes"``
+        (elements) and, per step in :data:`FAST_COSTS`, the seconds at each
+        size; empty when not calibrated.
     name, device, host : str
         Free-text descriptions.
     provenance : dict
@@ -797,10 +796,8 @@ def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
 # Fast mode (beyond the paper)
 # ---------------------------------------------------------------------------
 
-#: Fast-mode cost terms a calibrated profile carries in ``Profile.fast``; each is
-#: ``[c0, c1]`` with seconds ``c0 + c1 * n * log2(n)`` (sorts) or ``c0 + c1 * n`` (the rest).
+#: Fast-mode cost curves a calibrated profile carries in ``Profile.fast``, next to ``"sizes"``.
 FAST_COSTS = ("cpu_sort", "device_sort", "transfer", "merge2", "merge16")
-_NLOGN = ("cpu_sort", "device_sort")
 
 
 def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
@@ -810,9 +807,14 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     ``device_sort``: the device-resident sort; ``transfer``: everything
     else of a device-only sort of ``n`` elements (staging, copies to the
     device and back, the copy into the result); ``merge2``/``merge16``: the
-    CPU multiway merge of 2 / 16 runs.  Sorts follow ``c0 + c1 n log2 n`` (mergesort's ``T(n) = 2T(n/2) +
-    n`` with a leaf cutoff), the others ``c0 + c1 n``.  Costs are calibrated
-    on 4-byte keys; ``c1`` scales with ``itemsize / 4`` (bandwidth-bound).
+    CPU multiway merge of 2 / 16 runs.
+
+    The profile holds each step's time measured at ``profile.fast["sizes"]``
+    (4-byte keys); the cost is interpolated linearly in ``log n``-``log t``
+    and extrapolated with the end segments' slopes.  Measured curves, not a
+    closed form: a parallel sort's cost jumps where it starts using more
+    threads, which no single ``c0 + c1 n log n`` follows.  Costs scale with
+    ``itemsize / 4`` (bandwidth-bound).
 
     Raises
     ------
@@ -820,12 +822,19 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
         The profile has no fast-mode calibration.
     """
     try:
-        c0, c1 = profile.fast[name]
+        xs = np.log2(np.asarray(profile.fast["sizes"], dtype=float))
+        ys = np.log2(np.asarray(profile.fast[name], dtype=float))
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"profile {profile.name!r} has no fast-mode cost {name!r}; run python -m hpu.calibrate") from None
-    x = np.asarray(n, dtype=float)
-    work = x * np.log2(np.maximum(x, 2.0)) if name in _NLOGN else x
-    cost = np.where(x > 0, c0 + c1 * work * itemsize / 4, 0.0)
+    if xs.size < 2 or xs.shape != ys.shape:
+        raise ValueError(f"profile {profile.name!r}: fast-mode cost {name!r} needs >= 2 sizes")
+    x = np.log2(np.maximum(np.asarray(n, dtype=float), 1.0))
+    y = np.interp(x, xs, ys)
+    lo_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
+    hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+    y = np.where(x < xs[0], ys[0] + max(lo_slope, 0.0) * (x - xs[0]), y)
+    y = np.where(x > xs[-1], ys[-1] + max(hi_slope, 0.0) * (x - xs[-1]), y)
+    cost = np.where(np.asarray(n, dtype=float) > 0, 2.0**y * itemsize / 4, 0.0)
     return float(cost) if cost.ndim == 0 else cost
 
 

@@ -205,8 +205,28 @@ def test_forced_alpha_extremes():
     assert all_cpu.gpu_work_fraction == 0 and all_cpu.transfer_level == 12
 
 
-FAST = {"cpu_sort": [1e-4, 1e-9], "device_sort": [5e-4, 1e-11], "transfer": [2e-4, 4e-10],
-        "merge2": [1e-4, 1e-10], "merge16": [2e-4, 3e-10]}
+_SIZES = 2.0 ** np.arange(12, 27, 2)
+FAST = {
+    "sizes": _SIZES.tolist(),
+    "cpu_sort": (1e-4 + 1e-9 * _SIZES * np.log2(_SIZES)).tolist(),
+    "device_sort": (5e-4 + 1e-11 * _SIZES * np.log2(_SIZES)).tolist(),
+    "transfer": (2e-4 + 4e-10 * _SIZES).tolist(),
+    "merge2": (1e-4 + 1e-10 * _SIZES).tolist(),
+    "merge16": (2e-4 + 3e-10 * _SIZES).tolist(),
+}
+
+
+def test_fast_cost_interpolates_the_measured_curve():
+    from hpu.model import fast_cost
+
+    prof = HPU1.replace(fast=FAST)
+    for i, n in enumerate(_SIZES):
+        assert fast_cost(prof, "cpu_sort", n) == pytest.approx(FAST["cpu_sort"][i])
+    mid = fast_cost(prof, "transfer", 2.0**15)  # between 2^14 and 2^16: geometric mean in log-log
+    assert mid == pytest.approx(np.sqrt(FAST["transfer"][1] * FAST["transfer"][2]))
+    assert fast_cost(prof, "transfer", 2.0**28) > FAST["transfer"][-1]  # extrapolated upwards
+    assert fast_cost(prof, "transfer", 0) == 0.0
+    assert fast_cost(prof, "transfer", 2.0**20, itemsize=8) == pytest.approx(2 * fast_cost(prof, "transfer", 2.0**20))
 
 
 def test_fast_split_picks_the_lowest_prediction():

@@ -24,7 +24,7 @@ import numpy as np
 import pyopencl as cl
 
 import hpu
-from hpu.calibrate import _host_description
+from hpu._util import host_description
 from hpu.mergesort import hybrid_mergesort
 
 STRATEGIES = ("cpu", "gpu", "basic", "advanced", "auto")
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": "python experiments/bench_mergesort.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "device": rt.device_name,
-            "host": _host_description(),
+            "host": host_description(),
             "threads": rt.threads,
             "profile": rt.profile.name,
             "profile_values": {k: getattr(rt.profile, k) for k in ("p", "g", "gamma", "cpu_op_seconds")},

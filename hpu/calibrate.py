@@ -42,6 +42,7 @@ from scipy import optimize
 from tqdm.auto import tqdm
 
 from . import __version__
+from ._util import host_description
 from .dc import mergesort_spec
 from .device import Runtime, default_profile_path
 from .model import Profile
@@ -350,16 +351,6 @@ def _measure_fast(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> dic
     return {"sizes": sizes, "seconds": series}
 
 
-def _host_description() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def calibrate(runtime: Runtime, *, quick: bool = False, progress: bool = True, command: str = "") -> Profile:
     """Measure this machine and fit a :class:`~hpu.model.Profile` (paper 6.4 and beyond).
 
@@ -431,7 +422,7 @@ def calibrate(runtime: Runtime, *, quick: bool = False, progress: bool = True, c
     }
     if info is not None:
         prov.update(platform=info.platform, device_version=info.version, driver=info.driver)
-    return Profile(name=f"calibrated {rt.device_name}", device=rt.device_name, host=_host_description(),
+    return Profile(name=f"calibrated {rt.device_name}", device=rt.device_name, host=host_description(),
                    provenance=prov, measurements=meas, **kw)
 
 

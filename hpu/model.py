@@ -28,13 +28,14 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy import optimize
+
+from ._util import atomic_write_text
 
 __all__ = [
     "PROFILE_SCHEMA_VERSION",
@@ -206,18 +207,8 @@ class Profile:
 
         Returns the path written.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self.to_dict(), indent=2, sort_keys=True, default=_json_default)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text + "\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return atomic_write_text(path, text + "\n")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Profile:

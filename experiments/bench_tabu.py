@@ -139,15 +139,17 @@ def print_tables(results: list[dict], p: int) -> None:
         line += f"{r['units']['hybrid']['moves_per_second'] / 1e6:>17.2f}"
         print(line)
     print("\nThe model's split against the best forced split (alpha in "
-          f"{', '.join(map(str, ALPHAS))}; every sensible transfer level)")
-    head = (f"{'instance':<10}{'model a':>9}{'ranges':>7}{'level':>6}{'pred ms':>9}{'meas ms':>9}"
+          f"{', '.join(map(str, ALPHAS))}; every sensible transfer level); o, omega: the measured fixed cost of "
+          "using both units and their overlap")
+    head = (f"{'instance':<10}{'o ms':>7}{'omega':>6}{'model a':>9}{'ranges':>7}{'level':>6}{'pred ms':>9}{'meas ms':>9}"
             f"{'best a':>8}{'level':>6}{'best ms':>9}{'model/best':>11}{'hybrid/single':>14}")
     print(head)
     print("-" * len(head))
     for r in results:
         h = r["units"]["hybrid"]
         b = r.get("best_forced")
-        line = (f"{r['instance']:<10}{h['alpha']:>9.3f}{h['cpu_chunks']:>7}{h['transfer_level']:>6}"
+        c = r["costs"]
+        line = (f"{r['instance']:<10}{c['hybrid_seconds'] * 1e3:>7.3f}{c['overlap']:>6.2f}{h['alpha']:>9.3f}{h['cpu_chunks']:>7}{h['transfer_level']:>6}"
                 f"{h['predicted_seconds'] * 1e3:>9.3f}{h['seconds_per_iteration'] * 1e3:>9.3f}")
         if b:
             ok = "ok" if r["model_vs_best_forced"] <= TOLERANCE else "FAIL"

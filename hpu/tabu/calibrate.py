@@ -7,7 +7,14 @@ sensible transfer level at two device shares.  The device model
 ``lambda + tau max(ceil(ceil(N_d / G) / W), N_d / g) + kappa G`` is fitted
 with ``g`` on a geometric grid and ``(tau, kappa)`` by non-negative least
 squares on relative residuals (:func:`scipy.optimize.nnls`), as DESIGN.md
-asks for the knee ``g`` of the HPU model (paper 6.4): a piecewise fit, not by eye.
+asks for the knee ``g`` of the HPU model (paper 6.4): a piecewise fit, not by
+eye.  The whole-neighbourhood timings are also kept as a curve over the
+transfer levels, which the model follows at ``alpha = 0`` (measured beats fitted).
+
+Last, the hybrid is timed against each unit alone at three CPU shares, up
+to the one the model balances: ``T_hyb - max(T_cpu, T_dev) = o + (1 - omega)
+min(T_cpu, T_dev)`` gives the fixed cost ``o`` of using both units and
+their overlap ``omega`` (bounded least squares, :func:`scipy.optimize.lsq_linear`).
 """
 
 from __future__ import annotations
@@ -62,6 +69,41 @@ def _nnls_relative(a: np.ndarray, t: np.ndarray, offset: float = 0.0) -> tuple[n
     return x, float(res)
 
 
+def _measure_hybrid(ev: Evaluator, costs: TabuCosts, cpu_pass: Callable[[list], None],
+                    device_pass: Callable[[], None], it: int, asp: int) -> tuple[float, float, dict]:
+    """Fit ``o`` and ``omega`` (module docstring) from the hybrid and each unit alone at three CPU shares.
+
+    The shares are the one where the model's ``T_cpu`` (one range) and
+    ``T_dev`` (at the fastest measured level) meet, and a quarter and a
+    sixteenth of it.  Returns ``(o, omega, raw timings)``.
+    """
+    N = ev.num_moves
+    level = int(np.argmin(costs.device_level_seconds))
+    groups = min(2**level, N)
+    grid = np.unique(np.geomspace(1, N - 1, 256).round().astype(np.int64))
+    t_cpu, t_dev, _ = costs.predict(N, grid, 1, groups)
+    balance = int(grid[np.argmin(np.abs(t_cpu - t_dev))])
+    shares = sorted({max(balance // 16, 1), max(balance // 4, 1), balance})
+    rows = []
+    for m in shares:
+        cpu = _median_time(lambda m=m: cpu_pass([(0, m)]), min_repeats=5, budget=0.1)
+        ev._set_device_range(m, N, groups)
+        dev = _median_time(device_pass, min_repeats=5, budget=0.1)
+        ev.configure(m, 1, groups)
+
+        def hybrid() -> None:
+            ev._enqueue_apply(0, 0)
+            ev.evaluate(it, asp)
+
+        rows.append((m, cpu, dev, _median_time(hybrid, min_repeats=5, budget=0.1)))
+    _, cpu, dev, hyb = (np.array(v, dtype=np.float64) for v in zip(*rows))
+    fit = optimize.lsq_linear(np.column_stack([np.ones(len(rows)), np.minimum(cpu, dev)]),
+                              hyb - np.maximum(cpu, dev), bounds=([0.0, 0.0], [np.inf, 1.0]))
+    o, serial = (float(v) for v in fit.x)
+    return o, 1.0 - serial, {"level": level, "cpu_moves": shares, "cpu_seconds": cpu.tolist(),
+                             "device_seconds": dev.tolist(), "hybrid_seconds": hyb.tolist()}
+
+
 def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, cache: bool = True) -> TabuCosts:
     """Measure (or load from the cache) the costs the split model needs for ``problem``'s kind and size.
 
@@ -83,8 +125,9 @@ def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, ca
 
     Notes
     -----
-    Takes about a second for small instances, a few seconds for the largest
-    benchmark instances (the CPU is timed on at most 2**20 moves per range).
+    Takes one to a few seconds for small instances, several for the largest
+    benchmark instances (the CPU is timed on at most 2**20 moves per range,
+    each transfer level for up to 0.1 s, the hybrid at three CPU shares).
     """
     path = costs_path(problem, runtime)
     if cache and not force and path.exists():
@@ -100,9 +143,13 @@ def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, ca
     meas: dict = {}
     it, asp = 1, np.iinfo(np.int64).max
 
+    def cpu_pass(ranges: list[tuple[int, int]]) -> None:
+        """The CPU side of :meth:`Evaluator.evaluate`: the ranges, then the host's combine of their minima."""
+        _best_of(*(np.array(v, dtype=np.int64) for v in zip(*ev._cpu_parts(ranges, it, asp))))
+
     # CPU, one thread: t(M) = c0 + c M.
     sizes = sorted({min(max(s, 1), N, _CPU_SIZE_CAP) for s in (state.block_moves, N // 16, N // 4, N)})
-    t_cpu = [_median_time(lambda m=m: ev._cpu_parts([(0, m)], it, asp)) for m in sizes]
+    t_cpu = [_median_time(lambda m=m: cpu_pass([(0, m)])) for m in sizes]
     (c0, c), _ = _nnls_relative(np.column_stack([np.ones(len(sizes)), sizes]), np.array(t_cpu))
     c = max(c, 1e-12)
     meas["cpu"] = {"moves": sizes, "seconds": t_cpu}
@@ -116,14 +163,12 @@ def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, ca
         m = min(N, p * _POOL_RANGE)
         bounds = np.linspace(0, m, p + 1).round().astype(np.int64)
         ranges = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-        t_pool = _median_time(lambda: ev._cpu_parts(ranges, it, asp))
+        t_pool = _median_time(lambda: cpu_pass(ranges))
         p_eff = float(np.clip(c * m / max(t_pool - d - c0, 1e-12), 1.0, p))
         meas["pool"] = {"dispatch": d, "moves": m, "seconds": t_pool}
 
     fields: dict = {}
     if runtime.has_device:
-        import pyopencl as cl
-
         ev.configure(N - 1, 1, 1)
         w = ev.work_group_size
 
@@ -145,7 +190,7 @@ def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, ca
                 g = min(2**t, nd)
                 ev._set_device_range(N - nd, N, g)
                 rows.append((nd, g))
-                times.append(_median_time(device_pass))
+                times.append(_median_time(device_pass, min_repeats=5, budget=0.1))
         times_arr = np.array(times)
         nd_arr, g_arr = np.array(rows, dtype=np.float64).T
         best = (np.inf, 0.0, 0.0, 0.0)
@@ -155,17 +200,24 @@ def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, ca
             if res < best[0] - 1e-12:
                 best = (res, tau, kappa, sat)
         _, tau, kappa, sat = best
+        curve = times_arr[nd_arr == N] + (lam - lam0)  # every level, in order; the apply kernel as in a search
         fields = dict(
             work_group_size=w,
             device_fixed_seconds=lam,
             device_move_seconds=max(tau, 1e-15),
             device_saturation=float(sat),
             partial_seconds=kappa,
-            shared_cores=bool(runtime.device.type & cl.device_type.CPU),
+            device_level_seconds=tuple(curve.tolist()),
+            device_level_moves=N,
             device=runtime.device_name,
         )
         meas["device"] = {"fixed": lam0, "fixed_with_apply": lam, "device_moves": nd_arr.tolist(),
                           "groups": g_arr.tolist(), "seconds": times}
+        if N > 1:
+            partial = TabuCosts(kind=problem.kind, key=problem.cache_key, threads=p, cpu_move_seconds=float(c),
+                                cpu_call_seconds=float(c0), pool_seconds=d, cpu_parallelism=p_eff, **fields)
+            o, omega, meas["hybrid"] = _measure_hybrid(ev, partial, cpu_pass, device_pass_applied, it, asp)
+            fields.update(hybrid_seconds=o, overlap=omega)
     costs = TabuCosts(
         kind=problem.kind,
         key=problem.cache_key,

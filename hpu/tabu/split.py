@@ -16,22 +16,38 @@ negligible combine).  Here the profile of the problem kind (:class:`TabuCosts`,
 measured by :func:`hpu.tabu.calibrate`) adds what the paper leaves out and
 what dominates a tabu iteration on a PCIe device: the launch and read-back
 latency, the cost per partial minimum, the thread pool's dispatch cost, and
-whether the device shares the host's cores.  Per iteration, with
+how well the two units really run at once.  Per iteration, with
 ``N_c = round(alpha N)`` moves on the CPU in ``k`` ranges and
 ``N_d = N - N_c`` on the device in ``G = 2**t`` work-groups of ``W``
 work-items::
 
     T_cpu = c0 + c N_c                          (k = 1, on the calling thread)
           = d + c0 + c N_c / min(k, p)          (k > 1, in the thread pool)
-    T_dev = lambda + tau max(ceil(ceil(N_d / G) / W), N_d / g) + kappa G
-    T     = h + max(T_cpu, T_dev)               (h + T_cpu + T_dev if the cores are shared)
+    T_dev = lambda + tau max(ceil(ceil(N_d / G) / W), N_d / g) + kappa G + e_t
+    T     = h + max(T_cpu, T_dev) + (1 - omega) min(T_cpu, T_dev) + o [N_c > 0 and N_d > 0]
 
 (``h``: the host's bookkeeping of a move.)  ``tau max(...)`` is the HPU
 model's device time: ``G W`` work-items share the moves, at most ``g`` make
 progress at once, each at ``1 / tau`` moves per second (so ``gamma = c / tau``).
+``e_t`` is measured: the device alone is timed at every transfer level over
+the whole neighbourhood, and ``e_t`` is that curve minus the formula, so that
+``T_dev`` at ``alpha = 0`` *is* the measured curve (a mis-fitted ``g`` or
+``kappa`` cannot move the level) and the formula only carries it to smaller
+device shares.  The paper assumes the units overlap perfectly and for free
+(``omega = 1``, ``o = 0``); measured on an H100 host they do neither: a CPU
+share of 1% made an iteration 0.1 ms slower (the overhead ``o``: the calling
+thread's numpy work delays the driver's launch and read-back), and the CPU's
+time added to the device's instead of hiding behind it (``omega`` near 0;
+``bench_tabu`` results of 2026-11-22).  Both are measured by timing the
+hybrid against each unit alone (:func:`hpu.tabu.calibrate`); a CPU OpenCL
+device sharing the host's cores also measures ``omega`` near 0.
+
 :func:`plan_split` minimises ``T`` over ``alpha`` (a fine grid on ``[0, 1]``),
 ``t`` (every level from one work-group to one move per work-item) and ``k``
-in ``{1, threads}``.
+in ``{1, threads}``, and keeps the simpler configuration (one unit, one CPU
+range) unless the more complex one is predicted faster by more than
+:data:`SIMPLER_MARGIN`: predictions are only as good as timings that scatter
+by 10-20% at 0.2 ms per iteration.
 """
 
 from __future__ import annotations
@@ -46,11 +62,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIES"]
+__all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIES", "SIMPLER_MARGIN"]
 
 #: Accepted values of ``strategy``.
 STRATEGIES = ("cpu", "gpu", "hybrid")
-COSTS_SCHEMA_VERSION = 1
+#: A split using both units, or the thread pool, must be predicted faster than the best simpler one by this fraction.
+SIMPLER_MARGIN = 0.05
+COSTS_SCHEMA_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,11 +102,19 @@ class TabuCosts:
         ``g``: work-items beyond which the device gets no faster (paper 3.2, 6.4).
     partial_seconds : float
         ``kappa``: per partial minimum (read-back bytes and host combine).
+    device_level_seconds : tuple of float
+        Measured ``T_dev`` of the device alone at transfer levels ``0, 1, ...``
+        over ``device_level_moves`` moves (empty: the formula alone).
+    device_level_moves : int
+        ``N_d`` of that curve (the whole neighbourhood).
     host_seconds : float
         ``h``: the host's part of applying a move (the same for every split).
-    shared_cores : bool
-        The device is a CPU OpenCL device running on the host's cores, so the
-        two units do not run concurrently.
+    overlap : float
+        ``omega`` in ``[0, 1]``: the fraction of the shorter unit's time hidden
+        behind the longer one's (1: the paper's concurrent units; 0: they take
+        turns, as on a CPU OpenCL device sharing the host's cores).
+    hybrid_seconds : float
+        ``o``: fixed cost of an iteration that uses both units, beyond each unit's own.
     device : str
         Device name (``"CPU only"`` without one).
     measurements : dict
@@ -107,10 +133,17 @@ class TabuCosts:
     device_move_seconds: float = math.inf
     device_saturation: float = 1.0
     partial_seconds: float = 0.0
+    device_level_seconds: tuple = ()
+    device_level_moves: int = 0
     host_seconds: float = 0.0
-    shared_cores: bool = False
+    overlap: float = 1.0
+    hybrid_seconds: float = 0.0
     device: str = "CPU only"
     measurements: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        # JSON gives a list; a tuple keeps the costs comparable and immutable.
+        object.__setattr__(self, "device_level_seconds", tuple(float(v) for v in self.device_level_seconds))
 
     @property
     def has_device(self) -> bool:
@@ -146,18 +179,36 @@ class TabuCosts:
                 np.maximum(k, 1), self.cpu_parallelism
             )
             t_cpu = np.where(nc > 0, np.where(k > 1, pooled, self.cpu_call_seconds + self.cpu_move_seconds * nc), 0.0)
-            w = self.work_group_size or 1
             G = np.maximum(np.minimum(G, nd), 1)
-            per_item = np.maximum(np.ceil(np.ceil(nd / G) / w), nd / self.device_saturation)
-            t_dev = np.where(
-                nd > 0,
-                self.device_fixed_seconds + self.device_move_seconds * per_item + self.partial_seconds * G,
-                0.0,
-            )
-        total = self.host_seconds + (t_cpu + t_dev if self.shared_cores else np.maximum(t_cpu, t_dev))
+            t_dev = np.where(nd > 0, self._device_formula(nd, G) + self._level_correction(nd, G), 0.0)
+        both = (nc > 0) & (nd > 0)
+        total = (self.host_seconds + np.maximum(t_cpu, t_dev) + (1.0 - self.overlap) * np.minimum(t_cpu, t_dev)
+                 + np.where(both, self.hybrid_seconds, 0.0))
         if total.ndim == 0:
             return float(t_cpu), float(t_dev), float(total)
         return t_cpu, t_dev, total
+
+    def _device_formula(self, nd: Any, G: Any) -> np.ndarray:
+        """``lambda + tau max(ceil(ceil(N_d / G) / W), N_d / g) + kappa G``: latency plus the HPU model's device time."""
+        per_item = np.maximum(np.ceil(np.ceil(nd / G) / (self.work_group_size or 1)), nd / self.device_saturation)
+        return self.device_fixed_seconds + self.device_move_seconds * per_item + self.partial_seconds * G
+
+    def _level_correction(self, nd: np.ndarray, G: np.ndarray) -> np.ndarray:
+        """``e_t``: the measured device time at level ``t = log2 G`` minus the formula's (both at the measured ``N_d``).
+
+        Zero where no level was measured; the corrected ``T_dev`` never drops below the
+        fastest device time measured (``lambda``, or the curve's minimum).
+        """
+        curve = np.asarray(self.device_level_seconds)
+        if curve.size == 0:
+            return np.zeros(np.broadcast(nd, G).shape)
+        m = float(self.device_level_moves)
+        e = np.append(curve - self._device_formula(m, np.minimum(2.0 ** np.arange(curve.size), m)), 0.0)
+        t = np.rint(np.log2(G))
+        measured = (t < curve.size) & (G == np.minimum(2.0**t, m))
+        corr = e[np.where(measured, t, curve.size).astype(np.int64)]
+        floor = min(self.device_fixed_seconds, float(curve.min()))
+        return np.maximum(corr, floor - self._device_formula(nd, G))
 
     # -- persistence -------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -271,6 +322,23 @@ def _alpha_grid(strategy: str, alpha: float | None, has_device: bool) -> np.ndar
     return np.unique(np.concatenate([np.linspace(0, 1, 1001), [0.005, 0.0025, 0.001]]))
 
 
+def _simplest_near_best(total: np.ndarray, both_units: np.ndarray, pooled: np.ndarray) -> int:
+    """Index of the simplest candidate predicted within :data:`SIMPLER_MARGIN` of the fastest.
+
+    Simplicity ranks one unit on one CPU range first, then one of the two
+    complications (both units, or the thread pool), then both.  Within a
+    rank the first minimum wins: least CPU share, fewest ranges, lowest level.
+    """
+    rank = both_units.astype(np.int64) + pooled.astype(np.int64)
+    bound = total.min() * (1.0 + SIMPLER_MARGIN)
+    for r in (0, 1):
+        masked = np.where(rank <= r, total, np.inf)
+        best = int(np.argmin(masked))
+        if masked[best] <= bound:
+            return best
+    return int(np.argmin(total))
+
+
 def plan_split(
     num_moves: int,
     costs: TabuCosts | None = None,
@@ -366,7 +434,7 @@ def plan_split(
     groups = np.where(c[:, 2] >= 0, np.minimum(2.0 ** np.maximum(c[:, 2], 0), N - c[:, 0]), 0).astype(np.int64)
     if costs is not None:
         t_cpu, t_dev, total = costs.predict(N, c[:, 0], c[:, 1], groups)
-        best = int(np.argmin(total))  # first minimum: least CPU share, fewest ranges, lowest level
+        best = _simplest_near_best(total, (c[:, 0] > 0) & (c[:, 0] < N), c[:, 1] > 1)
         pred = (float(t_cpu[best]), float(t_dev[best]), float(total[best]))
     else:
         best, pred = 0, (math.nan, math.nan, math.nan)

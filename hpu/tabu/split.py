@@ -56,11 +56,12 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .._util import atomic_write_text
 
 __all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIES", "SIMPLER_MARGIN"]
 
@@ -219,17 +220,7 @@ class TabuCosts:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write as JSON atomically; returns the path."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(self.to_dict(), fh, indent=2, sort_keys=True, default=float)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True, default=float))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TabuCosts:

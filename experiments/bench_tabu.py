@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     print_tables(results, p)
     if args.json:
         meta = {"device": device, "threads": p, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "python": platform.python_version(), "hpu": hpu.__version__, "argv": sys.argv[1:]}
+                "python": platform.python_version(), "hpu": hpu.__version__,
+                "argv": list(sys.argv[1:] if argv is None else argv)}
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2, default=float))
     failed = [r["instance"] for r in results
               if r["hybrid_vs_best_single"] > TOLERANCE or r.get("model_vs_best_forced", 1.0) > TOLERANCE]

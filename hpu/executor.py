@@ -385,6 +385,8 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime, *, strategy: str, al
     b = plan.spec.branching
     total = b**y
     n_cpu = min(total, max(0, int(round(alpha * total))))
+    if y == depth and plan.spec.base_cl is None:  # a device share of bare leaves: no work, so no copies either
+        n_cpu = total
     trace = Trace(strategy, n_cpu / total, y, depth, plan.n, split=split)
 
     if n_cpu == total:  # everything on the CPU

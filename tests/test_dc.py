@@ -110,3 +110,13 @@ def test_execute_validation(runtime, cpu_runtime):
         execute(plan, a, cpu_runtime, strategy="gpu")
     out, _ = execute(plan, a, cpu_runtime, strategy="cpu")
     assert out[0] == a.sum() and same_bits(a, np.arange(100, dtype=np.int64))
+
+
+def test_transfer_at_the_leaves_moves_nothing(runtime):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = np.arange(1000, dtype=np.int64)
+    plan = array_sum_spec().plan(len(a), a.dtype)
+    out, trace = execute(plan, a, runtime, strategy="basic", transfer_level=plan.depth)
+    assert out[0] == a.sum()
+    assert not [e for e in trace.events if e.unit in ("bus", "device")]

@@ -149,8 +149,10 @@ def main(argv: list[str] | None = None) -> int:
                 if not np.array_equal(out, ref):
                     raise SystemExit(f"wrong result: strategy {s}, n = 2^{lg}")
             samples: dict[str, list[float]] = {s: [] for s in todo}
-            for _ in range(args.repeats):  # round robin, so that machine noise hits every strategy alike
-                for s in todo:
+            order = np.random.default_rng(lg)
+            for _ in range(args.repeats):  # rounds in shuffled order, so that noise and after-effects
+                for s in order.permutation(todo):  # (an OpenCL CPU device still spinning) hit all alike
+                    time.sleep(0.02)
                     t0 = time.perf_counter()
                     hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt)
                     samples[s].append(time.perf_counter() - t0)

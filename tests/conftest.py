@@ -1,9 +1,22 @@
 import logging
+import os
 
 import numpy as np
 import pytest
 
 import hpu
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_profile_dir(tmp_path_factory):
+    """Tests neither read nor write the user's calibrated profiles (notebook kernels inherit this too)."""
+    old = os.environ.get("HPU_PROFILE_DIR")
+    os.environ["HPU_PROFILE_DIR"] = str(tmp_path_factory.mktemp("profiles"))
+    yield
+    if old is None:
+        os.environ.pop("HPU_PROFILE_DIR", None)
+    else:
+        os.environ["HPU_PROFILE_DIR"] = old
 
 
 @pytest.fixture(scope="session")

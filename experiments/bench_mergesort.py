@@ -24,7 +24,7 @@ import numpy as np
 import pyopencl as cl
 
 import hpu
-from hpu._util import host_description
+from hpu.calibrate import host_description
 from hpu.mergesort import hybrid_mergesort
 
 STRATEGIES = ("cpu", "gpu", "basic", "advanced", "auto")

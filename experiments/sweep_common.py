@@ -37,6 +37,7 @@ import numpy as np  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 import hpu  # noqa: E402
+from hpu.calibrate import host_description  # noqa: E402
 
 #: Text used in figures and JSON for the speed-up baseline.
 BASELINE = "numpy.sort on one core, same run"
@@ -118,17 +119,6 @@ def open_runtime(args: argparse.Namespace) -> hpu.Runtime:
     return rt
 
 
-def cpu_name() -> str:
-    """The CPU's model name (from ``/proc/cpuinfo`` where there is one)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def meta(args: argparse.Namespace, rt: hpu.Runtime | None = None, profile: hpu.Profile | None = None) -> dict:
     """Machine facts, versions, the command and the profile's fitted values."""
     import pyopencl as cl
@@ -138,7 +128,7 @@ def meta(args: argparse.Namespace, rt: hpu.Runtime | None = None, profile: hpu.P
         "machine": args.machine,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": args.command,
-        "host": cpu_name(),
+        "host": host_description(),
         "quick": bool(args.quick),
         "python": platform.python_version(),
         "numpy": np.__version__,

@@ -49,7 +49,7 @@ from .model import Profile
 
 log = logging.getLogger("hpu")
 
-__all__ = ["calibrate", "fit_knee", "fit_plateau", "fit_affine", "main"]
+__all__ = ["calibrate", "fit_knee", "fit_plateau", "fit_affine", "host_description", "main"]
 
 
 # ---------------------------------------------------------------------------

@@ -211,7 +211,8 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
         on the CPU, in [0, 1]; raised when the device share would not fit in
         device memory.
     transfer_level : int
-        >= 0: the device sorts its share as ``2**transfer_level`` segments.
+        >= 0: the device sorts its share as ``2**transfer_level`` segments
+        (capped so that segments keep at least 1024 keys).
     on_device_error : {"fallback", "raise"}
     split : optional
         Recorded in the trace.
@@ -236,7 +237,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     if use_device:
         n_cpu = max(n_cpu, n - _max_device_elements(rt, dt.itemsize))
     n_dev = n - n_cpu
-    t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))
+    t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
     trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
 
     if n_dev == 0:

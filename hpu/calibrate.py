@@ -242,12 +242,17 @@ def _measure_merge(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> di
     return res
 
 
+def _thread_counts(threads: int) -> list[int]:
+    """Pool sizes at which the CPU merge's scaling is measured: 1, then up to 8 steps to ``threads``."""
+    return sorted({1, *range(2, threads + 1, max(1, threads // 8))} | {threads})
+
+
 def _measure_p(rt: Runtime, row_size: int, rows_per_thread: int, repeats: int, bar: tqdm) -> dict:
     """Thread-pool scaling of the executor's CPU merge (weak scaling)."""
     spec = mergesort_spec()
     rng = np.random.default_rng(3)
     base = np.concatenate([_sorted_runs(row_size // 2, np.int32, rng) for _ in range(rows_per_thread)])
-    counts = sorted({1, *range(2, rt.threads + 1, max(1, rt.threads // 8))} | {rt.threads})
+    counts = _thread_counts(rt.threads)
     secs = []
     for k in counts:
         data = np.tile(base, k).reshape(k * rows_per_thread, row_size)
@@ -385,7 +390,7 @@ def calibrate(runtime: Runtime, *, quick: bool = False, progress: bool = True, c
     merge_sizes = [1 << k for k in (range(8, 14) if quick else range(9, 17))]
     xfer_max = 1 << (24 if quick else 27)
     fast_sizes = [1 << k for k in (range(14, 21, 2) if quick else range(16, 27, 2))]
-    steps = len(fast_sizes) + len(merge_sizes) + len(sorted({1, *range(2, rt.threads + 1, max(1, rt.threads // 8))} | {rt.threads}))
+    steps = len(fast_sizes) + len(merge_sizes) + len(_thread_counts(rt.threads))
     if rt.has_device:
         steps += int(np.log2(g_max)) + 1 + 4 + 1
     with tqdm(total=steps, desc="calibrating", disable=not progress, unit="step") as bar:

@@ -412,7 +412,7 @@ class Split:
     case : str
         For ``"advanced"``: which case of paper 5.2.1 fixed ``y``:
         ``"i"`` (device never saturated), ``"ii"`` (always saturated),
-        ``"iii"`` (both); otherwise ``""``.
+        ``"iii"`` (both); ``"fast"`` for :func:`fast_split`; otherwise ``""``.
     """
 
     strategy: str
@@ -877,7 +877,11 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     -------
     Split
         ``strategy`` is the chosen one; times in seconds;
-        ``gpu_work_fraction = 1 - alpha``.
+        ``transfer_level`` (and ``y``) is ``t``, the device sorting its
+        share as ``2**t`` segments; ``gpu_work_fraction = 1 - alpha``;
+        ``predicted_speedup`` is mergesort's one-core time
+        ``n (log2 n + 1) cpu_op_seconds`` over ``predicted_time``;
+        ``case = "fast"``.
 
     Raises
     ------
@@ -899,7 +903,7 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize)[3]))
     name, alpha, t = best
     cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize))
-    one_core = fast_cost(profile, "cpu_sort", n, itemsize) * profile.p  # the CPU sort on one core, roughly
+    one_core = Recurrence(2, 2, 1).total_work(n) * profile.cpu_op_seconds  # mergesort's T(n) on one core
     return Split(
         strategy=name,
         alpha=alpha,

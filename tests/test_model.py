@@ -249,3 +249,12 @@ def test_fast_split_needs_calibration():
 
     with pytest.raises(ValueError, match="fast-mode cost"):
         fast_split(2**20, HPU1)
+
+
+def test_fast_split_speedup_is_over_mergesort_on_one_core():
+    from hpu.model import fast_split
+
+    prof = HPU1.replace(fast=FAST, cpu_op_seconds=2e-9)
+    s = fast_split(2**20, prof)
+    assert s.case == "fast"
+    assert s.predicted_speedup == pytest.approx(2**20 * 21 * 2e-9 / s.predicted_time)

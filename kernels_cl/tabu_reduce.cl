@@ -6,13 +6,17 @@
  * work-group evaluates a contiguous chunk of moves and reduces it in local
  * memory, so only one (delta, key) pair per work-group leaves the device.
  *
- * Compiled after tabu_pairs.cl and a problem file (tabu_qap.cl, tabu_hwsw.cl)
+ * Compiled after tabu_pairs.cl and a problem file (tabu_qap.cl, tabu_hwsw.cl, ...)
  * that defines
  *   PROBLEM_PARAMS  the problem's kernel parameters, each preceded by a comma;
  *   PROBLEM_ARGS    the same names, each preceded by a comma;
+ * and either, for a neighbourhood of pairs (move m is the pair of tabu_pairs.cl),
  *   static inline int move_delta(ulong n, uint i, uint j, long *delta PROBLEM_PARAMS)
  *                   the objective change of move (i, j); returns 1 when the
- *                   neighbour is feasible.
+ *                   neighbour is feasible;
+ * or, for any other neighbourhood, MOVE_BY_INDEX and
+ *   static inline int move_eval(ulong n, ulong m, long *delta PROBLEM_PARAMS)
+ *                   the same for move index m;
  * and with WG (the work-group size, a power of two) defined.
  *
  * Order of moves: (class, delta, index) lexicographically, where class is
@@ -30,6 +34,15 @@ static inline int precedes(const long v1, const long k1, const long v2, const lo
     const long c1 = k1 >> CLASS_SHIFT, c2 = k2 >> CLASS_SHIFT;
     return c1 < c2 || (c1 == c2 && (v1 < v2 || (v1 == v2 && k1 < k2)));
 }
+
+#ifndef MOVE_BY_INDEX
+static inline int move_eval(const ulong n, const ulong m, long *delta PROBLEM_PARAMS)
+{
+    uint i, j;
+    pair_from_index(n, m, &i, &j);
+    return move_delta(n, i, j, delta PROBLEM_ARGS);
+}
+#endif
 
 /* Work-group g evaluates moves [lo + g chunk, min(lo + (g + 1) chunk, hi)).
  * A move m is tabu while tabu_until[m] > iteration; a tabu move is still
@@ -51,10 +64,8 @@ void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const u
 
     long bd = LONG_MAX, bk = EMPTY_KEY;
     for (ulong m = start + lid; m < end; m += WG) {
-        uint i, j;
-        pair_from_index(n, m, &i, &j);
         long delta;
-        const int feasible = move_delta(n, i, j, &delta PROBLEM_ARGS);
+        const int feasible = move_eval(n, m, &delta PROBLEM_ARGS);
         const long cls = !feasible ? 2 : (tabu_until[m] <= iteration || delta < aspiration) ? 0 : 1;
         const long key = (cls << CLASS_SHIFT) | (long)m;
         if (precedes(delta, key, bd, bk)) {

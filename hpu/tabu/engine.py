@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from ..device import Runtime
-from .pairs import pair_from_index
 from .problem import NeighbourhoodState, TabuProblem
 
 __all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "Evaluator", "evaluate_neighbourhood", "default_work_group_size"]
@@ -138,6 +137,8 @@ class Evaluator:
         self.runtime = runtime
         self.n = state.problem.n
         self.num_moves = state.problem.num_moves
+        if self.num_moves >= 1 << _CLASS_SHIFT:
+            raise ValueError(f"a neighbourhood of {self.num_moves} moves is too large (at most 2**{_CLASS_SHIFT} - 1)")
         self.tabu_until = np.zeros(self.num_moves, dtype=np.int32)
         self.cpu_time = self.device_time = self.host_time = 0.0
         self._device = False
@@ -295,7 +296,7 @@ class Evaluator:
     def _enqueue_apply(self, index: int, until: int) -> None:
         import pyopencl as cl
 
-        i, j = pair_from_index(self.n, index)
+        i, j = self.state.apply_params(index)
         k = self._apply_k
         k.set_arg(1, np.uint32(i))
         k.set_arg(2, np.uint32(j))

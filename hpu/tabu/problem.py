@@ -1,9 +1,14 @@
 """What a problem supplies to the tabu-search engine.
 
 A problem (:class:`TabuProblem`) has a solution encoding of ``n`` elements
-and a 2-element neighbourhood: one move per pair ``0 <= i < j < n``, numbered
-as in :mod:`hpu.tabu.pairs` (the index-to-move mapping, usable in numpy and in
-OpenCL through ``kernels_cl/tabu_pairs.cl``).  For a search it creates a
+and a neighbourhood of :attr:`~TabuProblem.num_moves` moves numbered
+``0 .. N-1``.  By default the neighbourhood is 2-element: one move per pair
+``0 <= i < j < n``, numbered as in :mod:`hpu.tabu.pairs` (the index-to-move
+mapping, usable in numpy and in OpenCL through ``kernels_cl/tabu_pairs.cl``);
+other neighbourhoods (insertions, Hamming balls) override
+:attr:`~TabuProblem.num_moves` and :meth:`~TabuProblem.move`, and their
+OpenCL file defines ``MOVE_BY_INDEX`` and ``move_eval`` (see
+``kernels_cl/tabu_reduce.cl``).  For a search it creates a
 :class:`NeighbourhoodState`: the current solution with whatever derived data
 makes the incremental (delta) evaluation fast, kept on the host (numpy) and,
 when a device takes part, on the device (OpenCL buffers updated in place by
@@ -23,7 +28,7 @@ __all__ = ["TabuProblem", "NeighbourhoodState"]
 
 
 class TabuProblem(abc.ABC):
-    """A minimisation problem with a 2-element neighbourhood of ``n (n - 1) / 2`` moves.
+    """A minimisation problem whose neighbourhood has :attr:`num_moves` moves (default: the ``n (n - 1) / 2`` pairs).
 
     Subclasses set :attr:`kind` and :attr:`n` and implement the abstract
     methods.  All methods leave their arguments untouched.
@@ -36,11 +41,11 @@ class TabuProblem(abc.ABC):
 
     @property
     def num_moves(self) -> int:
-        """Size of the neighbourhood, ``n (n - 1) / 2``."""
+        """Size of the neighbourhood (default ``n (n - 1) / 2``, the pairs); at most ``2**40``."""
         return num_pairs(self.n)
 
-    def move(self, index: int) -> tuple[int, int]:
-        """The pair ``(i, j)``, ``i < j``, that move ``index`` swaps or flips (exact; see :mod:`hpu.tabu.pairs`)."""
+    def move(self, index: int) -> tuple[int, ...]:
+        """The elements that move ``index`` changes (default: the pair ``(i, j)``, ``i < j``; exact, see :mod:`hpu.tabu.pairs`)."""
         return pair_from_index(self.n, index)
 
     @property
@@ -151,3 +156,12 @@ class NeighbourhoodState(abc.ABC):
     @abc.abstractmethod
     def apply_range(self, work_group_size: int) -> tuple[tuple[int], tuple[int] | None]:
         """Global and local size of the ``tabu_apply`` kernel."""
+
+    def apply_params(self, index: int) -> tuple[int, int]:
+        """The two ``uint`` arguments ``i, j`` of the ``tabu_apply`` kernel for move ``index``.
+
+        Default: :meth:`TabuProblem.move` (the pair).  A problem whose kernel
+        decodes the move index itself may return anything that fits.
+        """
+        i, j = self.problem.move(index)
+        return int(i), int(j)

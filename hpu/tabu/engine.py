@@ -105,6 +105,10 @@ class Evaluator:
         Work-groups of the fused kernel = partial minima read back.
     work_group_size : int, optional
         Default :func:`default_work_group_size`.
+    queue : pyopencl.CommandQueue, optional
+        Command queue of the device share (default ``runtime.queue``).  Give
+        each of several concurrent searches its own queue so that their
+        launches and read-backs overlap.
 
     Raises
     ------
@@ -132,9 +136,11 @@ class Evaluator:
         cpu_chunks: int = 1,
         groups: int = 1,
         work_group_size: int | None = None,
+        queue: Any = None,
     ):
         self.state = state
         self.runtime = runtime
+        self._queue = queue
         self.n = state.problem.n
         self.num_moves = state.problem.num_moves
         if self.num_moves >= 1 << _CLASS_SHIFT:
@@ -178,7 +184,7 @@ class Evaluator:
         source = head + "".join(rt.kernel_source(name) for name in ("tabu_pairs", st.kernel, "tabu_reduce"))
         program = rt.build(source)
         ctx, mf = rt.context, cl.mem_flags
-        self._queue = rt.queue
+        self._queue = self._queue or rt.queue
         self._profiling = bool(self._queue.properties & cl.command_queue_properties.PROFILING_ENABLE)
         self._profiling_info = cl.profiling_info
         self._pargs = st.device_args(ctx)

@@ -159,6 +159,7 @@ def tabu_search(
     transfer_level: int | None = None,
     cpu_chunks: int | None = None,
     costs: TabuCosts | None = None,
+    queue: Any = None,
 ) -> TabuResult:
     """Tabu search with the whole neighbourhood evaluated each iteration on the CPU and the device.
 
@@ -201,6 +202,9 @@ def tabu_search(
         ranges instead of letting the model choose (see :func:`hpu.tabu.plan_split`).
     costs : TabuCosts, optional
         Use these costs instead of :func:`hpu.tabu.calibrate`'s (cached) ones.
+    queue : pyopencl.CommandQueue, optional
+        Command queue for the device share (default ``runtime.queue``; one per
+        concurrent search lets their device work overlap).
 
     Returns
     -------
@@ -239,7 +243,7 @@ def tabu_search(
         split = choose_split(problem, rt, strategy=strategy, alpha=alpha, transfer_level=transfer_level,
                              cpu_chunks=cpu_chunks, costs=costs)
         ev = Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
-                       groups=max(split.groups, 1))
+                       groups=max(split.groups, 1), queue=queue)
         setup_time = time.perf_counter() - t_setup
         return _run(problem, ev, split, rng, iterations, int(tenure), time_limit, max_no_improve, setup_time)
     finally:

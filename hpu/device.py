@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import platformdirs
 
+from .hostmem import HostArrayPool
 from .model import Profile, ProfileError
 
 try:  # pyopencl is a dependency, but a broken ICD setup must not make hpu unusable
@@ -218,6 +219,14 @@ def default_profile_path(dev: Any) -> Path:
     return Path(base) / f"{device_key(dev)}.json"
 
 
+def _physical_memory() -> int:
+    """Bytes of physical memory (0 where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
 def _uncalibrated_profile(dev: Any, threads: int) -> Profile:
     """Rough guesses used until ``python -m hpu.calibrate`` has run for this device."""
     if dev is None:
@@ -258,6 +267,10 @@ class Runtime:
         Size of the CPU thread pool (default ``os.cpu_count()``).
     profiling : bool
         Create the command queue with profiling enabled (event timings).
+    host_pool_bytes : int, optional
+        Most bytes of recycled result memory (:class:`hpu.hostmem.HostArrayPool`;
+        pinned when a device is in use).  Default: a quarter of physical
+        memory, at most 4 GiB; 0 turns the pool off.
 
     Raises
     ------
@@ -273,7 +286,7 @@ class Runtime:
     """
 
     def __init__(self, device: Any = None, *, profile: Profile | str | os.PathLike | None = None,
-                 threads: int | None = None, profiling: bool = True):
+                 threads: int | None = None, profiling: bool = True, host_pool_bytes: int | None = None):
         threads = (os.cpu_count() or 1) if threads is None else int(threads)
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
@@ -293,6 +306,10 @@ class Runtime:
         #: Reusable per-runtime resources (pinned staging buffers, device sorters), keyed by
         #: their users; released by :meth:`close`.
         self.resources: dict[Any, Any] = {}
+        if host_pool_bytes is None:
+            host_pool_bytes = min(4 << 30, _physical_memory() // 4)
+        #: Recycled memory for results (pinned with a device), see :mod:`hpu.hostmem`.
+        self.host_pool = HostArrayPool(self.context, self.queue, host_pool_bytes)
 
     # -- set-up --------------------------------------------------------------
     def _resolve_profile(self, profile: Any) -> Profile:
@@ -393,6 +410,7 @@ class Runtime:
         if self.queue is not None:
             self.queue.finish()
         self.resources.clear()
+        self.host_pool.close()
         self._programs.clear()
 
     def __enter__(self) -> Runtime:

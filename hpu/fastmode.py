@@ -11,7 +11,11 @@ merge and one launch per level, fast mode uses
   subproblems still use every work-group and every core;
 * pinned, chunked host-device transfers: CPU threads stage chunks into a
   pinned buffer while the DMA engine moves the chunks already staged, in
-  both directions.
+  both directions;
+* results in recycled host memory (:mod:`hpu.hostmem`): pinned when a device
+  is in use, so that a device-only sort stages its input into the result
+  itself and the DMA engine copies the sorted keys straight back into it,
+  with no page faults and no copy out.
 
 A run is described by the same two numbers as the paper's advanced split
 (section 5.2): ``alpha``, the fraction of the input sorted by the CPU, and
@@ -112,13 +116,15 @@ def _max_device_elements(rt: Runtime, itemsize: int) -> int:
     return max(0, min(by_total, by_alloc))
 
 
-def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec: _Recorder,
+def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | None, rec: _Recorder,
                   dst: np.ndarray | None = None) -> list[np.ndarray]:
     """Sort ``src`` on the device as ``2**t`` segments; return the sorted runs as views of ``staging``.
 
-    With ``dst`` (only when ``t == 0``), thread-pool workers copy each chunk
-    from the pinned buffer into ``dst`` as soon as its device-to-host copy
-    completes, and ``[dst]`` is returned.
+    With ``dst`` (only when ``t == 0``) the result ends in ``dst`` and
+    ``[dst]`` is returned: when ``dst`` is pinned memory of the runtime's
+    host pool it is the staging buffer itself (``staging`` may be None);
+    otherwise thread-pool workers copy each chunk from the pinned buffer into
+    ``dst`` as soon as its device-to-host copy completes.
     """
     n, dt = src.shape[0], src.dtype
     nbytes = n * dt.itemsize
@@ -126,7 +132,9 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec
     sorter = _sorter(rt, dt)
     d_in = _device_buffer(rt, "in", nbytes)
     d_out = _device_buffer(rt, "out", nbytes)
-    stage = staging[:nbytes].view(dt)
+    in_place = dst is not None and rt.host_pool.is_pinned(dst)
+    stage = dst if in_place else staging[:nbytes].view(dt)
+    copy_back = dst is not None and not in_place
     chunk = max(CHUNK_BYTES // dt.itemsize, 1)
     bounds = list(range(0, n, chunk)) + [n]
 
@@ -136,7 +144,7 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec
         rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a, (b - a) * dt.itemsize)
 
     futures = [rt.pool.submit(copy_in, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-    if dst is not None:
+    if copy_back:
         # Touch dst's pages while the DMA engine and the device work: its first-touch page
         # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
         def touch(a: int, b: int) -> None:
@@ -162,7 +170,7 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray, rec
     end = cl.enqueue_marker(q)
     d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
            for a, b in zip(bounds[:-1], bounds[1:])]
-    if dst is not None:
+    if copy_back:
         for f in touched:  # finished long before the sort is; never race a copy-out
             f.result()
 
@@ -220,7 +228,8 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     Returns
     -------
     sorted : numpy.ndarray, shape (n,)
-        Equal to ``np.sort(arr, kind="stable")``.
+        Equal to ``np.sort(arr, kind="stable")``; a new array, from
+        ``rt.host_pool`` when it has room (:mod:`hpu.hostmem`).
     trace : Trace
 
     Raises
@@ -231,7 +240,9 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     n, dt = arr.shape[0], arr.dtype
     rec = _Recorder()
     src = np.ascontiguousarray(arr)
-    out = np.empty_like(src)
+    out = rt.host_pool.empty(n, dt)
+    if out is None:
+        out = np.empty_like(src)
     use_device = rt.has_device and rt.supports(dt) and alpha < 1.0
     n_cpu = n if not use_device else int(round(alpha * n))
     if use_device:
@@ -248,10 +259,9 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
         return out, trace
 
     _clock_offset(rt, rec)
-    staging = _pinned(rt, n_dev * dt.itemsize)
-    result: list[Any] = []
-
     direct = out if n_cpu == 0 and t == 0 else None  # one device run: stream it straight into out
+    staging = None if direct is not None and rt.host_pool.is_pinned(out) else _pinned(rt, n_dev * dt.itemsize)
+    result: list[Any] = []
 
     def device_job() -> None:
         try:

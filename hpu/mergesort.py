@@ -102,7 +102,9 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     -------
     sorted : numpy.ndarray, shape (n,), same dtype
         A new array equal to ``np.sort(a, kind="stable")``: stable, NaNs
-        last, -0.0 and +0.0 in input order.
+        last, -0.0 and +0.0 in input order.  In fast mode its memory comes
+        from the runtime's recycled host pool (:mod:`hpu.hostmem`; pinned
+        when a device is in use) and returns there when the array is freed.
     trace : Trace
         Only with ``return_trace=True``.
 

@@ -186,8 +186,9 @@ def test_injected_device_failure(runtime, monkeypatch, strategy):
     assert same_bits(a, before)
 
 
+@pytest.mark.parametrize("n", [40_000, 1 << 19])  # the latter: results in the pinned pool, the device writes into them
 @pytest.mark.parametrize("strategy", ["gpu", "basic", "advanced"])
-def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy):
+def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy, n):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
     import hpu.fastmode as fm
@@ -201,9 +202,10 @@ def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy):
         raise DeviceFailure("injected: device lost")
 
     monkeypatch.setattr(fm, "_device_share", broken)
-    a = np.random.default_rng(6).standard_normal(40_000).astype(np.float32)
+    a = np.random.default_rng(6).standard_normal(n).astype(np.float32)
     before = a.copy()
-    out, tr = hybrid_mergesort(a, strategy=strategy, transfer_level=2, alpha=0.25, runtime=runtime, return_trace=True)
+    split = {} if strategy == "gpu" else {"transfer_level": 2, "alpha": 0.25}
+    out, tr = hybrid_mergesort(a, strategy=strategy, runtime=runtime, return_trace=True, **split)
     assert same_bits(out, np.sort(a, kind="stable")) and "injected" in tr.fallback
     with pytest.raises(DeviceFailure, match="injected"):
         hybrid_mergesort(a, strategy=strategy, runtime=runtime, on_device_error="raise")

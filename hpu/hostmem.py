@@ -1,0 +1,177 @@
+"""Recycled host memory for results: pinned when a device is in use, already paged in either way.
+
+A fresh numpy array of 64 MB costs its first writer one page fault per 4 KiB
+page: 16 threads write into fresh memory at 16-32 GB/s on the H100 machine,
+against ~30 GB/s into memory already touched, and a device can DMA only into
+pinned (page-locked) memory at full speed (48-55 GB/s pinned, 6-11 GB/s
+pageable; ``experiments/bench_host_memory.py``).  Like the caching host
+allocators of CuPy and PyTorch, :class:`HostArrayPool` hands out arrays whose
+memory comes back to the pool when the last reference to them dies, so the
+next result of that size needs neither page faults nor a staging copy: the
+device copies its share straight into the result.
+
+The arrays are ordinary :class:`numpy.ndarray` objects (writeable, C
+contiguous); only their ``base`` is a lease object of this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+
+try:
+    import pyopencl as cl
+except Exception:  # pragma: no cover - pyopencl is a dependency; CPU-only mode works without it
+    cl = None
+
+log = logging.getLogger("hpu")
+
+__all__ = ["HostArrayPool", "MIN_POOLED_BYTES"]
+
+#: Arrays smaller than this come from ``numpy.empty`` (their page faults cost little).
+MIN_POOLED_BYTES = 1 << 20
+
+
+class _Block:
+    """One allocation: pinned (an OpenCL buffer mapped into host memory) or a plain numpy byte array."""
+
+    __slots__ = ("nbytes", "host", "buffer", "pinned")
+
+    def __init__(self, nbytes: int, context: Any, queue: Any):
+        self.nbytes = nbytes
+        self.buffer = None
+        self.pinned = context is not None
+        if self.pinned:
+            mf = cl.mem_flags
+            self.buffer = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, nbytes)
+            self.host, _ = cl.enqueue_map_buffer(queue, self.buffer, cl.map_flags.READ | cl.map_flags.WRITE, 0,
+                                                 (nbytes,), np.uint8, is_blocking=True)
+        else:
+            self.host = np.empty(nbytes, dtype=np.uint8)
+
+
+class _Lease:
+    """The ``base`` of a pooled array: returns its block to the pool when garbage-collected."""
+
+    __slots__ = ("_pool", "_block", "__array_interface__")
+
+    def __init__(self, pool: HostArrayPool, block: _Block, shape: tuple[int, ...], dtype: np.dtype):
+        self._pool, self._block = pool, block
+        self.__array_interface__ = {
+            "data": (block.host.__array_interface__["data"][0], False),
+            "shape": shape,
+            "typestr": dtype.str,
+            "version": 3,
+        }
+
+    def __del__(self) -> None:
+        self._pool._release(self._block)
+
+
+class HostArrayPool:
+    """A pool of host memory blocks recycled between results (pinned when ``context`` is given).
+
+    Parameters
+    ----------
+    context, queue : pyopencl.Context and pyopencl.CommandQueue, or None
+        With a context, blocks are OpenCL buffers allocated with
+        ``CL_MEM_ALLOC_HOST_PTR`` and mapped (pinned memory, the DMA engine's
+        fast path); without one, plain numpy memory.
+    max_bytes : int
+        Most bytes the pool holds, leased and free together (>= 0; 0 turns
+        pooling off).  Past it :meth:`empty` returns ``None`` and the caller
+        allocates as usual.
+
+    Notes
+    -----
+    Thread-safe.  A leased array stays valid after :meth:`close`: its block
+    is freed when the array is.
+    """
+
+    def __init__(self, context: Any, queue: Any, max_bytes: int):
+        if int(max_bytes) < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        self.max_bytes = int(max_bytes)
+        self._context, self._queue = context, queue
+        self._free: list[_Block] = []
+        self._total = 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def pinned(self) -> bool:
+        """Whether blocks are pinned (page-locked) OpenCL host memory."""
+        return self._context is not None
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes held now, leased and free."""
+        return self._total
+
+    def empty(self, n: int, dtype: Any) -> np.ndarray | None:
+        """A new uninitialised array of ``n`` elements from the pool, or ``None``.
+
+        Parameters
+        ----------
+        n : int
+            Number of elements (>= 0).
+        dtype : numpy dtype
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,) and ``dtype``, or None
+            None when pooling is off, the pool is closed, the array is smaller
+            than :data:`MIN_POOLED_BYTES`, the pool is full, or the pinned
+            allocation fails: allocate with ``numpy.empty`` then.  The array
+            is the caller's alone; its memory returns to the pool when the
+            array and every view of it are gone.
+        """
+        dt = np.dtype(dtype)
+        need = int(n) * dt.itemsize
+        if need < MIN_POOLED_BYTES or self._closed:
+            return None
+        with self._lock:
+            fits = [b for b in self._free if need <= b.nbytes <= 2 * need]
+            block = min(fits, key=lambda b: b.nbytes) if fits else None
+            if block is not None:
+                self._free.remove(block)
+            else:
+                while self._free and self._total + need > self.max_bytes:  # make room: drop free blocks
+                    self._total -= self._free.pop(0).nbytes
+                if self._total + need > self.max_bytes:
+                    return None
+                self._total += need
+        if block is None:
+            try:
+                block = _Block(need, self._context, self._queue)
+            except Exception as e:  # out of pinned memory: the caller allocates as usual
+                log.debug("host pool: allocation of %d bytes failed (%s)", need, e)
+                with self._lock:
+                    self._total -= need
+                return None
+        return np.asarray(_Lease(self, block, (int(n),), dt))
+
+    def is_pinned(self, arr: np.ndarray) -> bool:
+        """Whether ``arr`` (or the array it views) lies in pinned memory of this pool."""
+        base = arr
+        while isinstance(base, np.ndarray):
+            base = base.base
+        return isinstance(base, _Lease) and base._pool is self and base._block.pinned
+
+    def _release(self, block: _Block) -> None:
+        with self._lock:
+            if self._closed:
+                self._total -= block.nbytes
+            else:
+                self._free.append(block)
+
+    def close(self) -> None:
+        """Free the blocks not leased; later releases free their blocks (idempotent)."""
+        with self._lock:
+            self._closed = True
+            for b in self._free:
+                self._total -= b.nbytes
+            self._free.clear()

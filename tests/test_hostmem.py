@@ -1,0 +1,93 @@
+"""The recycled host-memory pool and fast-mode results that live in it."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import hpu
+from hpu.hostmem import MIN_POOLED_BYTES, HostArrayPool
+
+N_POOLED = 2 * MIN_POOLED_BYTES // 4  # int32 elements of an array the pool serves
+
+
+@pytest.fixture(params=["pinned", "plain"])
+def pool(request, runtime):
+    if request.param == "pinned":
+        if not runtime.has_device:
+            pytest.skip("no OpenCL device")
+        p = HostArrayPool(runtime.context, runtime.queue, 16 * MIN_POOLED_BYTES)
+    else:
+        p = HostArrayPool(None, None, 16 * MIN_POOLED_BYTES)
+    yield p
+    p.close()
+
+
+def test_arrays_are_plain_writable_and_recycled(pool):
+    a = pool.empty(N_POOLED, np.int32)
+    assert isinstance(a, np.ndarray) and a.shape == (N_POOLED,) and a.dtype == np.int32
+    assert a.flags.writeable and a.flags.c_contiguous
+    a[:] = np.arange(N_POOLED)
+    view = a[5:9]
+    assert pool.is_pinned(view) == pool.pinned
+    held = pool.total_bytes
+    del a
+    gc.collect()
+    b = pool.empty(N_POOLED, np.int32)  # the view still holds the first block: a second one
+    assert pool.total_bytes == 2 * held
+    assert view.tolist() == [5, 6, 7, 8]
+    b[:] = -1
+    assert view.tolist() == [5, 6, 7, 8]
+    del view, b
+    gc.collect()
+    c = pool.empty(N_POOLED, np.int32)  # recycled, nothing new
+    assert pool.total_bytes == 2 * held
+    del c
+
+
+def test_small_full_and_closed(pool):
+    assert pool.empty(16, np.float64) is None  # below MIN_POOLED_BYTES
+    keep = [pool.empty(4 * MIN_POOLED_BYTES // 8, np.float64) for _ in range(4)]
+    assert all(k is not None for k in keep) and pool.total_bytes == 16 * MIN_POOLED_BYTES
+    assert pool.empty(N_POOLED, np.int32) is None  # full: the caller allocates as usual
+    keep[0][:] = 1.5
+    pool.close()
+    assert pool.empty(N_POOLED, np.int32) is None
+    assert keep[0].sum() == 1.5 * keep[0].size  # leased memory outlives close()
+    del keep
+    gc.collect()
+    assert pool.total_bytes == 0
+
+
+def test_bad_size():
+    with pytest.raises(ValueError, match="max_bytes"):
+        HostArrayPool(None, None, -1)
+
+
+@pytest.mark.parametrize("strategy", ["gpu", "cpu", "advanced", "basic"])
+def test_fast_results_do_not_alias(runtime, strategy):
+    """Each result is the caller's alone: a later sort never overwrites an earlier result."""
+    if strategy != "cpu" and not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    rng = np.random.default_rng(3)
+    a = rng.integers(-(2**31), 2**31 - 1, N_POOLED, dtype=np.int32)
+    b = rng.integers(-(2**31), 2**31 - 1, N_POOLED + 17, dtype=np.int32)
+    a0, b0 = a.copy(), b.copy()
+    ra = hpu.hybrid_mergesort(a, strategy=strategy, runtime=runtime)
+    rb = hpu.hybrid_mergesort(b, strategy=strategy, runtime=runtime)
+    assert np.array_equal(ra, np.sort(a0)) and np.array_equal(rb, np.sort(b0))
+    assert np.array_equal(a, a0) and np.array_equal(b, b0)  # inputs untouched
+    assert not np.shares_memory(ra, rb)
+    if strategy == "gpu":
+        assert runtime.host_pool.is_pinned(ra)  # the device copied straight into the result
+    del ra
+    gc.collect()
+    rc = hpu.hybrid_mergesort(a, strategy=strategy, runtime=runtime)  # may reuse ra's memory, not rb's
+    assert np.array_equal(rc, np.sort(a0)) and np.array_equal(rb, np.sort(b0))
+
+
+def test_pool_off(runtime):
+    with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2, host_pool_bytes=0) as rt:
+        a = np.random.default_rng(0).standard_normal(N_POOLED)
+        out = hpu.hybrid_mergesort(a, runtime=rt)
+        assert np.array_equal(out, np.sort(a, kind="stable")) and rt.host_pool.total_bytes == 0

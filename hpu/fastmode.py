@@ -49,8 +49,56 @@ log = logging.getLogger("hpu")
 
 __all__ = ["fast_sort", "CHUNK_BYTES"]
 
-#: Bytes per staged transfer chunk (pinned copy granularity).
-CHUNK_BYTES = 2 << 20
+#: Bytes per host-to-device and device-to-host copy (the DMA granularity of the pipeline).
+CHUNK_BYTES = 4 << 20
+
+
+class _Stager:
+    """Every pool thread copies its stripe of each chunk in turn, so chunks become ready in order.
+
+    Chunk ``c`` of ``src`` is ready in ``stage`` once all ``threads``
+    stripes of it are copied: the DMA of chunk ``c`` then overlaps the
+    copies of the chunks after it (a wavefront, one task per thread rather
+    than one per piece).
+    """
+
+    def __init__(self, rt: Runtime, src: np.ndarray, stage: np.ndarray, bounds: list[int], rec: _Recorder):
+        self._bounds, self._threads = bounds, rt.threads
+        self._done = [0] * (len(bounds) - 1)
+        self._error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._src, self._stage, self._rec = src, stage, rec
+        self._tasks = [rt.pool.submit(self._work, w) for w in range(self._threads)]
+
+    def _work(self, w: int) -> None:
+        src, stage, rec, T = self._src, self._stage, self._rec, self._threads
+        try:
+            for c, (a, b) in enumerate(zip(self._bounds[:-1], self._bounds[1:])):
+                lo, hi = a + (b - a) * w // T, a + (b - a) * (w + 1) // T
+                if hi > lo:
+                    t0 = rec.now()
+                    np.copyto(stage[lo:hi], src[lo:hi])
+                    rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, hi - lo,
+                            (hi - lo) * src.itemsize)
+                with self._cond:
+                    self._done[c] += 1
+                    if self._done[c] == T:
+                        self._cond.notify_all()
+        except BaseException as e:
+            with self._cond:
+                self._error = e
+                self._cond.notify_all()
+
+    def wait(self, c: int) -> None:
+        """Block until chunk ``c`` is staged; re-raise a copy's failure."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._done[c] == self._threads or self._error is not None)
+            if self._error is not None:
+                raise self._error
+
+    def join(self) -> None:
+        for f in self._tasks:
+            f.result()
 
 
 def _pinned(rt: Runtime, nbytes: int) -> np.ndarray:
@@ -138,12 +186,7 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
     chunk = max(CHUNK_BYTES // dt.itemsize, 1)
     bounds = list(range(0, n, chunk)) + [n]
 
-    def copy_in(a: int, b: int) -> None:
-        t0 = rec.now()
-        np.copyto(stage[a:b], src[a:b])
-        rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a, (b - a) * dt.itemsize)
-
-    futures = [rt.pool.submit(copy_in, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    stager = _Stager(rt, src, stage, bounds, rec)
     if copy_back:
         # Touch dst's pages while the DMA engine and the device work: its first-touch page
         # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
@@ -154,9 +197,11 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
 
         touched = [rt.pool.submit(touch, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     h2d = []
-    for (a, b), f in zip(zip(bounds[:-1], bounds[1:]), futures):
-        f.result()
+    for c, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        stager.wait(c)
         h2d.append(cl.enqueue_copy(q, d_in, stage[a:b], dst_offset=a * dt.itemsize, is_blocking=False))
+        q.flush()  # start this DMA now, while the next chunks are staged
+    stager.join()
     align = max(1, int(rt.device.mem_base_addr_align) // 8 // dt.itemsize)
     segs = _segments(n, t, align)
     start = cl.enqueue_marker(q)
@@ -229,7 +274,8 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     -------
     sorted : numpy.ndarray, shape (n,)
         Equal to ``np.sort(arr, kind="stable")``; a new array, from
-        ``rt.host_pool`` when it has room (:mod:`hpu.hostmem`).
+        ``rt.host_pool`` when it has room (:mod:`hpu.hostmem`; pinned when
+        the device alone sorts it).
     trace : Trace
 
     Raises
@@ -240,15 +286,16 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     n, dt = arr.shape[0], arr.dtype
     rec = _Recorder()
     src = np.ascontiguousarray(arr)
-    out = rt.host_pool.empty(n, dt)
-    if out is None:
-        out = np.empty_like(src)
     use_device = rt.has_device and rt.supports(dt) and alpha < 1.0
     n_cpu = n if not use_device else int(round(alpha * n))
     if use_device:
         n_cpu = max(n_cpu, n - _max_device_elements(rt, dt.itemsize))
     n_dev = n - n_cpu
     t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
+    # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
+    out = rt.host_pool.empty(n, dt, pinned=n_cpu == 0 and t == 0)
+    if out is None:
+        out = np.empty_like(src)
     trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
 
     if n_dev == 0:
@@ -269,15 +316,17 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
         except BaseException as e:
             result.append(e)
 
-    feeder = threading.Thread(target=device_job, name="hpu-device-feeder", daemon=True)
-    feeder.start()
     cpu_run = None
-    if n_cpu:
+    if n_cpu:  # the device share is fed from its own thread while this one sorts the CPU share
+        feeder = threading.Thread(target=device_job, name="hpu-device-feeder", daemon=True)
+        feeder.start()
         cpu_run = np.empty(n_cpu, dtype=dt)
         tt = rec.now()
         parallel_sort(src[:n_cpu], rt.pool, rt.threads, out=cpu_run, scratch=_host_scratch(rt, dt, n_cpu))
         rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n_cpu, n_cpu * dt.itemsize)
-    feeder.join()
+        feeder.join()
+    else:
+        device_job()
     dev = result[0]
     if isinstance(dev, BaseException):
         if cl is not None and isinstance(dev, (cl.Error, MemoryError)):

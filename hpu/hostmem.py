@@ -1,14 +1,19 @@
-"""Recycled host memory for results: pinned when a device is in use, already paged in either way.
+"""Recycled host memory for results: already paged in, and pinned where the DMA engine writes it.
 
 A fresh numpy array of 64 MB costs its first writer one page fault per 4 KiB
 page: 16 threads write into fresh memory at 16-32 GB/s on the H100 machine,
-against ~30 GB/s into memory already touched, and a device can DMA only into
+against 48 GB/s into memory already touched, and a device can DMA only into
 pinned (page-locked) memory at full speed (48-55 GB/s pinned, 6-11 GB/s
 pageable; ``experiments/bench_host_memory.py``).  Like the caching host
 allocators of CuPy and PyTorch, :class:`HostArrayPool` hands out arrays whose
 memory comes back to the pool when the last reference to them dies, so the
 next result of that size needs neither page faults nor a staging copy: the
 device copies its share straight into the result.
+
+Pinned memory is only for what the DMA engine touches: the CPU writes into
+it more slowly than into ordinary memory (29.5 against 47.7 GB/s with 16
+threads on the H100 machine, ``results/h100/host_memory.json``), so results
+the CPU writes come from plain blocks, recycled all the same.
 
 The arrays are ordinary :class:`numpy.ndarray` objects (writeable, C
 contiguous); only their ``base`` is a lease object of this module.
@@ -44,7 +49,7 @@ class _Block:
         self.nbytes = nbytes
         self.buffer = None
         self.pinned = context is not None
-        if self.pinned:
+        if context is not None:
             mf = cl.mem_flags
             self.buffer = cl.Buffer(context, mf.READ_WRITE | mf.ALLOC_HOST_PTR, nbytes)
             self.host, _ = cl.enqueue_map_buffer(queue, self.buffer, cl.map_flags.READ | cl.map_flags.WRITE, 0,
@@ -72,14 +77,14 @@ class _Lease:
 
 
 class HostArrayPool:
-    """A pool of host memory blocks recycled between results (pinned when ``context`` is given).
+    """A pool of host memory blocks recycled between results, plain or pinned.
 
     Parameters
     ----------
     context, queue : pyopencl.Context and pyopencl.CommandQueue, or None
-        With a context, blocks are OpenCL buffers allocated with
-        ``CL_MEM_ALLOC_HOST_PTR`` and mapped (pinned memory, the DMA engine's
-        fast path); without one, plain numpy memory.
+        With a context, :meth:`empty` can hand out pinned blocks: OpenCL
+        buffers allocated with ``CL_MEM_ALLOC_HOST_PTR`` and mapped (the DMA
+        engine's fast path).  Plain blocks are numpy memory.
     max_bytes : int
         Most bytes the pool holds, leased and free together (>= 0; 0 turns
         pooling off).  Past it :meth:`empty` returns ``None`` and the caller
@@ -102,8 +107,8 @@ class HostArrayPool:
         self._closed = False
 
     @property
-    def pinned(self) -> bool:
-        """Whether blocks are pinned (page-locked) OpenCL host memory."""
+    def can_pin(self) -> bool:
+        """Whether :meth:`empty` can hand out pinned (page-locked) OpenCL host memory."""
         return self._context is not None
 
     @property
@@ -111,7 +116,7 @@ class HostArrayPool:
         """Bytes held now, leased and free."""
         return self._total
 
-    def empty(self, n: int, dtype: Any) -> np.ndarray | None:
+    def empty(self, n: int, dtype: Any, *, pinned: bool = False) -> np.ndarray | None:
         """A new uninitialised array of ``n`` elements from the pool, or ``None``.
 
         Parameters
@@ -119,6 +124,9 @@ class HostArrayPool:
         n : int
             Number of elements (>= 0).
         dtype : numpy dtype
+        pinned : bool
+            Pinned memory (for the DMA engine; plain memory when the pool has
+            no OpenCL context).
 
         Returns
         -------
@@ -131,10 +139,11 @@ class HostArrayPool:
         """
         dt = np.dtype(dtype)
         need = int(n) * dt.itemsize
+        pinned = bool(pinned) and self.can_pin
         if need < MIN_POOLED_BYTES or self._closed:
             return None
         with self._lock:
-            fits = [b for b in self._free if need <= b.nbytes <= 2 * need]
+            fits = [b for b in self._free if need <= b.nbytes <= 2 * need and b.pinned == pinned]
             block = min(fits, key=lambda b: b.nbytes) if fits else None
             if block is not None:
                 self._free.remove(block)
@@ -146,7 +155,7 @@ class HostArrayPool:
                 self._total += need
         if block is None:
             try:
-                block = _Block(need, self._context, self._queue)
+                block = _Block(need, self._context if pinned else None, self._queue)
             except Exception as e:  # out of pinned memory: the caller allocates as usual
                 log.debug("host pool: allocation of %d bytes failed (%s)", need, e)
                 with self._lock:

@@ -104,7 +104,7 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         A new array equal to ``np.sort(a, kind="stable")``: stable, NaNs
         last, -0.0 and +0.0 in input order.  In fast mode its memory comes
         from the runtime's recycled host pool (:mod:`hpu.hostmem`; pinned
-        when a device is in use) and returns there when the array is freed.
+        when the device alone sorts it) and returns there when the array is freed.
     trace : Trace
         Only with ``return_trace=True``.
 

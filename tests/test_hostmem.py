@@ -13,41 +13,43 @@ N_POOLED = 2 * MIN_POOLED_BYTES // 4  # int32 elements of an array the pool serv
 
 @pytest.fixture(params=["pinned", "plain"])
 def pool(request, runtime):
-    if request.param == "pinned":
-        if not runtime.has_device:
-            pytest.skip("no OpenCL device")
-        p = HostArrayPool(runtime.context, runtime.queue, 16 * MIN_POOLED_BYTES)
-    else:
-        p = HostArrayPool(None, None, 16 * MIN_POOLED_BYTES)
-    yield p
+    if request.param == "pinned" and not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    p = HostArrayPool(runtime.context, runtime.queue, 16 * MIN_POOLED_BYTES)
+    yield p, request.param == "pinned"
     p.close()
 
 
 def test_arrays_are_plain_writable_and_recycled(pool):
-    a = pool.empty(N_POOLED, np.int32)
+    pool, pinned = pool
+    a = pool.empty(N_POOLED, np.int32, pinned=pinned)
     assert isinstance(a, np.ndarray) and a.shape == (N_POOLED,) and a.dtype == np.int32
     assert a.flags.writeable and a.flags.c_contiguous
     a[:] = np.arange(N_POOLED)
     view = a[5:9]
-    assert pool.is_pinned(view) == pool.pinned
+    assert pool.is_pinned(view) == pinned
     held = pool.total_bytes
     del a
     gc.collect()
-    b = pool.empty(N_POOLED, np.int32)  # the view still holds the first block: a second one
-    assert pool.total_bytes == 2 * held
+    assert pool.empty(N_POOLED, np.int32, pinned=not pinned) is not None  # other kind: a block of its own
+    gc.collect()
+    held = pool.total_bytes
+    b = pool.empty(N_POOLED, np.int32, pinned=pinned)  # the view still holds the first block: a second one
+    assert pool.total_bytes == held + 2 * MIN_POOLED_BYTES
     assert view.tolist() == [5, 6, 7, 8]
     b[:] = -1
     assert view.tolist() == [5, 6, 7, 8]
     del view, b
     gc.collect()
-    c = pool.empty(N_POOLED, np.int32)  # recycled, nothing new
-    assert pool.total_bytes == 2 * held
+    c = pool.empty(N_POOLED, np.int32, pinned=pinned)  # recycled, nothing new
+    assert pool.total_bytes == held + 2 * MIN_POOLED_BYTES
     del c
 
 
 def test_small_full_and_closed(pool):
+    pool, pinned = pool
     assert pool.empty(16, np.float64) is None  # below MIN_POOLED_BYTES
-    keep = [pool.empty(4 * MIN_POOLED_BYTES // 8, np.float64) for _ in range(4)]
+    keep = [pool.empty(4 * MIN_POOLED_BYTES // 8, np.float64, pinned=pinned) for _ in range(4)]
     assert all(k is not None for k in keep) and pool.total_bytes == 16 * MIN_POOLED_BYTES
     assert pool.empty(N_POOLED, np.int32) is None  # full: the caller allocates as usual
     keep[0][:] = 1.5
@@ -78,8 +80,8 @@ def test_fast_results_do_not_alias(runtime, strategy):
     assert np.array_equal(ra, np.sort(a0)) and np.array_equal(rb, np.sort(b0))
     assert np.array_equal(a, a0) and np.array_equal(b, b0)  # inputs untouched
     assert not np.shares_memory(ra, rb)
-    if strategy == "gpu":
-        assert runtime.host_pool.is_pinned(ra)  # the device copied straight into the result
+    # Only a device-only sort's result is pinned (the device copies straight into it).
+    assert runtime.host_pool.is_pinned(ra) == (strategy == "gpu")
     del ra
     gc.collect()
     rc = hpu.hybrid_mergesort(a, strategy=strategy, runtime=runtime)  # may reuse ra's memory, not rb's

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs benchmark stages on the H100 benchmark machine (a bare machine with python3 3.12, no pyopencl).
+#
+#   bash experiments/device_run.sh STAGE... (sort | tabu | tabu-more)
+#
+# Needs pyopencl's wheels in .whl/ (see DEVELOPERS.md) and writes results to $OUT (default ./out).
+# pipeline: bench_pipeline and bench_host_memory (where a device-only sort spends its time).
+# sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
+# tabu: calibrate, then bench_tabu on the QAP and HW/SW instances of issue 5.
+# tabu-more: bench_tabu on flow shop, permuted perceptron and the hybrid EA.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT" /tmp/icd
+cp /etc/OpenCL/vendors/*.icd /tmp/icd/ 2>/dev/null || true
+echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > /tmp/icd/nvidia.icd
+export OCL_ICD_VENDORS=/tmp/icd PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site HPU_PROFILE_DIR=/tmp/hpu-profiles
+python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+profile=$OUT/h100.json
+calibrate() {
+    [ -f "$profile" ] || python3 -m hpu.calibrate --device gpu --out "$profile" --no-progress --force 2>&1 | tee "$OUT/calibrate.log"
+}
+for stage in "$@"; do
+    case $stage in
+    pipeline)
+        python3 experiments/bench_pipeline.py --device gpu --json "$OUT/pipeline.json"
+        python3 experiments/bench_host_memory.py --device gpu --json "$OUT/host_memory.json"
+        ;;
+    sort)
+        calibrate
+        python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 16 --max-log 27 \
+            --repeats 7 --variants 24 --json "$OUT/bench_mergesort_fast.json" 2>&1 | tee "$OUT/bench_mergesort.log"
+        ;;
+    tabu)
+        calibrate
+        python3 experiments/bench_tabu.py --device gpu --json "$OUT/bench_tabu.json" 2>&1 | tee "$OUT/bench_tabu.log"
+        ;;
+    tabu-more)
+        calibrate
+        python3 experiments/bench_tabu.py --device gpu --problems pfsp,ppp,ea --json "$OUT/bench_tabu_more.json" \
+            2>&1 | tee "$OUT/bench_tabu_more.log"
+        ;;
+    *) echo "unknown stage $stage" >&2; exit 2 ;;
+    esac
+done

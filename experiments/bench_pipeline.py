@@ -42,9 +42,9 @@ def spans(trace: hpu.Trace) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default=None, help="OpenCL device (default: hpu's choice)")
-    ap.add_argument("--min-log", type=int, default=20)
+    ap.add_argument("--min-log", type=int, default=22)
     ap.add_argument("--max-log", type=int, default=25)
-    ap.add_argument("--chunks-mib", default="1,2,8", help="comma-separated transfer chunk sizes to try (MiB)")
+    ap.add_argument("--chunks-mib", default="2,4,8", help="comma-separated transfer chunk sizes to try (MiB)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)

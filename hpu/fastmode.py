@@ -49,56 +49,39 @@ log = logging.getLogger("hpu")
 
 __all__ = ["fast_sort", "CHUNK_BYTES"]
 
-#: Bytes per host-to-device and device-to-host copy (the DMA granularity of the pipeline).
+#: Bytes per staged piece and per DMA copy in either direction.
 CHUNK_BYTES = 4 << 20
 
 
-class _Stager:
-    """Every pool thread copies its stripe of each chunk in turn, so chunks become ready in order.
+def _stage_and_send(rt: Runtime, src: np.ndarray, stage: np.ndarray, d_in: Any, rec: _Recorder) -> list:
+    """Copy ``src`` into the pinned ``stage`` and on to ``d_in``, piece by piece; return the DMA events.
 
-    Chunk ``c`` of ``src`` is ready in ``stage`` once all ``threads``
-    stripes of it are copied: the DMA of chunk ``c`` then overlaps the
-    copies of the chunks after it (a wavefront, one task per thread rather
-    than one per piece).
+    Pieces of :data:`CHUNK_BYTES` are shared out round robin among at most
+    half as many pool tasks as there are pieces, so that they are staged in
+    at least two waves: each task enqueues the host-to-device copy of a
+    piece as soon as it has staged it, and the DMA of one wave overlaps the
+    staging of the next.  Few, large tasks: every task switch costs Python's
+    global lock, which 16 threads staging small pieces contend for (measured
+    by ``experiments/bench_pipeline.py``).
     """
+    n, item, q = src.shape[0], src.itemsize, rt.queue
+    piece = max(CHUNK_BYTES // item, 1)
+    bounds = list(range(0, n, piece)) + [n]
+    pieces = list(zip(bounds[:-1], bounds[1:]))
+    tasks = max(1, min(rt.threads, (len(pieces) + 1) // 2))
 
-    def __init__(self, rt: Runtime, src: np.ndarray, stage: np.ndarray, bounds: list[int], rec: _Recorder):
-        self._bounds, self._threads = bounds, rt.threads
-        self._done = [0] * (len(bounds) - 1)
-        self._error: BaseException | None = None
-        self._cond = threading.Condition()
-        self._src, self._stage, self._rec = src, stage, rec
-        self._tasks = [rt.pool.submit(self._work, w) for w in range(self._threads)]
+    def task(w: int) -> list:
+        events = []
+        for a, b in pieces[w::tasks]:
+            t0 = rec.now()
+            np.copyto(stage[a:b], src[a:b])
+            rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a, (b - a) * item)
+            events.append(cl.enqueue_copy(q, d_in, stage[a:b], dst_offset=a * item, is_blocking=False))
+            q.flush()
+        return events
 
-    def _work(self, w: int) -> None:
-        src, stage, rec, T = self._src, self._stage, self._rec, self._threads
-        try:
-            for c, (a, b) in enumerate(zip(self._bounds[:-1], self._bounds[1:])):
-                lo, hi = a + (b - a) * w // T, a + (b - a) * (w + 1) // T
-                if hi > lo:
-                    t0 = rec.now()
-                    np.copyto(stage[lo:hi], src[lo:hi])
-                    rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, hi - lo,
-                            (hi - lo) * src.itemsize)
-                with self._cond:
-                    self._done[c] += 1
-                    if self._done[c] == T:
-                        self._cond.notify_all()
-        except BaseException as e:
-            with self._cond:
-                self._error = e
-                self._cond.notify_all()
-
-    def wait(self, c: int) -> None:
-        """Block until chunk ``c`` is staged; re-raise a copy's failure."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._done[c] == self._threads or self._error is not None)
-            if self._error is not None:
-                raise self._error
-
-    def join(self) -> None:
-        for f in self._tasks:
-            f.result()
+    futures = [rt.pool.submit(task, w) for w in range(tasks)]
+    return [e for f in futures for e in f.result()]
 
 
 def _pinned(rt: Runtime, nbytes: int) -> np.ndarray:
@@ -186,7 +169,7 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
     chunk = max(CHUNK_BYTES // dt.itemsize, 1)
     bounds = list(range(0, n, chunk)) + [n]
 
-    stager = _Stager(rt, src, stage, bounds, rec)
+    h2d = _stage_and_send(rt, src, stage, d_in, rec)
     if copy_back:
         # Touch dst's pages while the DMA engine and the device work: its first-touch page
         # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
@@ -196,12 +179,6 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
             rec.add(f"cpu:{threading.current_thread().name}", "touch", -1, t0, rec.now(), 1, b - a, 0)
 
         touched = [rt.pool.submit(touch, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-    h2d = []
-    for c, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-        stager.wait(c)
-        h2d.append(cl.enqueue_copy(q, d_in, stage[a:b], dst_offset=a * dt.itemsize, is_blocking=False))
-        q.flush()  # start this DMA now, while the next chunks are staged
-    stager.join()
     align = max(1, int(rt.device.mem_base_addr_align) // 8 // dt.itemsize)
     segs = _segments(n, t, align)
     start = cl.enqueue_marker(q)

@@ -24,7 +24,7 @@ import numpy as np
 import pyopencl as cl
 
 import hpu
-from hpu.calibrate import host_description
+from hpu.calibrate import IDLE_PAUSE, host_description
 from hpu.mergesort import hybrid_mergesort
 
 STRATEGIES = ("cpu", "gpu", "basic", "advanced", "auto")
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             order = np.random.default_rng(lg)
             for _ in range(args.repeats):  # rounds in shuffled order, so that noise and after-effects
                 for s in order.permutation(todo):  # (an OpenCL CPU device still spinning) hit all alike
-                    time.sleep(0.02)
+                    time.sleep(IDLE_PAUSE)
                     t0 = time.perf_counter()
                     hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt)
                     samples[s].append(time.perf_counter() - t0)

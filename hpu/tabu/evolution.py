@@ -1,0 +1,458 @@
+"""A hybrid evolutionary algorithm: an EA on the CPU whose mutation is an iterated tabu search run by the engine.
+
+Luong, Melab and Talbi, "Parallel Hybrid Evolutionary Algorithms on GPU",
+IEEE CEC 2010 (seeds/001).  The CPU runs the evolutionary process (the
+paper's high-level layer, sections II-B and III-A, fig. 2: population,
+selection, crossover, replacement), a local search takes the place of the
+mutation operator (section II-A), and the neighbourhood of each search is
+evaluated by :func:`hpu.tabu.tabu_search` on the CPU, the device or both, as
+the HPU model splits it.  The paper's QAP configuration (section IV-A) is the
+default:
+
+* random initial population of ``mu = 10`` individuals;
+* deterministic tournament of size 2 for each parent;
+* crossover keeping the attributes common to both parents, the other entries
+  at random (rate 100%; :func:`crossover`);
+* mutation (rate 100%) replaced by an iterated local search (ILS) of 3 tabu
+  searches of 10000 iterations, each after the first started from the best
+  solution so far perturbed by a random number of pairwise exchanges; tabu
+  tenure ``2 floor(sqrt(N))`` for a neighbourhood of ``N`` moves;
+* ``(mu + lambda)`` replacement, 10 generations.
+
+The paper's neighbourhood is the Hamming ball of radius 3 (two swaps,
+``n (n-1) (n-2) / 6`` moves); here the neighbourhood is the problem's own
+(the 2-swap for :class:`hpu.tabu.QAP`).  The paper evaluates the offspring
+one after another and names "one LS per GPU in parallel, each CPU core
+executing one individual" as future work (section V).  Here the ``lambda``
+local searches of a generation run concurrently, one Python thread and one
+OpenCL command queue each, so that their launches and read-backs overlap and
+the device stays busy between one search's iterations.
+
+>>> from hpu.tabu import QAP
+>>> from hpu.tabu.evolution import hybrid_ea
+>>> qap = QAP.from_qaplib("experiments/data/qaplib/tai12a.dat")  # doctest: +SKIP
+>>> res = hybrid_ea(qap, generations=3, ls_iterations=500, seed=1)  # doctest: +SKIP
+>>> res.best_value, res.history                                      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import math
+import queue as queue_module
+import time
+from typing import Any
+
+import numpy as np
+
+from ..device import Runtime
+from .problem import TabuProblem
+from .search import choose_split, tabu_search
+from .split import STRATEGIES, TabuSplit
+
+__all__ = ["EvolutionResult", "crossover", "hybrid_ea", "paper_tenure"]
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class EvolutionResult:
+    """Outcome of :func:`hybrid_ea` (named fields, like :class:`hpu.tabu.TabuResult`).
+
+    Attributes
+    ----------
+    best_solution : numpy.ndarray of int64, shape (n,)
+        Best solution found (a permutation of ``0..n-1``).
+    best_value : int
+        Its objective.
+    history : numpy.ndarray of int64, shape (generations + 1,)
+        Best objective in the population: entry 0 for the random initial
+        population, entry ``g`` after generation ``g``'s replacement
+        (non-increasing: the replacement is elitist).
+    population : numpy.ndarray of int64, shape (mu, n)
+        The final population, best first.
+    values : numpy.ndarray of int64, shape (mu,)
+        Their objectives, non-decreasing.
+    generations : int
+        Generations completed.
+    stop : str
+        ``"generations"`` or ``"time_limit"``.
+    local_searches : int
+        Tabu searches run (``ils_iterations`` per offspring unless stopped by the time limit).
+    ls_iterations : int
+        Tabu-search iterations performed, summed over all searches.
+    concurrency : int
+        Local searches run at once.
+    split : TabuSplit
+        The division of each neighbourhood between CPU and device (the same for every search).
+    wall_time : float
+        Seconds of the generations (after set-up).
+    search_time : float
+        Seconds of wall time spent in the local searches (the concurrent part
+        of each generation); ``wall_time - search_time`` is the evolutionary
+        process (selection, crossover, replacement) and the thread hand-offs.
+    setup_time : float
+        Seconds before the first generation: runtime, split (calibration),
+        command queues and the initial population.
+    cpu_time, device_time : float
+        Busy seconds of the CPU share and of the device (kernels, read-backs,
+        applies), summed over the searches: with concurrent searches they
+        overlap, and can exceed ``search_time``.
+    num_moves : int
+        Neighbourhood size ``N``.
+    """
+
+    best_solution: np.ndarray
+    best_value: int
+    history: np.ndarray
+    population: np.ndarray
+    values: np.ndarray
+    generations: int
+    stop: str
+    local_searches: int
+    ls_iterations: int
+    concurrency: int
+    split: TabuSplit
+    wall_time: float
+    search_time: float
+    setup_time: float
+    cpu_time: float
+    device_time: float
+    num_moves: int
+
+    @property
+    def moves_per_second(self) -> float:
+        """Neighbours evaluated per second of :attr:`search_time` (all concurrent searches together)."""
+        return self.num_moves * self.ls_iterations / self.search_time if self.search_time > 0 else math.inf
+
+    @property
+    def time_per_generation(self) -> float:
+        """``wall_time / generations`` (seconds)."""
+        return self.wall_time / max(self.generations, 1)
+
+    def __repr__(self) -> str:
+        s = self.split
+        return (
+            f"EvolutionResult(best_value={self.best_value}, generations={self.generations}, stop={self.stop!r}, "
+            f"local_searches={self.local_searches}, concurrency={self.concurrency}, strategy={s.strategy!r}, "
+            f"alpha={s.alpha:.3g}, wall_time={self.wall_time:.3g} s, "
+            f"moves_per_second={self.moves_per_second:.3g})"
+        )
+
+
+def paper_tenure(num_moves: int) -> int:
+    """The paper's tabu tenure ``2 floor(sqrt(N))`` for ``N`` moves, capped at ``N - 1`` (section IV-A)."""
+    return min(2 * math.isqrt(int(num_moves)), int(num_moves) - 1)
+
+
+def crossover(parent1: Any, parent2: Any, rng: np.random.Generator) -> np.ndarray:
+    """The paper's crossover: keep the attributes common to both parents, fill the rest at random.
+
+    Positions where the parents agree keep their value; the values of
+    ``parent1`` at the other positions are shuffled (uniformly) over those
+    positions (Luong, Melab and Talbi 2010, section IV-A).  For two
+    permutations of the same values the child is a permutation of them too.
+
+    Parameters
+    ----------
+    parent1, parent2 : array_like of int, shape (n,)
+    rng : numpy.random.Generator
+        Draws the shuffle.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+        The child (a new array of ``parent1``'s dtype).
+
+    Raises
+    ------
+    ValueError
+        If the parents are not 1-D arrays of one length.
+    """
+    a, b = np.asarray(parent1), np.asarray(parent2)
+    if a.ndim != 1 or a.shape != b.shape:
+        raise ValueError(f"parents must be 1-D arrays of one length, got shapes {a.shape} and {b.shape}")
+    child = a.copy()
+    free = np.flatnonzero(a != b)
+    child[free] = rng.permutation(a[free])
+    return child
+
+
+def _tournament(values: np.ndarray, size: int, rng: np.random.Generator) -> int:
+    """Index of the winner of a deterministic tournament: ``size`` individuals drawn with replacement, best wins."""
+    entrants = rng.integers(0, values.size, size)
+    return int(entrants[np.argmin(values[entrants])])
+
+
+def _perturb(solution: np.ndarray, most: int, rng: np.random.Generator) -> np.ndarray:
+    """``solution`` after a random number, from 1 to ``most``, of random pairwise exchanges."""
+    s = solution.copy()
+    for _ in range(int(rng.integers(1, most + 1))):
+        i, j = rng.choice(s.size, 2, replace=False)
+        s[i], s[j] = s[j], s[i]
+    return s
+
+
+def _stream(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
+    """The random stream of ``root`` named by ``key`` (independent of thread timing)."""
+    return np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=root.spawn_key + key))
+
+
+def _count(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+@dataclasses.dataclass
+class _Mutation:
+    """Outcome of one offspring's ILS-TS."""
+
+    solution: np.ndarray
+    value: int
+    searches: int = 0
+    iterations: int = 0
+    cpu_time: float = 0.0
+    device_time: float = 0.0
+
+
+class _IteratedTabuSearch:
+    """The mutation: an ILS of tabu searches (section IV-A), callable on ``(generation, index, child)``.
+
+    Each call takes a command queue from ``queues`` (None: CPU only) for its
+    searches and puts it back; its random stream derives from ``root``, the
+    generation and the offspring index only.
+    """
+
+    def __init__(self, problem: TabuProblem, runtime: Runtime, root: np.random.SeedSequence,
+                 queues: queue_module.SimpleQueue, ils_iterations: int, ls_iterations: int, tenure: int,
+                 most_swaps: int, strategy: str, forced: dict[str, Any], deadline: float | None):
+        self.problem, self.runtime, self.root, self.queues = problem, runtime, root, queues
+        self.ils_iterations, self.ls_iterations, self.tenure = ils_iterations, ls_iterations, tenure
+        self.most_swaps, self.strategy, self.forced, self.deadline = most_swaps, strategy, forced, deadline
+
+    def __call__(self, job: tuple[int, int, np.ndarray]) -> _Mutation:
+        g, k, child = job
+        rng = _stream(self.root, 1, g, k)
+        out = _Mutation(child, self.problem.objective(child))
+        q = self.queues.get()
+        try:
+            for i in range(self.ils_iterations):
+                left = None if self.deadline is None else self.deadline - time.perf_counter()
+                if left is not None and left <= 0:
+                    break
+                initial = child if i == 0 else _perturb(out.solution, self.most_swaps, rng)
+                res = tabu_search(self.problem, iterations=self.ls_iterations, tenure=self.tenure, seed=rng,
+                                  strategy=self.strategy, runtime=self.runtime, time_limit=left, initial=initial,
+                                  queue=q, **self.forced)
+                out.searches += 1
+                out.iterations += res.iterations
+                out.cpu_time += res.cpu_time
+                out.device_time += res.device_time
+                if res.best_value < out.value:
+                    out.solution, out.value = res.best_solution, res.best_value
+        finally:
+            self.queues.put(q)
+        return out
+
+
+def hybrid_ea(
+    problem: TabuProblem,
+    *,
+    population: int = 10,
+    generations: int = 10,
+    offspring: int | None = None,
+    tournament: int = 2,
+    ils_iterations: int = 3,
+    ls_iterations: int = 10000,
+    tenure: int | None = None,
+    perturbation: int | None = None,
+    seed: Any = None,
+    strategy: str = "hybrid",
+    concurrency: int | None = None,
+    runtime: Runtime | None = None,
+    time_limit: float | None = None,
+) -> EvolutionResult:
+    """Hybrid evolutionary algorithm with an iterated tabu search as mutation (Luong, Melab and Talbi 2010).
+
+    Each generation draws ``offspring`` children: two parents by deterministic
+    tournaments, one child by :func:`crossover`, then the child is mutated by
+    an iterated local search of ``ils_iterations`` tabu searches
+    (:func:`hpu.tabu.tabu_search`, ``ls_iterations`` iterations each; the
+    second and later start from the best solution of the ILS so far after
+    1 to ``perturbation`` random pairwise exchanges).  The ``mu + lambda``
+    parents and mutated children are sorted by objective (parents first
+    among equals) and the ``mu`` best survive.  The defaults are the paper's
+    QAP configuration (section IV-A; ``lambda = mu``).
+
+    The local searches of a generation run ``concurrency`` at a time, each on
+    its own thread and OpenCL command queue; the split of the neighbourhood
+    between CPU and device is chosen once (:func:`hpu.tabu.choose_split`,
+    calibrating if needed) and forced on every search.
+
+    Parameters
+    ----------
+    problem : TabuProblem
+        A permutation problem: its solutions are permutations of ``0..n-1``
+        (e.g. :class:`hpu.tabu.QAP`).
+    population : int
+        ``mu``, individuals kept (>= 2).
+    generations : int
+        Generations to run (>= 1).
+    offspring : int, optional
+        ``lambda``, children (and local searches) per generation (>= 1; default ``mu``).
+    tournament : int
+        Tournament size (>= 1).
+    ils_iterations : int
+        Tabu searches per mutation (>= 1).
+    ls_iterations : int
+        Iterations of each tabu search (>= 1).
+    tenure : int, optional
+        Tabu tenure in iterations, in ``[0, N)`` for a neighbourhood of ``N``
+        moves (default :func:`paper_tenure`, ``2 floor(sqrt(N))``).
+    perturbation : int, optional
+        Most pairwise exchanges of an ILS perturbation (>= 1; default ``max(1, n // 4)``;
+        the paper only says "a random number").
+    seed : int, sequence of int, numpy.random.SeedSequence or None
+        Seeds the population, selection and crossover (one stream) and each
+        local search (a stream derived from the generation and offspring
+        index), so the same seed gives the same result with every strategy
+        and concurrency (unless the time limit stops it).
+    strategy : {"hybrid", "cpu", "gpu"}
+        Who evaluates the neighbourhoods (see :func:`hpu.tabu.tabu_search`).
+    concurrency : int, optional
+        Local searches run at once (>= 1; default and at most ``offspring``).
+    runtime : hpu.Runtime, optional
+        Default: a new runtime (CPU-only for ``"cpu"``), closed after.  Its
+        thread pool evaluates CPU shares; the searches run on threads of their own.
+    time_limit : float, optional
+        Seconds: searches running when it passes stop, the rest of the
+        mutations are skipped, the generation's replacement completes and no
+        further generation starts.
+
+    Returns
+    -------
+    EvolutionResult
+
+    Raises
+    ------
+    ValueError
+        A count below its minimum (``population``, ``generations``,
+        ``offspring``, ``tournament``, ``ils_iterations``, ``ls_iterations``,
+        ``perturbation``, ``concurrency``), ``tenure`` outside ``[0, N)``,
+        ``time_limit`` not positive, unknown ``strategy``, or a problem whose
+        random solutions are not permutations of ``0..n-1``.
+    hpu.NoDeviceError
+        ``strategy="gpu"`` without an OpenCL device.
+    """
+    mu = _count("population", population, 2)
+    generations = _count("generations", generations, 1)
+    lam = mu if offspring is None else _count("offspring", offspring, 1)
+    tournament = _count("tournament", tournament, 1)
+    ils_iterations = _count("ils_iterations", ils_iterations, 1)
+    ls_iterations = _count("ls_iterations", ls_iterations, 1)
+    N = problem.num_moves
+    tenure = paper_tenure(N) if tenure is None else tenure
+    if isinstance(tenure, bool) or not isinstance(tenure, (int, np.integer)) or not 0 <= tenure < N:
+        raise ValueError(f"tenure must be an integer in [0, {N}) (the number of moves), got {tenure!r}")
+    most_swaps = max(1, problem.n // 4) if perturbation is None else _count("perturbation", perturbation, 1)
+    workers = lam if concurrency is None else min(_count("concurrency", concurrency, 1), lam)
+    if time_limit is not None and not time_limit > 0:
+        raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    rng = _stream(root, 0)
+
+    t_setup = time.perf_counter()
+    own = runtime is None
+    rt = Runtime("none" if strategy == "cpu" else None) if own else runtime
+    try:
+        with contextlib.ExitStack() as stack:
+            split = choose_split(problem, rt, strategy=strategy)
+            forced = {
+                "alpha": split.alpha if strategy == "hybrid" else None,
+                "transfer_level": split.transfer_level if split.transfer_level >= 0 else None,
+                "cpu_chunks": split.cpu_chunks or None,
+            }
+            queues: queue_module.SimpleQueue = queue_module.SimpleQueue()
+            for _ in range(workers):
+                queues.put(stack.enter_context(_profiling_queue(rt)) if split.device_moves else None)
+            pop = np.stack([_permutation(problem, problem.random_solution(rng)) for _ in range(mu)])
+            values = np.array([problem.objective(p) for p in pop], dtype=np.int64)
+            order = np.argsort(values, kind="stable")
+            pop, values = pop[order], values[order]
+            pool = None
+            if workers > 1:
+                pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(workers, "hpu-ea"))
+            start = time.perf_counter()
+            setup_time = start - t_setup
+            deadline = None if time_limit is None else start + time_limit
+            mutate = _IteratedTabuSearch(problem, rt, root, queues, ils_iterations, ls_iterations, int(tenure),
+                                         most_swaps, strategy, forced, deadline)
+
+            history = [int(values[0])]
+            searches = iterations = 0
+            search_time = cpu_time = device_time = 0.0
+            stop, done = "generations", 0
+            for g in range(1, generations + 1):
+                jobs = []
+                for k in range(lam):
+                    a, b = _tournament(values, tournament, rng), _tournament(values, tournament, rng)
+                    jobs.append((g, k, problem.check_solution(crossover(pop[a], pop[b], rng))))
+                t0 = time.perf_counter()
+                mutants = list(pool.map(mutate, jobs) if pool else map(mutate, jobs))
+                search_time += time.perf_counter() - t0
+                for m in mutants:
+                    searches += m.searches
+                    iterations += m.iterations
+                    cpu_time += m.cpu_time
+                    device_time += m.device_time
+                # (mu + lambda) replacement: parents first among equals (stable sort).
+                pop = np.concatenate([pop, np.stack([m.solution for m in mutants])])
+                values = np.concatenate([values, np.array([m.value for m in mutants], dtype=np.int64)])
+                order = np.argsort(values, kind="stable")[:mu]
+                pop, values = pop[order], values[order]
+                history.append(int(values[0]))
+                done = g
+                if g < generations and deadline is not None and time.perf_counter() >= deadline:
+                    stop = "time_limit"
+                    break
+            wall = time.perf_counter() - start
+    finally:
+        if own:
+            rt.close()
+    return EvolutionResult(
+        best_solution=pop[0].copy(),
+        best_value=int(values[0]),
+        history=np.array(history, dtype=np.int64),
+        population=pop,
+        values=values,
+        generations=done,
+        stop=stop,
+        local_searches=searches,
+        ls_iterations=iterations,
+        concurrency=workers,
+        split=split,
+        wall_time=wall,
+        search_time=search_time,
+        setup_time=setup_time,
+        cpu_time=cpu_time,
+        device_time=device_time,
+        num_moves=N,
+    )
+
+
+def _profiling_queue(rt: Runtime) -> Any:
+    """A new profiling command queue on the runtime's context (a context manager: finished and released on exit)."""
+    import pyopencl as cl
+
+    return cl.CommandQueue(rt.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+
+
+def _permutation(problem: TabuProblem, solution: np.ndarray) -> np.ndarray:
+    """``solution`` checked by the problem and to be a permutation of ``0..n-1`` (what :func:`crossover` needs)."""
+    s = problem.check_solution(solution)
+    if not np.array_equal(np.sort(s), np.arange(problem.n)):
+        raise ValueError(f"hybrid_ea needs a permutation problem; {type(problem).__name__} gave {s.tolist()}")
+    return s

@@ -1,14 +1,18 @@
 """Tabu search with the neighbourhood evaluated on the CPU thread pool and an OpenCL device at once.
 
-Each iteration evaluates a whole 2-element neighbourhood (``n (n - 1) / 2``
-moves) and reduces it to the best admissible move.  The reduction is a
+Each iteration evaluates a whole neighbourhood (for 2-element moves
+``n (n - 1) / 2`` of them) and reduces it to the best admissible move.  The reduction is a
 divide-and-conquer with ``a = b = 2`` and a constant combine, split between
 the units by the HPU model (:mod:`hpu.tabu.split`): the CPU takes a share
 ``alpha`` of the moves (vectorised numpy), the device the rest in one fused
 evaluate-and-reduce kernel, and ``2**transfer_level`` partial minima come back.
 
-Problems: :class:`QAP` (2-swap, QAPLIB files) and
-:class:`HWSWPartitioning` (problem P of Hou et al. 2019, 2-flip).
+Problems: :class:`QAP` (2-swap, QAPLIB files),
+:class:`HWSWPartitioning` (problem P of Hou et al. 2019, 2-flip) and
+:class:`PFSP` (permutation flow shop, swap or insertion moves, Taillard's
+instances, prefix-sharing evaluation of Wu et al.).  The hybrid evolutionary
+algorithm of Luong et al. 2010 (:func:`hybrid_ea`) uses the engine as its
+mutation.
 
 >>> import hpu, hpu.tabu
 >>> qap = hpu.tabu.QAP.from_qaplib("experiments/data/qaplib/tai30a.dat")  # doctest: +SKIP
@@ -18,7 +22,9 @@ Problems: :class:`QAP` (2-swap, QAPLIB files) and
 
 from .calibrate import calibrate, costs_path
 from .engine import evaluate_neighbourhood
+from .evolution import EvolutionResult, crossover, hybrid_ea
 from .hwsw import HWSWPartitioning
+from .pfsp import PFSP
 from .pairs import num_pairs, pair_block, pair_from_index, pair_index
 from .problem import NeighbourhoodState, TabuProblem
 from .qap import QAP, QAPSolution
@@ -26,6 +32,10 @@ from .search import TabuResult, choose_split, tabu_search
 from .split import TabuCosts, TabuSplit, plan_split, transfer_levels
 
 __all__ = [
+    "EvolutionResult",
+    "PFSP",
+    "crossover",
+    "hybrid_ea",
     "HWSWPartitioning",
     "NeighbourhoodState",
     "QAP",

@@ -6,7 +6,7 @@
 # Needs pyopencl's wheels in .whl/ (see DEVELOPERS.md) and writes results to $OUT (default ./out).
 # pipeline: bench_pipeline and bench_host_memory (where a device-only sort spends its time).
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
-# tabu: calibrate, then bench_tabu on the QAP and HW/SW instances of issue 5.
+# tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
 # tabu-more: bench_tabu on flow shop, permuted perceptron and the hybrid EA.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,11 +35,9 @@ for stage in "$@"; do
             --repeats 7 --variants 24 --json "$OUT/bench_mergesort_fast.json" 2>&1 | tee "$OUT/bench_mergesort.log"
         ;;
     tabu)
-        calibrate
         python3 experiments/bench_tabu.py --device gpu --json "$OUT/bench_tabu.json" 2>&1 | tee "$OUT/bench_tabu.log"
         ;;
     tabu-more)
-        calibrate
         python3 experiments/bench_tabu.py --device gpu --problems pfsp,ppp,ea --json "$OUT/bench_tabu_more.json" \
             2>&1 | tee "$OUT/bench_tabu_more.log"
         ;;

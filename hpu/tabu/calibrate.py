@@ -39,6 +39,7 @@ log = logging.getLogger("hpu")
 
 _CPU_SIZE_CAP = 1 << 20  # largest CPU range timed
 _POOL_RANGE = 1 << 17  # moves per pooled range timed
+_CPU_SECONDS_CAP = 0.25  # no larger CPU range is timed once one took this long
 
 
 def costs_path(problem: TabuProblem, runtime: Runtime) -> Path:
@@ -127,7 +128,8 @@ def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, ca
     -----
     Takes one to a few seconds for small instances, several for the largest
     benchmark instances (the CPU is timed on at most 2**20 moves per range,
-    each transfer level for up to 0.1 s, the hybrid at three CPU shares).
+    and on no larger range once one took 0.25 s; each transfer level for up
+    to 0.1 s, the hybrid at three CPU shares).
     """
     path = costs_path(problem, runtime)
     if cache and not force and path.exists():
@@ -148,8 +150,12 @@ def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, ca
         _best_of(*(np.array(v, dtype=np.int64) for v in zip(*ev._cpu_parts(ranges, it, asp))))
 
     # CPU, one thread: t(M) = c0 + c M.
-    sizes = sorted({min(max(s, 1), N, _CPU_SIZE_CAP) for s in (state.block_moves, N // 16, N // 4, N)})
-    t_cpu = [_median_time(lambda m=m: cpu_pass([(0, m)])) for m in sizes]
+    sizes, t_cpu = [], []
+    for m in sorted({min(max(s, 1), N, _CPU_SIZE_CAP) for s in (state.block_moves, N // 16, N // 4, N)}):
+        sizes.append(m)
+        t_cpu.append(_median_time(lambda m=m: cpu_pass([(0, m)])))
+        if len(sizes) >= 2 and t_cpu[-1] > _CPU_SECONDS_CAP:  # the line through two sizes is enough
+            break
     (c0, c), _ = _nnls_relative(np.column_stack([np.ones(len(sizes)), sizes]), np.array(t_cpu))
     c = max(c, 1e-12)
     meas["cpu"] = {"moves": sizes, "seconds": t_cpu}
@@ -160,7 +166,7 @@ def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, ca
     d, p_eff = 0.0, 1.0
     if p > 1:
         d = _median_time(lambda: [f.result() for f in [runtime.pool.submit(int) for _ in range(p)]])
-        m = min(N, p * _POOL_RANGE)
+        m = min(N, p * _POOL_RANGE, max(p, int(p * _CPU_SECONDS_CAP / 4 / c)))  # each range ~1/16 s at most
         bounds = np.linspace(0, m, p + 1).round().astype(np.int64)
         ranges = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
         t_pool = _median_time(lambda: cpu_pass(ranges))

@@ -10,7 +10,8 @@ evaluate-and-reduce kernel, and ``2**transfer_level`` partial minima come back.
 Problems: :class:`QAP` (2-swap, QAPLIB files),
 :class:`HWSWPartitioning` (problem P of Hou et al. 2019, 2-flip) and
 :class:`PFSP` (permutation flow shop, swap or insertion moves, Taillard's
-instances, prefix-sharing evaluation of Wu et al.).  The hybrid evolutionary
+instances, prefix-sharing evaluation of Wu et al.) and :class:`PPP`
+(permuted perceptron problem, Hamming-1, -2 and -3 neighbourhoods).  The hybrid evolutionary
 algorithm of Luong et al. 2010 (:func:`hybrid_ea`) uses the engine as its
 mutation.
 
@@ -25,6 +26,7 @@ from .engine import evaluate_neighbourhood
 from .evolution import EvolutionResult, crossover, hybrid_ea
 from .hwsw import HWSWPartitioning
 from .pfsp import PFSP
+from .ppp import PPP
 from .pairs import num_pairs, pair_block, pair_from_index, pair_index
 from .problem import NeighbourhoodState, TabuProblem
 from .qap import QAP, QAPSolution
@@ -33,11 +35,10 @@ from .split import TabuCosts, TabuSplit, plan_split, transfer_levels
 
 __all__ = [
     "EvolutionResult",
-    "PFSP",
-    "crossover",
-    "hybrid_ea",
     "HWSWPartitioning",
     "NeighbourhoodState",
+    "PFSP",
+    "PPP",
     "QAP",
     "QAPSolution",
     "TabuCosts",
@@ -47,7 +48,9 @@ __all__ = [
     "calibrate",
     "choose_split",
     "costs_path",
+    "crossover",
     "evaluate_neighbourhood",
+    "hybrid_ea",
     "num_pairs",
     "pair_block",
     "pair_from_index",

@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"n": n, "strategy": s, "chosen": tr.strategy, "seconds": t, "numpy_seconds": t_np,
                        "predicted_seconds": pred, "samples": samples[s],
                        "alpha": tr.alpha, "transfer_level": tr.transfer_level, "speedup_vs_numpy": t_np / t,
+                       "cpu_threads": getattr(tr.split, "cpu_threads", None),
                        "device_busy": tr.busy("device"), "cpu_busy": tr.busy("cpu"), "bus_busy": tr.busy("bus")}
                 rows.append(row)
                 print(f"{n:>10} {s:>9} {t * 1e3:10.2f} {pred * 1e3 if pred else float('nan'):9.2f} "

@@ -347,6 +347,8 @@ def _measure_fast(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> dic
 
     rng = np.random.default_rng(4)
     series: dict[str, list[float]] = {k: [] for k in ("cpu_sort", "merge2", "merge16")}
+    if rt.threads > 1:
+        series["cpu_sort_1"] = []
     if rt.has_device:
         series.update(device_sort=[], transfer=[])
     for n in sizes:
@@ -363,6 +365,9 @@ def _measure_fast(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> dic
             return _median_from_idle(run, repeats)
 
         series["cpu_sort"].append(timed(lambda: fast_sort(a, rt, strategy="cpu", alpha=1.0, transfer_level=0)))
+        if rt.threads > 1:
+            series["cpu_sort_1"].append(timed(lambda: fast_sort(a, rt, strategy="cpu", alpha=1.0, transfer_level=0,
+                                                                 cpu_threads=1)))
         for k in (2, 16):
             runs = np.concatenate([np.sort(c) for c in np.array_split(a, k)])
             parts = np.array_split(runs, k)

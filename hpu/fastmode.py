@@ -225,7 +225,7 @@ def _times(ev: Any, rec: _Recorder) -> tuple[float, float]:
 
 
 def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, transfer_level: int,
-              on_device_error: str = "fallback", split: Any = None) -> tuple[np.ndarray, Trace]:
+              on_device_error: str = "fallback", split: Any = None, cpu_threads: int = 0) -> tuple[np.ndarray, Trace]:
     """Sort ``arr`` in fast mode with a CPU share ``alpha`` and ``2**transfer_level`` device segments.
 
     Parameters
@@ -246,6 +246,10 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     on_device_error : {"fallback", "raise"}
     split : optional
         Recorded in the trace.
+    cpu_threads : int
+        Threads that sort when the CPU sorts everything: 0 for all of
+        ``rt.threads``, else at most that many (the CPU share of a split
+        always uses all).
 
     Returns
     -------
@@ -277,7 +281,8 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
 
     if n_dev == 0:
         tt = rec.now()
-        parallel_sort(src, rt.pool, rt.threads, out=out, scratch=_host_scratch(rt, dt, n))
+        threads = min(cpu_threads, rt.threads) if cpu_threads > 0 else rt.threads
+        parallel_sort(src, rt.pool, threads, out=out, scratch=_host_scratch(rt, dt, n))
         rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n, src.nbytes)
         trace.events, trace.wall = rec.events, rec.now()
         return out, trace

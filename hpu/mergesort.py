@@ -190,7 +190,8 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
     if transfer_level is not None:
         y = int(transfer_level)
     out, trace = fast_sort(arr, rt, strategy=strategy, alpha=a_cpu, transfer_level=y,
-                           on_device_error=on_device_error, split=split)
+                           on_device_error=on_device_error, split=split,
+                           cpu_threads=split.cpu_threads if split is not None and alpha is None else 0)
     return (out, trace) if return_trace else out
 
 

@@ -413,6 +413,9 @@ class Split:
         For ``"advanced"``: which case of paper 5.2.1 fixed ``y``:
         ``"i"`` (device never saturated), ``"ii"`` (always saturated),
         ``"iii"`` (both); ``"fast"`` for :func:`fast_split`; otherwise ``""``.
+    cpu_threads : int
+        Threads the CPU share uses: 0 for all of the runtime's, 1 for one
+        (:func:`fast_split` only).
     """
 
     strategy: str
@@ -427,6 +430,7 @@ class Split:
     predicted_time: float
     predicted_speedup: float
     case: str = ""
+    cpu_threads: int = 0
 
     def __str__(self) -> str:
         w = max(len(f.name) for f in dataclasses.fields(self))
@@ -787,14 +791,16 @@ def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
 # Fast mode (beyond the paper)
 # ---------------------------------------------------------------------------
 
-#: Fast-mode cost curves a calibrated profile carries in ``Profile.fast``, next to ``"sizes"``.
-FAST_COSTS = ("cpu_sort", "device_sort", "transfer", "merge2", "merge16")
+#: Fast-mode cost curves a calibrated profile carries in ``Profile.fast``, next to ``"sizes"``
+#: (``"cpu_sort_1"`` only where the runtime has more than one thread).
+FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16")
 
 
 def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     """Predicted seconds of one fast-mode step on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
 
     ``cpu_sort``: :func:`hpu.cpusort.parallel_sort` on all threads;
+    ``cpu_sort_1``: the same on one thread (numpy's sort);
     ``device_sort``: the device-resident sort; ``transfer``: everything
     else of a device-only sort of ``n`` elements (staging, copies to the
     device and back, the copy into the result); ``merge2``/``merge16``: the
@@ -829,14 +835,21 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     return float(cost) if cost.ndim == 0 else cost
 
 
-def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4) -> tuple[Any, Any, Any, Any]:
-    """(CPU share, device share, final merge, total) seconds for fast-mode splits (alpha may be an array)."""
+def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,
+               cpu_threads: int = 0) -> tuple[Any, Any, Any, Any]:
+    """(CPU share, device share, final merge, total) seconds for fast-mode splits (alpha may be an array).
+
+    ``cpu_threads``: 0 for the CPU share on all threads, 1 for one thread.
+    """
     a = np.asarray(alpha, dtype=float)
     n_c = np.round(a * n)
     n_g = n - n_c
-    cpu = fast_cost(profile, "cpu_sort", n_c, w)
+    cpu = fast_cost(profile, "cpu_sort_1" if cpu_threads == 1 else "cpu_sort", n_c, w)
     k = 2**t
-    dev = np.where(n_g > 0, fast_cost(profile, "transfer", n_g, w) + k * fast_cost(profile, "device_sort", n_g / k, w), 0.0)
+    dev = np.zeros_like(n_g)
+    if np.any(n_g > 0):  # a CPU-only profile has no device curves, and needs none for alpha = 1
+        dev = np.where(n_g > 0, fast_cost(profile, "transfer", n_g, w) + k * fast_cost(profile, "device_sort", n_g / k, w),
+                       0.0)
     runs = (n_c > 0) + np.where(n_g > 0, k, 0)
     m2, m16 = fast_cost(profile, "merge2", n, w), fast_cost(profile, "merge16", n, w)
     merge = m2 + (m16 - m2) * np.clip((np.log2(np.maximum(runs, 1)) - 1) / 3.0, 0.0, 2.0)  # linear in log2(runs)
@@ -854,7 +867,9 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     the CPU share and the device share run concurrently (paper 5.2), the
     device sorts its share as ``2**t`` segments, and the CPU merges all runs
     at the end.  Each term comes from the profile's fitted fast-mode costs
-    (:func:`fast_cost`).
+    (:func:`fast_cost`).  The CPU alone may also use one thread, where the
+    profile has that curve (``"cpu_sort_1"``): on few cores numpy's sort on
+    one thread can beat a parallel sort whose final merge is memory-bound.
 
     Parameters
     ----------
@@ -876,7 +891,8 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     Returns
     -------
     Split
-        ``strategy`` is the chosen one; times in seconds;
+        ``strategy`` is the chosen one; times in seconds; ``cpu_threads`` is
+        1 when the CPU alone sorts on one thread, else 0 (all threads);
         ``transfer_level`` (and ``y``) is ``t``, the device sorting its
         share as ``2**t`` segments; ``gpu_work_fraction = 1 - alpha``;
         ``predicted_speedup`` is mergesort's one-core time
@@ -891,18 +907,20 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     n = _check_n(n)
     if strategy not in ("auto", "cpu", "gpu", "basic", "advanced"):
         raise ValueError(f"unknown strategy {strategy!r}")
-    cands: list[tuple[str, float, int]] = [("cpu", 1.0, 0)]
+    cands: list[tuple[str, float, int, int]] = [("cpu", 1.0, 0, 0)]
+    if "cpu_sort_1" in (profile.fast or {}):
+        cands.append(("cpu", 1.0, 0, 1))
     if device:
-        cands += [("gpu", 0.0, 0)] + [("basic", 0.0, t) for t in range(1, max_level + 1)]
+        cands += [("gpu", 0.0, 0, 0)] + [("basic", 0.0, t, 0) for t in range(1, max_level + 1)]
         grid = np.linspace(0.0, 1.0, 257)[1:-1]  # interior alphas, steps of 1/256
         for t in range(0, max_level + 1):
             tot = _fast_time(profile, n, grid, t, itemsize)[3]
-            cands.append(("advanced", float(grid[int(np.argmin(tot))]), t))
-        if strategy != "auto":
-            cands = [c for c in cands if c[0] == strategy]
-    best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize)[3]))
-    name, alpha, t = best
-    cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize))
+            cands.append(("advanced", float(grid[int(np.argmin(tot))]), t, 0))
+    if strategy != "auto":
+        cands = [c for c in cands if c[0] == strategy]
+    best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize, c[3])[3]))
+    name, alpha, t, threads = best
+    cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize, threads))
     one_core = Recurrence(2, 2, 1).total_work(n) * profile.cpu_op_seconds  # mergesort's T(n) on one core
     return Split(
         strategy=name,
@@ -917,4 +935,5 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
         predicted_time=total,
         predicted_speedup=one_core / total,
         case="fast",
+        cpu_threads=threads,
     )

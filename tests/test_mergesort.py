@@ -106,6 +106,21 @@ def test_cpu_only_runtime_sorts(cpu_runtime):
             assert same_bits(out, np.sort(a, kind="stable"))
 
 
+def test_model_may_sort_on_one_cpu_thread(cpu_runtime):
+    """A profile that measured one thread faster: the CPU alone sorts on one thread, still exactly numpy's order."""
+    sizes = 2.0 ** np.arange(12, 27, 2)
+    pool = (1e-4 + 1e-9 * sizes * np.log2(sizes)).tolist()
+    merge = (1e-4 + 1e-10 * sizes).tolist()
+    fast = {"sizes": sizes.tolist(), "cpu_sort": pool, "cpu_sort_1": [t / 2 for t in pool], "merge2": merge,
+            "merge16": merge}  # a CPU-only profile: no device curves
+    with hpu.Runtime("none", profile=hpu.Profile(p=2, g=1, gamma=1, fast=fast), threads=2) as rt:
+        a = np.random.default_rng(4).standard_normal(1 << 19)
+        a[::97], a[1::89], a[2::83] = np.nan, 0.0, -0.0
+        out, tr = hybrid_mergesort(a, runtime=rt, return_trace=True)
+        assert tr.split.strategy == "cpu" and tr.split.cpu_threads == 1
+        assert same_bits(out, np.sort(a, kind="stable"))
+
+
 def test_default_runtime_is_created_and_closed():
     a = np.arange(100, 0, -1, dtype=np.int32)
     assert np.array_equal(hybrid_mergesort(a), np.arange(1, 101, dtype=np.int32))

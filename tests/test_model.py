@@ -244,6 +244,21 @@ def test_fast_split_picks_the_lowest_prediction():
     assert fast_split(2**24, prof, device=False).strategy == "cpu"
 
 
+def test_fast_split_one_cpu_thread_where_it_is_measured_faster():
+    from hpu.model import fast_split
+
+    # One thread 20% faster than the pool up to 2^18 keys, twice as slow above (a crossover).
+    one = [t * (0.8 if n <= 2**18 else 2.0) for n, t in zip(_SIZES, FAST["cpu_sort"])]
+    prof = HPU1.replace(fast={**FAST, "cpu_sort_1": one})
+    small, large = fast_split(2**14, prof, strategy="cpu"), fast_split(2**24, prof, strategy="cpu")
+    assert (small.cpu_threads, large.cpu_threads) == (1, 0)
+    assert small.predicted_time == pytest.approx(one[1])  # 2^14 is a measured size
+    assert fast_split(2**14, prof, device=False).cpu_threads == 1
+    assert fast_split(2**24, prof).strategy != "cpu"  # the device candidates still compete
+    # Without the curve (one thread, or an older profile) only the pool is considered.
+    assert fast_split(2**14, HPU1.replace(fast=FAST), strategy="cpu").cpu_threads == 0
+
+
 def test_fast_split_needs_calibration():
     from hpu.model import fast_split
 

@@ -281,15 +281,16 @@ def print_tables(results: list[dict], p: int) -> None:
         return
     print("\nThe model's split against the best forced split (alpha in "
           f"{', '.join(map(str, ALPHAS))}; every sensible transfer level); o, omega: the measured fixed cost of "
-          "using both units and their overlap.  Ratios from the confirmation round (side by side, twice the repeats);"
+          "using both units and their overlap (CPU share on one thread / in the pool).  Ratios from the confirmation round (side by side, twice the repeats);"
           " 'same': the model chose that very split")
-    head = (f"{'instance':<10}{'o ms':>7}{'omega':>6}{'model a':>9}{'ranges':>7}{'level':>6}{'pred ms':>9}{'meas ms':>9}"
+    head = (f"{'instance':<10}{'o ms':>7}{'omega':>12}{'model a':>9}{'ranges':>7}{'level':>6}{'pred ms':>9}{'meas ms':>9}"
             f"{'best a':>8}{'level':>6}{'best ms':>9}{'model/best':>16}{'hybrid/single':>19}")
     print(head)
     print("-" * len(head))
     for r in swept:
         h, b, c, k = r["units"]["hybrid"], r["best_forced"], r["costs"], r["confirm"]
-        line = (f"{r['instance']:<10}{c['hybrid_seconds'] * 1e3:>7.3f}{c['overlap']:>6.2f}{h['alpha']:>9.3f}"
+        omega = f"{c['overlap']:.2f}/{c.get('pool_overlap', c['overlap']):.2f}"
+        line = (f"{r['instance']:<10}{c['hybrid_seconds'] * 1e3:>7.3f}{omega:>12}{h['alpha']:>9.3f}"
                 f"{h['cpu_chunks']:>7}{h['transfer_level']:>6}{h['predicted_seconds'] * 1e3:>9.3f}"
                 f"{h['seconds_per_iteration'] * 1e3:>9.3f}{b['alpha']:>8.2f}{b['transfer_level']:>6}"
                 f"{b['seconds_per_iteration'] * 1e3:>9.3f}")

@@ -232,15 +232,27 @@ def test_transfer_level_saturates_the_device_when_partials_cost():
 
 
 def test_units_that_take_turns_add_instead_of_overlap():
-    c = costs(overlap=0.0, device_move_seconds=4e-7, device_saturation=100.0)
+    c = costs(overlap=0.0, pool_overlap=0.0, device_move_seconds=4e-7, device_saturation=100.0)
     s = plan_split(10**6, c)
     assert s.alpha in (0.0, 1.0)
     forced = plan_split(10**6, c, alpha=0.3, cpu_chunks=4)
     assert forced.predicted_time == pytest.approx(forced.predicted_cpu_time + forced.predicted_device_time)
-    half = dataclasses.replace(c, overlap=0.5)
+    half = dataclasses.replace(c, pool_overlap=0.5)
     forced = plan_split(10**6, half, alpha=0.3, cpu_chunks=4)
     t_cpu, t_dev = forced.predicted_cpu_time, forced.predicted_device_time
     assert forced.predicted_time == pytest.approx(max(t_cpu, t_dev) + 0.5 * min(t_cpu, t_dev))
+    one = plan_split(10**6, half, alpha=0.3, cpu_chunks=1)  # the calling thread's overlap is omega_1 = 0
+    assert one.predicted_time == pytest.approx(one.predicted_cpu_time + one.predicted_device_time)
+
+
+def test_units_that_contend_for_cores_are_never_split():
+    # A CPU OpenCL device and the pool share the host's cores: the hybrid is slower than both in turn.
+    c = costs(overlap=1.0, pool_overlap=-0.5, device_move_seconds=1e-8, device_saturation=100.0)
+    forced = plan_split(10**6, c, alpha=0.3, cpu_chunks=4)
+    t_cpu, t_dev = forced.predicted_cpu_time, forced.predicted_device_time
+    assert forced.predicted_time == pytest.approx(max(t_cpu, t_dev) + 1.5 * min(t_cpu, t_dev))
+    s = plan_split(10**6, c)
+    assert s.cpu_chunks <= 1  # a hybrid, if any, keeps its CPU share off the pool
 
 
 def test_a_tiny_cpu_share_pays_the_hybrid_overhead():

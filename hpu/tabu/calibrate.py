@@ -14,7 +14,10 @@ transfer levels, which the model follows at ``alpha = 0`` (measured beats fitted
 Last, the hybrid is timed against each unit alone at three CPU shares, up
 to the one the model balances: ``T_hyb - max(T_cpu, T_dev) = o + (1 - omega)
 min(T_cpu, T_dev)`` gives the fixed cost ``o`` of using both units and
-their overlap ``omega`` (bounded least squares, :func:`scipy.optimize.lsq_linear`).
+their overlap ``omega`` in ``[-1, 1]`` (bounded least squares,
+:func:`scipy.optimize.lsq_linear`), once with the CPU share on the calling
+thread and, with more than one thread, once in the thread pool (``o`` from
+the first).
 """
 
 from __future__ import annotations
@@ -52,12 +55,18 @@ def costs_path(problem: TabuProblem, runtime: Runtime) -> Path:
     return base / f"{device_key(runtime.device)}-{problem.kind}-{problem.cache_key}-t{runtime.threads}.json"
 
 
+_SLOW_SECONDS = 1.0  # a timing stops repeating past this, whatever min_repeats asks (huge neighbourhoods)
+
+
 def _median_time(fn: Callable[[], object], *, min_repeats: int = 3, max_repeats: int = 25,
                  budget: float = 0.05) -> float:
+    """Median seconds of ``fn()`` after a warm-up: at least ``min_repeats`` runs (unless they pass
+    :data:`_SLOW_SECONDS`), more while within ``budget`` seconds, at most ``max_repeats``."""
     fn()  # warm-up
     times: list[float] = []
     start = time.perf_counter()
-    while len(times) < min_repeats or (len(times) < max_repeats and time.perf_counter() - start < budget):
+    while not times or (len(times) < min_repeats and time.perf_counter() - start < _SLOW_SECONDS) or (
+            len(times) < max_repeats and time.perf_counter() - start < budget):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
@@ -71,12 +80,15 @@ def _nnls_relative(a: np.ndarray, t: np.ndarray, offset: float = 0.0) -> tuple[n
 
 
 def _measure_hybrid(ev: Evaluator, costs: TabuCosts, cpu_pass: Callable[[list], None],
-                    device_pass: Callable[[], None], it: int, asp: int) -> tuple[float, float, dict]:
-    """Fit ``o`` and ``omega`` (module docstring) from the hybrid and each unit alone at three CPU shares.
+                    device_pass: Callable[[], None], it: int, asp: int,
+                    threads: int) -> tuple[float, float, float, dict]:
+    """Fit ``o``, ``omega_1`` and ``omega_p`` (module docstring) from the hybrid and each unit alone.
 
-    The shares are the one where the model's ``T_cpu`` (one range) and
+    The CPU shares are the one where the model's ``T_cpu`` (one range) and
     ``T_dev`` (at the fastest measured level) meet, and a quarter and a
-    sixteenth of it.  Returns ``(o, omega, raw timings)``.
+    sixteenth of it; each is timed with the CPU share in one range and, when
+    ``threads > 1``, in ``threads`` ranges of the pool.  Returns
+    ``(o, omega_1, omega_p, raw timings)`` (``omega_p = omega_1`` for one thread).
     """
     N = ev.num_moves
     level = int(np.argmin(costs.device_level_seconds))
@@ -85,24 +97,38 @@ def _measure_hybrid(ev: Evaluator, costs: TabuCosts, cpu_pass: Callable[[list], 
     t_cpu, t_dev, _ = costs.predict(N, grid, 1, groups)
     balance = int(grid[np.argmin(np.abs(t_cpu - t_dev))])
     shares = sorted({max(balance // 16, 1), max(balance // 4, 1), balance})
-    rows = []
+    def hybrid() -> None:
+        ev._enqueue_apply(0, 0)
+        ev.evaluate(it, asp)
+
+    def ranges(m: int, k: int) -> list[tuple[int, int]]:
+        b = np.linspace(0, m, k + 1).round().astype(np.int64)
+        return [(int(x), int(y)) for x, y in zip(b[:-1], b[1:]) if y > x]
+
+    chunks = [1] + ([threads] if threads > 1 else [])
+    rows: dict[int, list] = {k: [] for k in chunks}
     for m in shares:
-        cpu = _median_time(lambda m=m: cpu_pass([(0, m)]), min_repeats=5, budget=0.1)
         ev._set_device_range(m, N, groups)
         dev = _median_time(device_pass, min_repeats=5, budget=0.1)
-        ev.configure(m, 1, groups)
-
-        def hybrid() -> None:
-            ev._enqueue_apply(0, 0)
-            ev.evaluate(it, asp)
-
-        rows.append((m, cpu, dev, _median_time(hybrid, min_repeats=5, budget=0.1)))
-    _, cpu, dev, hyb = (np.array(v, dtype=np.float64) for v in zip(*rows))
-    fit = optimize.lsq_linear(np.column_stack([np.ones(len(rows)), np.minimum(cpu, dev)]),
-                              hyb - np.maximum(cpu, dev), bounds=([0.0, 0.0], [np.inf, 1.0]))
-    o, serial = (float(v) for v in fit.x)
-    return o, 1.0 - serial, {"level": level, "cpu_moves": shares, "cpu_seconds": cpu.tolist(),
-                             "device_seconds": dev.tolist(), "hybrid_seconds": hyb.tolist()}
+        for k in chunks:
+            cpu = _median_time(lambda m=m, k=k: cpu_pass(ranges(m, k)), min_repeats=5, budget=0.1)
+            ev.configure(m, min(k, m), groups)
+            rows[k].append((cpu, dev, _median_time(hybrid, min_repeats=5, budget=0.1)))
+    raw = {"level": level, "cpu_moves": shares}
+    o, omega = 0.0, {}
+    for k in chunks:  # o from the calling thread's fit; the pool's shares it
+        cpu, dev, hyb = (np.array(v, dtype=np.float64) for v in zip(*rows[k]))
+        if k == 1:
+            fit = optimize.lsq_linear(np.column_stack([np.ones(len(cpu)), np.minimum(cpu, dev)]),
+                                      hyb - np.maximum(cpu, dev), bounds=([0.0, 0.0], [np.inf, 2.0]))
+            o, serial = (float(v) for v in fit.x)
+        else:
+            fit = optimize.lsq_linear(np.minimum(cpu, dev)[:, None], hyb - np.maximum(cpu, dev) - o,
+                                      bounds=([0.0], [2.0]))
+            serial = float(fit.x[0])
+        omega[k] = 1.0 - serial
+        raw[f"k{k}"] = {"cpu_seconds": cpu.tolist(), "device_seconds": dev.tolist(), "hybrid_seconds": hyb.tolist()}
+    return o, omega[1], omega.get(threads, omega[1]), raw
 
 
 def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, cache: bool = True) -> TabuCosts:
@@ -222,8 +248,9 @@ def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, ca
         if N > 1:
             partial = TabuCosts(kind=problem.kind, key=problem.cache_key, threads=p, cpu_move_seconds=float(c),
                                 cpu_call_seconds=float(c0), pool_seconds=d, cpu_parallelism=p_eff, **fields)
-            o, omega, meas["hybrid"] = _measure_hybrid(ev, partial, cpu_pass, device_pass_applied, it, asp)
-            fields.update(hybrid_seconds=o, overlap=omega)
+            o, omega, omega_p, meas["hybrid"] = _measure_hybrid(ev, partial, cpu_pass, device_pass_applied, it,
+                                                                asp, p)
+            fields.update(hybrid_seconds=o, overlap=omega, pool_overlap=omega_p)
     costs = TabuCosts(
         kind=problem.kind,
         key=problem.cache_key,

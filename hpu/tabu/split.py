@@ -24,7 +24,7 @@ work-items::
     T_cpu = c0 + c N_c                          (k = 1, on the calling thread)
           = d + c0 + c N_c / min(k, p)          (k > 1, in the thread pool)
     T_dev = lambda + tau max(ceil(ceil(N_d / G) / W), N_d / g) + kappa G + e_t
-    T     = h + max(T_cpu, T_dev) + (1 - omega) min(T_cpu, T_dev) + o [N_c > 0 and N_d > 0]
+    T     = h + max(T_cpu, T_dev) + (1 - omega_k) min(T_cpu, T_dev) + o [N_c > 0 and N_d > 0]
 
 (``h``: the host's bookkeeping of a move.)  ``tau max(...)`` is the HPU
 model's device time: ``G W`` work-items share the moves, at most ``g`` make
@@ -39,8 +39,12 @@ share of 1% made an iteration 0.1 ms slower (the overhead ``o``: the calling
 thread's numpy work delays the driver's launch and read-back), and the CPU's
 time added to the device's instead of hiding behind it (``omega`` near 0;
 ``bench_tabu`` results of 2026-11-22).  Both are measured by timing the
-hybrid against each unit alone (:func:`hpu.tabu.calibrate`); a CPU OpenCL
-device sharing the host's cores also measures ``omega`` near 0.
+hybrid against each unit alone (:func:`hpu.tabu.calibrate`), with the CPU
+share on the calling thread (``omega_1``) and in the thread pool
+(``omega_p``, used for ``k > 1``).  ``omega`` may be negative: a CPU OpenCL
+device shares the host's cores, so that the pool's threads and the device's
+slow each other down and the hybrid takes longer than the two units one
+after the other (measured on a 2-core machine with PoCL, 2026-11-23).
 
 :func:`plan_split` minimises ``T`` over ``alpha`` (a fine grid on ``[0, 1]``),
 ``t`` (every level from one work-group to one move per work-item) and ``k``
@@ -69,7 +73,7 @@ __all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIE
 STRATEGIES = ("cpu", "gpu", "hybrid")
 #: A split using both units, or the thread pool, must be predicted faster than the best simpler one by this fraction.
 SIMPLER_MARGIN = 0.05
-COSTS_SCHEMA_VERSION = 2
+COSTS_SCHEMA_VERSION = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,9 +115,13 @@ class TabuCosts:
     host_seconds : float
         ``h``: the host's part of applying a move (the same for every split).
     overlap : float
-        ``omega`` in ``[0, 1]``: the fraction of the shorter unit's time hidden
-        behind the longer one's (1: the paper's concurrent units; 0: they take
-        turns, as on a CPU OpenCL device sharing the host's cores).
+        ``omega_1`` in ``[-1, 1]``: the fraction of the shorter unit's time
+        hidden behind the longer one's when the CPU share runs on the calling
+        thread (1: the paper's concurrent units; 0: they take turns; below 0:
+        they slow each other down, as a CPU OpenCL device and the host's
+        threads contending for the same cores).
+    pool_overlap : float
+        ``omega_p``, the same with the CPU share in the thread pool (``k > 1``).
     hybrid_seconds : float
         ``o``: fixed cost of an iteration that uses both units, beyond each unit's own.
     device : str
@@ -138,6 +146,7 @@ class TabuCosts:
     device_level_moves: int = 0
     host_seconds: float = 0.0
     overlap: float = 1.0
+    pool_overlap: float = 1.0
     hybrid_seconds: float = 0.0
     device: str = "CPU only"
     measurements: dict = dataclasses.field(default_factory=dict, repr=False)
@@ -183,7 +192,8 @@ class TabuCosts:
             G = np.maximum(np.minimum(G, nd), 1)
             t_dev = np.where(nd > 0, self._device_formula(nd, G) + self._level_correction(nd, G), 0.0)
         both = (nc > 0) & (nd > 0)
-        total = (self.host_seconds + np.maximum(t_cpu, t_dev) + (1.0 - self.overlap) * np.minimum(t_cpu, t_dev)
+        omega = np.where(k > 1, self.pool_overlap, self.overlap)
+        total = (self.host_seconds + np.maximum(t_cpu, t_dev) + (1.0 - omega) * np.minimum(t_cpu, t_dev)
                  + np.where(both, self.hybrid_seconds, 0.0))
         if total.ndim == 0:
             return float(t_cpu), float(t_dev), float(total)

@@ -353,6 +353,11 @@ class Runtime:
                 return _describe(d, idx)
         return _describe(self.device, "?")
 
+    @property
+    def device_shares_host_cores(self) -> bool:
+        """True when the OpenCL device is a CPU device (e.g. PoCL): it runs on the thread pool's cores."""
+        return self.device is not None and bool(self.device.type & cl.device_type.CPU)
+
     def require_device(self) -> None:
         """Raise :class:`NoDeviceError` in CPU-only mode."""
         if self.device is None:

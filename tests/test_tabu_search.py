@@ -255,6 +255,18 @@ def test_units_that_contend_for_cores_are_never_split():
     assert s.cpu_chunks <= 1  # a hybrid, if any, keeps its CPU share off the pool
 
 
+def test_a_device_on_the_host_cores_is_not_split_with_them():
+    # Costs under which independent units would split (the paper's balance, as in the first test).
+    c = costs(cpu_move_seconds=1e-9)
+    assert 0 < plan_split(10**6, c).alpha < 1
+    shared = dataclasses.replace(c, shared_cores=True)
+    s = plan_split(10**6, shared)
+    assert s.alpha in (0.0, 1.0)
+    one_unit = min((plan_split(10**6, shared, strategy=u) for u in ("cpu", "gpu")), key=lambda x: x.predicted_time)
+    assert one_unit.predicted_time <= s.predicted_time <= one_unit.predicted_time * (1 + SIMPLER_MARGIN)
+    assert plan_split(10**6, shared, alpha=0.3).alpha == pytest.approx(0.3)  # forcing still splits
+
+
 def test_a_tiny_cpu_share_pays_the_hybrid_overhead():
     # HW/SW on the H100 (bench_tabu, 2026-11-22): 1% on the CPU cost 0.1-0.3 ms more than the device alone.
     c = costs(cpu_move_seconds=1.3e-8, cpu_call_seconds=2e-5, threads=1, cpu_parallelism=1.0,

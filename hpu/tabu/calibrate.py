@@ -242,6 +242,7 @@ def calibrate(problem: TabuProblem, runtime: Runtime, *, force: bool = False, ca
             device_level_seconds=tuple(curve.tolist()),
             device_level_moves=N,
             device=runtime.device_name,
+            shared_cores=runtime.device_shares_host_cores,
         )
         meas["device"] = {"fixed": lam0, "fixed_with_apply": lam, "device_moves": nd_arr.tolist(),
                           "groups": g_arr.tolist(), "seconds": times}

@@ -46,6 +46,14 @@ device shares the host's cores, so that the pool's threads and the device's
 slow each other down and the hybrid takes longer than the two units one
 after the other (measured on a 2-core machine with PoCL, 2026-11-23).
 
+On a CPU OpenCL device (PoCL) the "two units" are the host's own cores, and
+the HPU model's premise of two independent units fails: on a 2-core machine
+the calibrated hybrid predictions were off by up to 60% (HW/SW, 1,000 tasks:
+2.0 ms predicted, 3.2 ms measured, slower than the CPU alone; measured
+``omega`` scattered from 0 to 0.8 between calibrations; ``bench_tabu``,
+2026-11-23).  There (``TabuCosts.shared_cores``) the hybrid is the faster of
+the two units alone, as predicted; forcing ``alpha`` still splits.
+
 :func:`plan_split` minimises ``T`` over ``alpha`` (a fine grid on ``[0, 1]``),
 ``t`` (every level from one work-group to one move per work-item) and ``k``
 in ``{1, threads}``, and keeps the simpler configuration (one unit, one CPU
@@ -122,6 +130,9 @@ class TabuCosts:
         threads contending for the same cores).
     pool_overlap : float
         ``omega_p``, the same with the CPU share in the thread pool (``k > 1``).
+    shared_cores : bool
+        The device runs on the host's own cores (a CPU OpenCL device): the
+        hybrid then uses one unit (module docstring).
     hybrid_seconds : float
         ``o``: fixed cost of an iteration that uses both units, beyond each unit's own.
     device : str
@@ -147,6 +158,7 @@ class TabuCosts:
     host_seconds: float = 0.0
     overlap: float = 1.0
     pool_overlap: float = 1.0
+    shared_cores: bool = False
     hybrid_seconds: float = 0.0
     device: str = "CPU only"
     measurements: dict = dataclasses.field(default_factory=dict, repr=False)
@@ -313,13 +325,15 @@ def transfer_levels(device_moves: int, work_group_size: int) -> range:
     return range(0, max(items - 1, 0).bit_length() + 1)
 
 
-def _alpha_grid(strategy: str, alpha: float | None, has_device: bool) -> np.ndarray:
+def _alpha_grid(strategy: str, alpha: float | None, has_device: bool, shared_cores: bool) -> np.ndarray:
     if strategy == "cpu" or not has_device:
         return np.array([1.0])
     if strategy == "gpu":
         return np.array([0.0])
     if alpha is not None:
         return np.array([alpha])
+    if shared_cores:
+        return np.array([0.0, 1.0])
     return np.unique(np.concatenate([np.linspace(0, 1, 1001), [0.005, 0.0025, 0.001]]))
 
 
@@ -411,7 +425,7 @@ def plan_split(
         raise ValueError(f"strategy {strategy!r} with a device share needs an OpenCL device")
     w = int(work_group_size or 0)
 
-    alphas = _alpha_grid(strategy, alpha, has_device)
+    alphas = _alpha_grid(strategy, alpha, has_device, bool(costs is not None and costs.shared_cores))
     cpu_moves = np.unique(np.rint(alphas * N).astype(np.int64))
     chunk_opts = [int(cpu_chunks)] if cpu_chunks is not None else sorted({1, int(threads)})
     if costs is None:

@@ -28,6 +28,7 @@ from hpu.calibrate import IDLE_PAUSE, host_description
 from hpu.mergesort import hybrid_mergesort
 
 STRATEGIES = ("cpu", "gpu", "basic", "advanced", "auto")
+SMALL_ROUNDS, SMALL_SECONDS = 49, 0.02  # at most 49 rounds, as many as numpy.sort takes to fill 20 ms
 
 
 def _cupy_baselines(a: np.ndarray, repeats: int) -> dict:
@@ -99,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--min-log", type=int, default=16, help="smallest n = 2^min-log (default 16)")
     ap.add_argument("--max-log", type=int, default=26, help="largest n = 2^max-log (default 26)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed runs per point; the median is reported")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="timed runs per point (more for sub-millisecond sorts); the median is reported")
     ap.add_argument("--mode", default="fast", choices=("fast", "paper"), help="hybrid_mergesort mode (default fast)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated strategies")
     ap.add_argument("--variants", type=int, default=None, metavar="LOG",
@@ -150,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit(f"wrong result: strategy {s}, n = 2^{lg}")
             samples: dict[str, list[float]] = {s: [] for s in todo}
             order = np.random.default_rng(lg)
-            for _ in range(args.repeats):  # rounds in shuffled order, so that noise and after-effects
+            # Sub-millisecond sorts scatter by 10-20%: more rounds there (numpy's time as the yardstick).
+            rounds = max(args.repeats, min(SMALL_ROUNDS, int(SMALL_SECONDS / max(t_np, 1e-9))))
+            for _ in range(rounds):  # rounds in shuffled order, so that noise and after-effects
                 for s in order.permutation(todo):  # (an OpenCL CPU device still spinning) hit all alike
                     time.sleep(IDLE_PAUSE)
                     t0 = time.perf_counter()

@@ -48,11 +48,11 @@ after the other (measured on a 2-core machine with PoCL, 2026-11-23).
 
 On a CPU OpenCL device (PoCL) the "two units" are the host's own cores, and
 the HPU model's premise of two independent units fails: on a 2-core machine
-the calibrated hybrid predictions were off by up to 60% (HW/SW, 1,000 tasks:
-2.0 ms predicted, 3.2 ms measured, slower than the CPU alone; measured
-``omega`` scattered from 0 to 0.8 between calibrations; ``bench_tabu``,
-2026-11-23).  There (``TabuCosts.shared_cores``) the hybrid is the faster of
-the two units alone, as predicted; forcing ``alpha`` still splits.
+splits predicted faster than either unit ran slower than the CPU alone, and
+the measured ``omega`` scattered from 0 to 0.8 between calibrations
+(``bench_tabu``, 2026-11-23).  There (``TabuCosts.shared_cores``) the hybrid
+is the faster of the two units alone, as predicted; forcing ``alpha`` still
+splits.
 
 :func:`plan_split` minimises ``T`` over ``alpha`` (a fine grid on ``[0, 1]``),
 ``t`` (every level from one work-group to one move per work-item) and ``k``

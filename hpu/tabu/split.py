@@ -49,8 +49,8 @@ after the other (measured on a 2-core machine with PoCL, 2026-11-23).
 On a CPU OpenCL device (PoCL) the "two units" are the host's own cores, and
 the HPU model's premise of two independent units fails: on a 2-core machine
 splits predicted faster than either unit ran slower than the CPU alone, and
-the measured ``omega`` scattered from 0 to 0.8 between calibrations
-(``bench_tabu``, 2026-11-23).  There (``TabuCosts.shared_cores``) the hybrid
+the measured ``omega`` ranged from 0.01 to 0.92 over five instances of one
+run (``bench_tabu``, 2026-11-23).  There (``TabuCosts.shared_cores``) the hybrid
 is the faster of the two units alone, as predicted; forcing ``alpha`` still
 splits.
 

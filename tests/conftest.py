@@ -40,3 +40,25 @@ def _quiet_hpu_logs(caplog):
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Equal dtype, shape and bit patterns (so -0.0 vs +0.0 and NaN payload order count)."""
     return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def walk_and_check(problem, state, solution, rng, steps: int, brute_force=None) -> None:
+    """Apply ``steps`` random moves to ``state``; after each, its value, solution (and deltas) match a full recomputation."""
+    for _ in range(steps):
+        m = int(rng.integers(problem.num_moves))
+        d, _ = state.deltas(0, problem.num_moves)
+        state.apply(m, int(d[m]))
+        solution = problem.apply_move(solution, m)
+        assert state.value == problem.objective(solution)
+        np.testing.assert_array_equal(state.solution, solution)
+        if brute_force is not None:
+            np.testing.assert_array_equal(state.deltas(0, problem.num_moves)[0], brute_force(problem, solution))
+
+
+def same_trajectories(search, problem, ref, splits, **kw) -> None:
+    """``search(problem, **split, **kw)`` takes the moves and values of ``ref`` (a TabuResult) for every split."""
+    for split in splits:
+        res = search(problem, **split, **kw)
+        np.testing.assert_array_equal(res.moves, ref.moves, err_msg=str(split))
+        np.testing.assert_array_equal(res.history, ref.history, err_msg=str(split))
+        assert res.best_value == ref.best_value

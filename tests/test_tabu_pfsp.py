@@ -7,6 +7,7 @@ from itertools import permutations
 
 import numpy as np
 import pytest
+from conftest import same_trajectories
 
 from hpu.tabu import evaluate_neighbourhood, tabu_search
 from hpu.tabu.engine import ADMISSIBLE, Evaluator
@@ -226,11 +227,8 @@ def test_device_trajectories_equal_the_cpu_ones(rt, nb, machines, jobs, high):
     start = q.random_solution(np.random.default_rng(5))
     kw = dict(iterations=80, tenure=4, initial=start, runtime=rt)
     ref = tabu_search(q, strategy="cpu", cpu_chunks=1, **kw)
-    for split in (dict(strategy="gpu", transfer_level=0), dict(strategy="gpu", transfer_level=20),
-                  dict(strategy="hybrid", alpha=0.4, transfer_level=1, cpu_chunks=2)):
-        res = tabu_search(q, **split, **kw)
-        np.testing.assert_array_equal(res.moves, ref.moves, err_msg=str(split))
-        np.testing.assert_array_equal(res.history, ref.history, err_msg=str(split))
+    same_trajectories(tabu_search, q, ref, (dict(strategy="gpu", transfer_level=0), dict(strategy="gpu", transfer_level=20),
+                                            dict(strategy="hybrid", alpha=0.4, transfer_level=1, cpu_chunks=2)), **kw)
     pi = start
     for k, value in zip(ref.moves, ref.history):
         pi = q.apply_move(pi, int(k))
@@ -296,12 +294,8 @@ def test_tabu_search_without_prefix_sharing_takes_the_same_trajectory(rt, nb):
     start = q.random_solution(np.random.default_rng(11))
     kw = dict(iterations=40, tenure=4, initial=start, runtime=rt)
     ref = tabu_search(q, strategy="cpu", cpu_chunks=1, **kw)
-    for split in (dict(strategy="cpu", cpu_chunks=1), dict(strategy="gpu", transfer_level=0),
-                  dict(strategy="hybrid", alpha=0.4, transfer_level=1, cpu_chunks=2)):
-        res = tabu_search(full, **split, **kw)
-        np.testing.assert_array_equal(res.moves, ref.moves, err_msg=str(split))
-        np.testing.assert_array_equal(res.history, ref.history, err_msg=str(split))
-        assert res.best_value == ref.best_value
+    same_trajectories(tabu_search, full, ref, (dict(strategy="cpu", cpu_chunks=1), dict(strategy="gpu", transfer_level=0),
+                                               dict(strategy="hybrid", alpha=0.4, transfer_level=1, cpu_chunks=2)), **kw)
 
 
 def test_prefix_sharing_option():

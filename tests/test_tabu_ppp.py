@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pyopencl as cl
 import pytest
+from conftest import walk_and_check
 
 import hpu
 from hpu.tabu import evaluate_neighbourhood, pair_from_index, tabu_search
@@ -242,15 +243,7 @@ def test_state_follows_a_walk(k):
     rng = np.random.default_rng(k)
     pb = random_instance(rng, 12, 10, k)
     v = pb.random_solution(rng)
-    st = pb.state(v)
-    for _ in range(40):
-        i = int(rng.integers(pb.num_moves))
-        d, _ = st.deltas(0, pb.num_moves)
-        st.apply(i, int(d[i]))
-        v = pb.apply_move(v, i)
-        assert st.value == pb.objective(v)
-        np.testing.assert_array_equal(st.solution, v)
-        np.testing.assert_array_equal(st.deltas(0, pb.num_moves)[0], brute_force_deltas(pb, v))
+    walk_and_check(pb, pb.state(v), v, rng, 40, brute_force_deltas)
 
 
 SPLITS = [

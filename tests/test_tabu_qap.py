@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import walk_and_check
 
 import hpu
 from hpu.tabu import QAP, evaluate_neighbourhood
@@ -212,11 +213,4 @@ def test_state_follows_a_walk():
     for symmetric in (True, False):
         q = random_qap(rng, 10, symmetric=symmetric, diagonal=True)
         p = q.random_solution(rng)
-        st = q.state(p)
-        for _ in range(30):
-            m = int(rng.integers(q.num_moves))
-            d, _ = st.deltas(0, q.num_moves)
-            st.apply(m, int(d[m]))
-            p = q.apply_move(p, m)
-            assert st.value == q.objective(p)
-            np.testing.assert_array_equal(st.solution, p)
+        walk_and_check(q, q.state(p), p, rng, 30)

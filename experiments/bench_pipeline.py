@@ -6,7 +6,7 @@ call began): the span of the CPU staging copies, of the host-to-device and
 device-to-host copies, of the device sort, and the wall time; also each
 phase's rate in GB/s, with the transfer chunk size varied.
 
-    python experiments/bench_pipeline.py [--device gpu] [--min-log 20] [--max-log 25] [--json PATH]
+    python experiments/bench_pipeline.py [--device gpu] [--min-log 22] [--max-log 25] [--chunks-mib 2,4,8] [--json PATH]
 """
 
 from __future__ import annotations

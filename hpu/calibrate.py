@@ -321,9 +321,9 @@ IDLE_PAUSE = 0.02
 
 
 def _median_from_idle(fn: Any, repeats: int) -> Any:
-    """``fn()``'s result of median ``key`` over ``repeats`` runs, each after :data:`IDLE_PAUSE` (after a warm-up).
+    """The value of the median-time run of ``fn`` over ``repeats`` runs, each after :data:`IDLE_PAUSE` (after a warm-up).
 
-    ``fn`` returns ``(seconds, value)``; the value of the run with the median seconds is returned.
+    ``fn`` returns ``(seconds, value)``.
     """
     fn()
     runs = []

@@ -1,19 +1,19 @@
 """Recycled host memory for results: already paged in, and pinned where the DMA engine writes it.
 
 A fresh numpy array of 64 MB costs its first writer one page fault per 4 KiB
-page: 16 threads write into fresh memory at 16-32 GB/s on the H100 machine,
-against 48 GB/s into memory already touched, and a device can DMA only into
-pinned (page-locked) memory at full speed (48-55 GB/s pinned, 6-11 GB/s
-pageable; ``experiments/bench_host_memory.py``).  Like the caching host
+page: 16 threads write into fresh memory at 20 GB/s on the H100 machine,
+against 46 GB/s into memory already touched, and a device can DMA only into
+pinned (page-locked) memory at full speed (53-54 GB/s pinned, 12-15 GB/s
+pageable; ``experiments/bench_host_memory.py``, ``results/h100/host_memory.json``).  Like the caching host
 allocators of CuPy and PyTorch, :class:`HostArrayPool` hands out arrays whose
 memory comes back to the pool when the last reference to them dies, so the
 next result of that size needs neither page faults nor a staging copy: the
 device copies its share straight into the result.
 
-Pinned memory is only for what the DMA engine touches: the CPU writes into
-it more slowly than into ordinary memory (29.5 against 47.7 GB/s with 16
-threads on the H100 machine, ``results/h100/host_memory.json``), so results
-the CPU writes come from plain blocks, recycled all the same.
+Pinned memory is only for what the DMA engine touches: it is page-locked,
+a resource the whole machine shares, and a result that only the CPU writes
+gains nothing from it, so such results come from plain blocks, recycled all
+the same.
 
 The arrays are ordinary :class:`numpy.ndarray` objects (writeable, C
 contiguous); only their ``base`` is a lease object of this module.

@@ -30,8 +30,11 @@ pair from the profile's fast-mode rates and picks the fastest.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue as _queue
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -53,35 +56,98 @@ __all__ = ["fast_sort", "CHUNK_BYTES"]
 CHUNK_BYTES = 4 << 20
 
 
-def _stage_and_send(rt: Runtime, src: np.ndarray, stage: np.ndarray, d_in: Any, rec: _Recorder) -> list:
-    """Copy ``src`` into the pinned ``stage`` and on to ``d_in``, piece by piece; return the DMA events.
+def _stage_and_send(rt: Runtime, src: np.ndarray, stage: np.ndarray, d_in: Any, rec: _Recorder,
+                    queue: Any) -> Iterator[tuple[int, int, list]]:
+    """Copy ``src`` into the pinned ``stage`` and on to ``d_in``, piece by piece; yield the waves.
 
     Pieces of :data:`CHUNK_BYTES` are shared out round robin among at most
     half as many pool tasks as there are pieces, so that they are staged in
     at least two waves: each task enqueues the host-to-device copy of a
-    piece as soon as it has staged it, and the DMA of one wave overlaps the
-    staging of the next.  Few, large tasks: every task switch costs Python's
-    global lock, which 16 threads staging small pieces contend for (measured
-    by ``experiments/bench_pipeline.py``).
+    piece on ``queue`` as soon as it has staged it, and the DMA of one wave
+    overlaps the staging of the next.  Few, large tasks: every task switch
+    costs Python's global lock, which 16 threads staging small pieces
+    contend for (measured by ``experiments/bench_pipeline.py``).
+
+    Yields
+    ------
+    (start, stop, events)
+        One per wave, in order, as soon as every copy of the wave is
+        enqueued: the wave's element range ``[start, stop)`` (contiguous;
+        ``start`` a multiple of the piece size) and its copy events.  When
+        the generator ends or fails, every task has finished (a failed run
+        leaves no task writing into ``stage``).
     """
-    n, item, q = src.shape[0], src.itemsize, rt.queue
+    n, item = src.shape[0], src.itemsize
     piece = max(CHUNK_BYTES // item, 1)
     bounds = list(range(0, n, piece)) + [n]
     pieces = list(zip(bounds[:-1], bounds[1:]))
     tasks = max(1, min(rt.threads, (len(pieces) + 1) // 2))
+    done: _queue.SimpleQueue = _queue.SimpleQueue()
 
-    def task(w: int) -> list:
-        events = []
-        for a, b in pieces[w::tasks]:
-            t0 = rec.now()
-            np.copyto(stage[a:b], src[a:b])
-            rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a, (b - a) * item)
-            events.append(cl.enqueue_copy(q, d_in, stage[a:b], dst_offset=a * item, is_blocking=False))
-            q.flush()
-        return events
+    def task(w: int) -> None:
+        try:
+            for k in range(w, len(pieces), tasks):
+                a, b = pieces[k]
+                t0 = rec.now()
+                np.copyto(stage[a:b], src[a:b])
+                rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
+                        (b - a) * item)
+                ev = cl.enqueue_copy(queue, d_in, stage[a:b], dst_offset=a * item, is_blocking=False)
+                queue.flush()
+                done.put((k, ev))
+        except BaseException as e:  # handed to the consumer, which raises it
+            done.put((-1, e))
 
     futures = [rt.pool.submit(task, w) for w in range(tasks)]
-    return [e for f in futures for e in f.result()]
+    try:
+        events: dict[int, Any] = {}
+        for first in range(0, len(pieces), tasks):
+            wave = range(first, min(first + tasks, len(pieces)))
+            while any(k not in events for k in wave):
+                k, ev = done.get()
+                if k < 0:
+                    raise ev
+                events[k] = ev
+            yield pieces[wave[0]][0], pieces[wave[-1]][1], [events[k] for k in wave]
+    finally:
+        for f in futures:
+            f.exception()
+
+
+def _copy_queue(rt: Runtime) -> Any:
+    """A second in-order command queue for host-to-device copies, so that they never wait behind kernels."""
+    key = ("fastmode", "copy_queue")
+    q = rt.resources.get(key)
+    if q is None:
+        q = rt.resources[key] = cl.CommandQueue(rt.context, properties=rt.queue.properties)
+    return q
+
+
+def _merge_tree(rt: Runtime, sorter: Any, runs: list[tuple[int, int]], src: Any, dst: Any,
+                itemsize: int) -> tuple[Any, Any]:
+    """Merge the sorted ranges ``runs`` of ``src`` pairwise, level by level, ping-ponging between ``src`` and ``dst``.
+
+    ``runs`` are contiguous, in order, and cover ``[0, n)``.  Each level
+    halves their number (an odd last run is copied across); the result is in
+    ``src`` after an even number of levels, in ``dst`` after an odd one.
+    Returns ``(buffer holding the result, event of the last command)``.
+    """
+    event = None
+    while len(runs) > 1:
+        merged = []
+        for i in range(0, len(runs), 2):
+            a0, a1 = runs[i]
+            if i + 1 < len(runs):
+                b0, b1 = runs[i + 1]
+                _, event = sorter.merge(src, a1 - a0, src, b1 - b0, a_offset=a0, b_offset=b0, out=dst,
+                                        out_offset=a0)
+                merged.append((a0, b1))
+            else:
+                event = cl.enqueue_copy(rt.queue, dst, src, byte_count=(a1 - a0) * itemsize,
+                                        src_offset=a0 * itemsize, dst_offset=a0 * itemsize)
+                merged.append((a0, a1))
+        runs, src, dst = merged, dst, src
+    return src, event
 
 
 def _pinned(rt: Runtime, nbytes: int) -> np.ndarray:
@@ -169,9 +235,44 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
     chunk = max(CHUNK_BYTES // dt.itemsize, 1)
     bounds = list(range(0, n, chunk)) + [n]
 
-    h2d = _stage_and_send(rt, src, stage, d_in, rec)
+    h2d: list[Any] = []
+    sorts: list[tuple[str, int, int, Any, Any]] = []  # (kind, runs, keys, start marker, end event) per device step
+    with contextlib.closing(_stage_and_send(rt, src, stage, d_in, rec, _copy_queue(rt))) as waves:
+        if t == 0:
+            # One run: each wave is sorted as soon as its copies are in, while the next is staged, then
+            # the waves' runs are merged.  An odd number of merge levels starts from d_in, sorted in place.
+            runs = []
+            levels = None
+            for a, b, evs in waves:
+                h2d += evs
+                if levels is None:  # every wave but the last has the first one's size
+                    levels = max(0, int(np.ceil(np.log2(-(-n // (b - a))))))
+                    first = d_in if levels % 2 else d_out
+                sub_in = d_in.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
+                sub_out = sub_in if first is d_in else d_out.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
+                mark = cl.enqueue_marker(q, wait_for=evs)
+                sorts.append(("sort", 1, b - a, mark, sorter.sort(sub_in, b - a, out=sub_out)[1]))
+                q.flush()
+                runs.append((a, b))
+            if len(runs) > 1:
+                mark = cl.enqueue_marker(q)
+                other = d_out if first is d_in else d_in
+                result, ev = _merge_tree(rt, sorter, runs, first, other, dt.itemsize)
+                assert result is d_out
+                sorts.append(("merge", len(runs), n, mark, ev))
+        else:
+            for _, _, evs in waves:
+                h2d += evs
+            align = max(1, int(rt.device.mem_base_addr_align) // 8 // dt.itemsize)
+            segs = _segments(n, t, align)
+            mark = cl.enqueue_marker(q, wait_for=h2d)
+            for a, b in segs:
+                sub_in = d_in.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
+                sub_out = d_out.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
+                ev = sorter.sort(sub_in, b - a, out=sub_out)[1]
+            sorts.append(("sort", len(segs), n, mark, ev))
     if copy_back:
-        # Touch dst's pages while the DMA engine and the device work: its first-touch page
+        # Touch dst's pages while the DMA engine and the device work (after staging): its first-touch page
         # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
         def touch(a: int, b: int) -> None:
             t0 = rec.now()
@@ -179,17 +280,6 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
             rec.add(f"cpu:{threading.current_thread().name}", "touch", -1, t0, rec.now(), 1, b - a, 0)
 
         touched = [rt.pool.submit(touch, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-    align = max(1, int(rt.device.mem_base_addr_align) // 8 // dt.itemsize)
-    segs = _segments(n, t, align)
-    start = cl.enqueue_marker(q)
-    for a, b in segs:
-        if a == 0 and b == n:
-            sorter.sort(d_in, n, out=d_out)
-        else:
-            sub_in = d_in.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
-            sub_out = d_out.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
-            sorter.sort(sub_in, b - a, out=sub_out)
-    end = cl.enqueue_marker(q)
     d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
            for a, b in zip(bounds[:-1], bounds[1:])]
     if copy_back:
@@ -209,10 +299,12 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
     d2h[-1].wait()
     for ev, kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
         rec.add("bus", kind, -1, *_times(ev, rec), 1, 0, 0)
-    s0, _ = _times(start, rec)
-    _, e1 = _times(end, rec)
-    rec.add("device", "sort", t, s0, e1, len(segs), n // max(len(segs), 1), nbytes)
-    return [dst] if dst is not None else [stage[a:b] for a, b in segs]
+    for kind, parts, keys, mark, ev in sorts:
+        rec.add("device", kind, t, _times(mark, rec)[0], _times(ev, rec)[1], parts, keys // parts,
+                keys * dt.itemsize)
+    if dst is not None:
+        return [dst]
+    return [stage[a:b] for a, b in segs] if t else [stage[:n]]
 
 
 def _times(ev: Any, rec: _Recorder) -> tuple[float, float]:

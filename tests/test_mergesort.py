@@ -227,6 +227,47 @@ def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy, n):
     assert same_bits(a, before)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.float64])
+@pytest.mark.parametrize("n", [9_000, 50_001])
+def test_device_sort_in_waves(runtime, monkeypatch, dtype, n):
+    """Small pieces: the device sorts many staging waves as they arrive and merges their runs (odd counts too)."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    import hpu.fastmode as fm
+
+    monkeypatch.setattr(fm, "CHUNK_BYTES", 4096)
+    a = _special("random", n, dtype, np.random.default_rng(n))
+    out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True)
+    assert same_bits(out, np.sort(a, kind="stable"))
+    steps = [e.kind for e in tr.events if e.unit == "device"]
+    waves = -(-n * a.itemsize // 4096) // min(runtime.threads, (-(-n * a.itemsize // 4096) + 1) // 2)
+    assert steps.count("sort") >= 2 and steps.count("sort") in (waves, waves + 1) and steps[-1] == "merge"
+
+
+def test_failed_staging_raises_and_leaves_input(runtime, monkeypatch):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    import hpu.fastmode as fm
+
+    monkeypatch.setattr(fm, "CHUNK_BYTES", 4096)
+    real, calls = np.copyto, []
+
+    def copyto(dst, src, *args, **kw):  # the third staged piece fails
+        calls.append(1)
+        if len(calls) == 3:
+            raise MemoryError("injected: staging failed")
+        return real(dst, src, *args, **kw)
+
+    monkeypatch.setattr(fm.np, "copyto", copyto)
+    a = np.random.default_rng(8).standard_normal(20_000)
+    before = a.copy()
+    with pytest.raises(DeviceFailure, match="injected"):
+        hybrid_mergesort(a, strategy="gpu", runtime=runtime, on_device_error="raise")
+    monkeypatch.setattr(fm.np, "copyto", real)
+    assert same_bits(a, before)
+    assert same_bits(hybrid_mergesort(a, strategy="gpu", runtime=runtime), np.sort(a, kind="stable"))
+
+
 def test_device_build_failure_falls_back(runtime, monkeypatch):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs benchmark stages on the H100 benchmark machine (a bare machine with python3 3.12, no pyopencl).
 #
-#   bash experiments/device_run.sh STAGE... (sort | tabu | tabu-more)
+#   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | tabu | tabu-more)
 #
 # Needs pyopencl's wheels in .whl/ (see DEVELOPERS.md) and writes results to $OUT (default ./out).
+# cpusort: bench_cpusort (variants of the CPU share's parallel sort against numpy.sort).
 # pipeline: bench_pipeline and bench_host_memory (where a device-only sort spends its time).
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
 # tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
@@ -25,6 +26,9 @@ calibrate() {
 }
 for stage in "$@"; do
     case $stage in
+    cpusort)
+        python3 experiments/bench_cpusort.py --log 22,24,26 --json "$OUT/bench_cpusort.json"
+        ;;
     pipeline)
         python3 experiments/bench_pipeline.py --device gpu --json "$OUT/pipeline.json"
         python3 experiments/bench_host_memory.py --device gpu --json "$OUT/host_memory.json"
@@ -32,7 +36,7 @@ for stage in "$@"; do
     sort)
         calibrate
         python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 16 --max-log 27 \
-            --repeats 7 --variants 24 --json "$OUT/bench_mergesort_fast.json" 2>&1 | tee "$OUT/bench_mergesort.log"
+            --repeats 11 --variants 24 --json "$OUT/bench_mergesort_fast.json" 2>&1 | tee "$OUT/bench_mergesort.log"
         ;;
     tabu)
         python3 experiments/bench_tabu.py --device gpu --json "$OUT/bench_tabu.json" 2>&1 | tee "$OUT/bench_tabu.log"

@@ -30,6 +30,10 @@ __all__ = ["stable_sort_inplace", "multiway_merge", "parallel_sort", "parallel_c
 #: Fewest elements per thread (below it, hand-offs between threads cost more than they save).
 SERIAL_CUTOFF = 1 << 18
 
+#: A bucket gathered from at most this many sorted runs is merged by numpy's timsort (``kind="stable"``),
+#: which finds the runs and merges them; from more runs it is re-sorted by numpy's quicksort.
+TIMSORT_MAX_RUNS = 2
+
 
 def stable_sort_inplace(x: np.ndarray) -> None:
     """Sort a contiguous 1-D array in place with the result of ``np.sort(x, kind="stable")``.
@@ -109,8 +113,8 @@ def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent
     Notes
     -----
     Each bucket gathers its piece of every run into ``out`` and sorts it
-    (:func:`stable_sort_inplace`; numpy's timsort when there are at most two
-    runs, which merges them in linear time).  Bucket ``b`` ends at the
+    (:func:`stable_sort_inplace`; numpy's timsort, which merges the runs it
+    finds, when there are at most :data:`TIMSORT_MAX_RUNS` runs).  Bucket ``b`` ends at the
     ``b``-th splitter, a sample taken at regular positions of the runs and
     ordered by (value, run, position), as in PSRS (Shi and Schaeffer 1992).
     """
@@ -120,7 +124,7 @@ def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent
         raise ValueError(f"out has {out.shape[0]} elements, the runs {total}")
     nb = buckets or max(1, min(2 * threads, total // SERIAL_CUTOFF))
     cuts = [np.zeros(len(runs), dtype=np.int64), *_splitters(runs, nb), np.array([r.size for r in runs])]
-    sort = _two_run_merge if len(runs) <= 2 else stable_sort_inplace
+    sort = _merge_runs if len(runs) <= TIMSORT_MAX_RUNS else stable_sort_inplace
 
     def bucket(lo: np.ndarray, hi: np.ndarray) -> None:
         o = int(lo.sum())
@@ -136,12 +140,13 @@ def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent
         f.result()
 
 
-def _two_run_merge(x: np.ndarray) -> None:
-    x.sort(kind="stable")  # timsort finds the two runs and merges them linearly; already stable
+def _merge_runs(x: np.ndarray) -> None:
+    x.sort(kind="stable")  # timsort finds the sorted runs and merges them; already stable
 
 
 def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int,
-                  out: np.ndarray | None = None, scratch: np.ndarray | None = None) -> np.ndarray:
+                  out: np.ndarray | None = None, scratch: np.ndarray | None = None,
+                  runs: int | None = None) -> np.ndarray:
     """``np.sort(a, kind="stable")`` on ``threads`` threads of ``pool`` (PSRS).
 
     Parameters
@@ -156,6 +161,10 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
     scratch : numpy.ndarray, optional
         A 1-D array of ``a``'s dtype with at least ``n`` elements for the
         sorted chunks (saves allocating and page-faulting one per call).
+    runs : int, optional
+        Number of chunks sorted in the first phase (default ``threads``;
+        more than ``threads`` balances the load when some threads are slow,
+        at the price of more runs to merge).
 
     Returns
     -------
@@ -170,13 +179,14 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
         stable_sort_inplace(out)
         return out
     tmp = scratch[:n] if scratch is not None and scratch.shape[0] >= n else np.empty_like(a)
-    b = np.linspace(0, n, threads + 1).astype(np.int64)
+    k = max(threads, min(int(runs or threads), n // SERIAL_CUTOFF))
+    b = np.linspace(0, n, k + 1).astype(np.int64)
 
     def chunk(i: int) -> None:
         tmp[b[i] : b[i + 1]] = a[b[i] : b[i + 1]]
         stable_sort_inplace(tmp[b[i] : b[i + 1]])
 
-    for f in [pool.submit(chunk, i) for i in range(threads)]:
+    for f in [pool.submit(chunk, i) for i in range(k)]:
         f.result()
-    multiway_merge([tmp[b[i] : b[i + 1]] for i in range(threads)], out, pool, threads)
+    multiway_merge([tmp[b[i] : b[i + 1]] for i in range(k)], out, pool, threads)
     return out

@@ -3,7 +3,9 @@
 Times each strategy side by side in one run on uniform random int32 in
 [0, 2n) (the paper's input, section 6.4), for n = 2^min .. 2^max, and prints
 a table of times and ratios to numpy.sort (one core, default kind), with the
-machine and versions.  Host array in, host array out.  When importable,
+machine and versions.  Host array in, host array out.  The strategies and
+numpy.sort run in shuffled rounds, each call after the same idle pause
+(``hpu.calibrate.IDLE_PAUSE``), and each median is reported.  When importable,
 cupy.sort host to host (pageable and pinned host buffers) is timed too.
 ``--variants`` adds other key distributions and dtypes at one size.
 
@@ -140,26 +142,31 @@ def main(argv: list[str] | None = None) -> int:
             n = 1 << lg
             a = rng.integers(0, 2 * n, n).astype(np.int32)
             ref = np.sort(a, kind="stable")
-            t_np = _time(lambda: np.sort(a), args.repeats)
-            for name, t in _cupy_baselines(a, args.repeats).items():
-                rows.append({"n": n, "strategy": name, "seconds": t, "numpy_seconds": t_np, "speedup_vs_numpy": t_np / t})
-                print(f"{n:>10} {name:>9} {t * 1e3:10.2f} {'':>9} {t_np * 1e3:9.2f} {t_np / t:9.3f}", flush=True)
+            np.sort(a)  # warm-up; numpy.sort is then timed in the same shuffled rounds as the strategies
             todo = [s for s in strategies if s not in slow]
             traces = {}
             for s in todo:  # warm-up and check each strategy once
                 out, traces[s] = hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt, return_trace=True)
                 if not np.array_equal(out, ref):
                     raise SystemExit(f"wrong result: strategy {s}, n = 2^{lg}")
-            samples: dict[str, list[float]] = {s: [] for s in todo}
+            runs = {s: (lambda s=s: hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt)) for s in todo}
+            runs["numpy"] = lambda: np.sort(a)
+            samples: dict[str, list[float]] = {s: [] for s in runs}
             order = np.random.default_rng(lg)
-            # Sub-millisecond sorts scatter by 10-20%: more rounds there (numpy's time as the yardstick).
-            rounds = max(args.repeats, min(SMALL_ROUNDS, int(SMALL_SECONDS / max(t_np, 1e-9))))
+            # Sub-millisecond sorts scatter by 10-20%: more rounds there (numpy's warm-up time as the yardstick).
+            t0 = time.perf_counter()
+            np.sort(a)
+            rounds = max(args.repeats, min(SMALL_ROUNDS, int(SMALL_SECONDS / max(time.perf_counter() - t0, 1e-9))))
             for _ in range(rounds):  # rounds in shuffled order, so that noise and after-effects
-                for s in order.permutation(todo):  # (an OpenCL CPU device still spinning) hit all alike
+                for s in order.permutation(list(runs)):  # (an OpenCL CPU device still spinning) hit all alike
                     time.sleep(IDLE_PAUSE)
                     t0 = time.perf_counter()
-                    hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt)
+                    runs[s]()
                     samples[s].append(time.perf_counter() - t0)
+            t_np = float(np.median(samples["numpy"]))
+            for name, t in _cupy_baselines(a, args.repeats).items():
+                rows.append({"n": n, "strategy": name, "seconds": t, "numpy_seconds": t_np, "speedup_vs_numpy": t_np / t})
+                print(f"{n:>10} {name:>9} {t * 1e3:10.2f} {'':>9} {t_np * 1e3:9.2f} {t_np / t:9.3f}", flush=True)
             for s in todo:
                 tr = traces[s]
                 t = float(np.median(samples[s]))
@@ -167,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                     slow.add(s)
                 pred = tr.split.predicted_time if tr.split is not None else None
                 row = {"n": n, "strategy": s, "chosen": tr.strategy, "seconds": t, "numpy_seconds": t_np,
+                       "numpy_samples": samples["numpy"],
                        "predicted_seconds": pred, "samples": samples[s],
                        "alpha": tr.alpha, "transfer_level": tr.transfer_level, "speedup_vs_numpy": t_np / t,
                        "cpu_threads": getattr(tr.split, "cpu_threads", None),

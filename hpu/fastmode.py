@@ -55,6 +55,10 @@ __all__ = ["fast_sort", "CHUNK_BYTES"]
 #: Bytes per staged piece and per DMA copy in either direction.
 CHUNK_BYTES = 4 << 20
 
+#: Whether a single device run sorts each staging wave as soon as its copies are in (then merges the
+#: waves' runs) rather than the whole share after the last copy.
+SORT_WAVES = True
+
 
 def _stage_and_send(rt: Runtime, src: np.ndarray, stage: np.ndarray, d_in: Any, rec: _Recorder,
                     queue: Any) -> Iterator[tuple[int, int, list]]:
@@ -236,41 +240,36 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
     bounds = list(range(0, n, chunk)) + [n]
 
     h2d: list[Any] = []
-    sorts: list[tuple[str, int, int, Any, Any]] = []  # (kind, runs, keys, start marker, end event) per device step
+    steps: list[tuple[str, int, int, list, Any]] = []  # (kind, runs, keys, copies it waited for, last event)
     with contextlib.closing(_stage_and_send(rt, src, stage, d_in, rec, _copy_queue(rt))) as waves:
-        if t == 0:
+        if t == 0 and SORT_WAVES:
             # One run: each wave is sorted as soon as its copies are in, while the next is staged, then
             # the waves' runs are merged.  An odd number of merge levels starts from d_in, sorted in place.
-            runs = []
-            levels = None
+            runs: list[tuple[int, int]] = []
+            first = d_out
             for a, b, evs in waves:
                 h2d += evs
-                if levels is None:  # every wave but the last has the first one's size
-                    levels = max(0, int(np.ceil(np.log2(-(-n // (b - a))))))
-                    first = d_in if levels % 2 else d_out
+                if not runs:  # every wave but the last has the first one's size
+                    first = d_in if int(np.ceil(np.log2(-(-n // (b - a))))) % 2 else d_out
                 sub_in = d_in.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
                 sub_out = sub_in if first is d_in else d_out.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
-                mark = cl.enqueue_marker(q, wait_for=evs)
-                sorts.append(("sort", 1, b - a, mark, sorter.sort(sub_in, b - a, out=sub_out)[1]))
+                steps.append(("sort", 1, b - a, evs, sorter.sort(sub_in, b - a, out=sub_out, wait_for=evs)[1]))
                 q.flush()
                 runs.append((a, b))
             if len(runs) > 1:
-                mark = cl.enqueue_marker(q)
-                other = d_out if first is d_in else d_in
-                result, ev = _merge_tree(rt, sorter, runs, first, other, dt.itemsize)
+                result, ev = _merge_tree(rt, sorter, runs, first, d_in if first is d_out else d_out, dt.itemsize)
                 assert result is d_out
-                sorts.append(("merge", len(runs), n, mark, ev))
+                steps.append(("merge", len(runs), n, [], ev))
         else:
             for _, _, evs in waves:
                 h2d += evs
             align = max(1, int(rt.device.mem_base_addr_align) // 8 // dt.itemsize)
             segs = _segments(n, t, align)
-            mark = cl.enqueue_marker(q, wait_for=h2d)
-            for a, b in segs:
+            for i, (a, b) in enumerate(segs):
                 sub_in = d_in.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
                 sub_out = d_out.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
-                ev = sorter.sort(sub_in, b - a, out=sub_out)[1]
-            sorts.append(("sort", len(segs), n, mark, ev))
+                ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=h2d if i == 0 else None)[1]
+            steps.append(("sort", len(segs), n, h2d, ev))
     if copy_back:
         # Touch dst's pages while the DMA engine and the device work (after staging): its first-touch page
         # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
@@ -299,9 +298,12 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
     d2h[-1].wait()
     for ev, kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
         rec.add("bus", kind, -1, *_times(ev, rec), 1, 0, 0)
-    for kind, parts, keys, mark, ev in sorts:
-        rec.add("device", kind, t, _times(mark, rec)[0], _times(ev, rec)[1], parts, keys // parts,
-                keys * dt.itemsize)
+    prev_end = -np.inf
+    for kind, parts, keys, waited, ev in steps:
+        # A step starts when the one before it and the copies it waited for have ended (in-order queue).
+        start = max([prev_end, *(_times(e, rec)[1] for e in waited)])
+        prev_end = _times(ev, rec)[1]
+        rec.add("device", kind, t, start, prev_end, parts, keys // parts, keys * dt.itemsize)
     if dst is not None:
         return [dst]
     return [stage[a:b] for a, b in segs] if t else [stage[:n]]

@@ -30,11 +30,8 @@ pair from the profile's fast-mode rates and picks the fastest.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import queue as _queue
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -60,62 +57,51 @@ CHUNK_BYTES = 4 << 20
 SORT_WAVES = True
 
 
-def _stage_and_send(rt: Runtime, src: np.ndarray, stage: np.ndarray, d_in: Any, rec: _Recorder,
-                    queue: Any) -> Iterator[tuple[int, int, list]]:
-    """Copy ``src`` into the pinned ``stage`` and on to ``d_in``, piece by piece; yield the waves.
+def _stage(rt: Runtime, src: np.ndarray, stage: np.ndarray, rec: _Recorder) -> tuple[list, list, int, list]:
+    """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool.
 
     Pieces of :data:`CHUNK_BYTES` are shared out round robin among at most
     half as many pool tasks as there are pieces, so that they are staged in
-    at least two waves: each task enqueues the host-to-device copy of a
-    piece on ``queue`` as soon as it has staged it, and the DMA of one wave
-    overlaps the staging of the next.  Few, large tasks: every task switch
-    costs Python's global lock, which 16 threads staging small pieces
-    contend for (measured by ``experiments/bench_pipeline.py``).
+    at least two waves of ``tasks`` consecutive pieces.  Few, large tasks:
+    every task switch costs Python's global lock, which 16 threads staging
+    small pieces contend for (measured by ``experiments/bench_pipeline.py``).
 
-    Yields
-    ------
-    (start, stop, events)
-        One per wave, in order, as soon as every copy of the wave is
-        enqueued: the wave's element range ``[start, stop)`` (contiguous;
-        ``start`` a multiple of the piece size) and its copy events.  When
-        the generator ends or fails, every task has finished (a failed run
-        leaves no task writing into ``stage``).
+    Returns
+    -------
+    pieces : list of (start, stop)
+        Element ranges, in order.
+    ready : list of pyopencl.UserEvent
+        ``ready[k]`` completes when piece ``k`` is staged: device copies wait
+        for it, so that the caller can enqueue the whole pipeline at once.  A
+        task that fails still completes its remaining events (the device then
+        copies stale data, which the caller discards): no command waits forever.
+    tasks : int
+    futures : list of concurrent.futures.Future
+        The tasks; their exceptions are the staging errors.
     """
     n, item = src.shape[0], src.itemsize
     piece = max(CHUNK_BYTES // item, 1)
     bounds = list(range(0, n, piece)) + [n]
     pieces = list(zip(bounds[:-1], bounds[1:]))
     tasks = max(1, min(rt.threads, (len(pieces) + 1) // 2))
-    done: _queue.SimpleQueue = _queue.SimpleQueue()
+    ready = [cl.UserEvent(rt.context) for _ in pieces]
+    complete = cl.command_execution_status.COMPLETE
 
     def task(w: int) -> None:
+        mine = list(range(w, len(pieces), tasks))
         try:
-            for k in range(w, len(pieces), tasks):
-                a, b = pieces[k]
+            while mine:
+                a, b = pieces[mine[0]]
                 t0 = rec.now()
                 np.copyto(stage[a:b], src[a:b])
                 rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
                         (b - a) * item)
-                ev = cl.enqueue_copy(queue, d_in, stage[a:b], dst_offset=a * item, is_blocking=False)
-                queue.flush()
-                done.put((k, ev))
-        except BaseException as e:  # handed to the consumer, which raises it
-            done.put((-1, e))
+                ready[mine.pop(0)].set_status(complete)
+        finally:
+            for k in mine:
+                ready[k].set_status(complete)
 
-    futures = [rt.pool.submit(task, w) for w in range(tasks)]
-    try:
-        events: dict[int, Any] = {}
-        for first in range(0, len(pieces), tasks):
-            wave = range(first, min(first + tasks, len(pieces)))
-            while any(k not in events for k in wave):
-                k, ev = done.get()
-                if k < 0:
-                    raise ev
-                events[k] = ev
-            yield pieces[wave[0]][0], pieces[wave[-1]][1], [events[k] for k in wave]
-    finally:
-        for f in futures:
-            f.exception()
+    return pieces, ready, tasks, [rt.pool.submit(task, w) for w in range(tasks)]
 
 
 def _copy_queue(rt: Runtime) -> Any:
@@ -239,30 +225,32 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
     chunk = max(CHUNK_BYTES // dt.itemsize, 1)
     bounds = list(range(0, n, chunk)) + [n]
 
-    h2d: list[Any] = []
     steps: list[tuple[str, int, int, list, Any]] = []  # (kind, runs, keys, copies it waited for, last event)
-    with contextlib.closing(_stage_and_send(rt, src, stage, d_in, rec, _copy_queue(rt))) as waves:
+    pieces, ready, tasks, staging_tasks = _stage(rt, src, stage, rec)
+    cq = _copy_queue(rt)
+    try:
+        # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
+        h2d = [cl.enqueue_copy(cq, d_in, stage[a:b], dst_offset=a * dt.itemsize, is_blocking=False, wait_for=[r])
+               for (a, b), r in zip(pieces, ready)]
+        cq.flush()
         if t == 0 and SORT_WAVES:
             # One run: each wave is sorted as soon as its copies are in, while the next is staged, then
             # the waves' runs are merged.  An odd number of merge levels starts from d_in, sorted in place.
-            runs: list[tuple[int, int]] = []
-            first = d_out
-            for a, b, evs in waves:
-                h2d += evs
-                if not runs:  # every wave but the last has the first one's size
-                    first = d_in if int(np.ceil(np.log2(-(-n // (b - a))))) % 2 else d_out
+            waves = [(i, min(i + tasks, len(pieces))) for i in range(0, len(pieces), tasks)]
+            first = d_in if max(len(waves) - 1, 0).bit_length() % 2 else d_out
+            runs = []
+            for i, j in waves:
+                a, b = pieces[i][0], pieces[j - 1][1]
                 sub_in = d_in.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
                 sub_out = sub_in if first is d_in else d_out.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
-                steps.append(("sort", 1, b - a, evs, sorter.sort(sub_in, b - a, out=sub_out, wait_for=evs)[1]))
-                q.flush()
+                ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=h2d[i:j])[1]
+                steps.append(("sort", 1, b - a, h2d[i:j], ev))
                 runs.append((a, b))
             if len(runs) > 1:
                 result, ev = _merge_tree(rt, sorter, runs, first, d_in if first is d_out else d_out, dt.itemsize)
                 assert result is d_out
                 steps.append(("merge", len(runs), n, [], ev))
         else:
-            for _, _, evs in waves:
-                h2d += evs
             align = max(1, int(rt.device.mem_base_addr_align) // 8 // dt.itemsize)
             segs = _segments(n, t, align)
             for i, (a, b) in enumerate(segs):
@@ -270,6 +258,18 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
                 sub_out = d_out.get_sub_region(a * dt.itemsize, (b - a) * dt.itemsize)
                 ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=h2d if i == 0 else None)[1]
             steps.append(("sort", len(segs), n, h2d, ev))
+        d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
+               for a, b in zip(bounds[:-1], bounds[1:])]
+        q.flush()
+        for f in staging_tasks:
+            f.result()
+    except BaseException:
+        # Nothing may still write into stage (it may be the result) once this returns.
+        for f in staging_tasks:
+            f.exception()
+        cq.finish()
+        q.finish()
+        raise
     if copy_back:
         # Touch dst's pages while the DMA engine and the device work (after staging): its first-touch page
         # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
@@ -279,9 +279,6 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
             rec.add(f"cpu:{threading.current_thread().name}", "touch", -1, t0, rec.now(), 1, b - a, 0)
 
         touched = [rt.pool.submit(touch, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
-    d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
-           for a, b in zip(bounds[:-1], bounds[1:])]
-    if copy_back:
         for f in touched:  # finished long before the sort is; never race a copy-out
             f.result()
 

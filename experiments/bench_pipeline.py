@@ -49,29 +49,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-log", type=int, default=25)
     ap.add_argument("--chunks-mib", default="2,4,8", help="comma-separated transfer chunk sizes to try (MiB)")
     ap.add_argument("--waves", default="on,off", help="SORT_WAVES settings to compare (default on,off)")
-    ap.add_argument("--pieces", default="auto", help="comma-separated staging piece policies: auto (2 per thread "
-                    "down to MIN_PIECE_BYTES) and/or chunk (every piece CHUNK_BYTES)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     rows = []
     rng = np.random.default_rng(0)
-    default_chunk, default_waves, default_min = fm.CHUNK_BYTES, fm.SORT_WAVES, fm.MIN_PIECE_BYTES
+    default_chunk, default_waves = fm.CHUNK_BYTES, fm.SORT_WAVES
     with hpu.Runtime(args.device, profile="hpu1") as rt:
         meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "command": "python experiments/bench_pipeline.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                 "device": rt.device_name, "host": host_description(), "threads": rt.threads}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'chunk':>6} {'waves':>5} {'pieces':>6} {'wall':>7} {'stage':>13} {'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end)")
+        print(f"{'n':>10} {'chunk':>6} {'waves':>5} {'wall':>7} {'stage':>13} {'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end)")
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
             a = rng.integers(0, 2 * n, n).astype(np.int32)
             ref = np.sort(a)
-            for mib, waves, pieces in ((float(x), w, p) for x in args.chunks_mib.split(",")
-                                       for w in args.waves.split(",") for p in args.pieces.split(",")):
+            for mib, waves in ((float(x), w) for x in args.chunks_mib.split(",") for w in args.waves.split(",")):
                 fm.CHUNK_BYTES = int(mib * (1 << 20))
                 fm.SORT_WAVES = waves == "on"
-                fm.MIN_PIECE_BYTES = fm.CHUNK_BYTES if pieces == "chunk" else default_min
                 best = None
                 for _ in range(args.repeats + 1):
                     out, tr = hpu.hybrid_mergesort(a, strategy="gpu", runtime=rt, return_trace=True)
@@ -82,12 +78,12 @@ def main(argv: list[str] | None = None) -> int:
                         best = tr
                 s = spans(best)
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
-                rows.append({"n": n, "chunk_bytes": fm.CHUNK_BYTES, "waves": fm.SORT_WAVES, "pieces": pieces, **s, "device_steps": steps})
+                rows.append({"n": n, "chunk_bytes": fm.CHUNK_BYTES, "waves": fm.SORT_WAVES, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h")]
-                print(f"{n:>10} {mib:6.1f} {waves:>5} {pieces:>6} {s['wall']:7.2f} " + " ".join(cells) + "   device: "
+                print(f"{n:>10} {mib:6.1f} {waves:>5} {s['wall']:7.2f} " + " ".join(cells) + "   device: "
                       + ", ".join(f"{k} {a:.2f}-{b:.2f}" for k, a, b in steps), flush=True)
-    fm.CHUNK_BYTES, fm.SORT_WAVES, fm.MIN_PIECE_BYTES = default_chunk, default_waves, default_min
+    fm.CHUNK_BYTES, fm.SORT_WAVES = default_chunk, default_waves
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     return 0

@@ -5,7 +5,7 @@
 #
 # Needs pyopencl's wheels in .whl/ (see DEVELOPERS.md) and writes results to $OUT (default ./out).
 # cpusort: bench_cpusort (variants of the CPU share's parallel sort against numpy.sort).
-# pipeline: bench_pipeline (options in PIPELINE_ARGS) and bench_host_memory (where a device-only sort spends its time).
+# pipeline: bench_pipeline and bench_host_memory (where a device-only sort spends its time).
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
 # tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
 # tabu-more: bench_tabu on flow shop, permuted perceptron and the hybrid EA.
@@ -30,7 +30,7 @@ for stage in "$@"; do
         python3 experiments/bench_cpusort.py --log 22,24,26 --json "$OUT/bench_cpusort.json"
         ;;
     pipeline)
-        python3 experiments/bench_pipeline.py --device gpu --json "$OUT/pipeline.json" ${PIPELINE_ARGS:-}
+        python3 experiments/bench_pipeline.py --device gpu --json "$OUT/pipeline.json"
         python3 experiments/bench_host_memory.py --device gpu --json "$OUT/host_memory.json"
         ;;
     sort)

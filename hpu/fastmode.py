@@ -49,12 +49,8 @@ log = logging.getLogger("hpu")
 
 __all__ = ["fast_sort", "CHUNK_BYTES"]
 
-#: Most bytes per staged piece and per DMA copy in either direction.
+#: Bytes per staged piece and per DMA copy in either direction.
 CHUNK_BYTES = 4 << 20
-
-#: Fewest bytes per staged piece: below ``2 * threads * CHUNK_BYTES`` an array is staged in ``2 * threads``
-#: smaller pieces (never below this), so that every thread stages and the DMA engine starts early.
-MIN_PIECE_BYTES = 1 << 20
 
 #: Whether a single device run sorts each staging wave as soon as its copies are in (then merges the
 #: waves' runs) rather than the whole share after the last copy.
@@ -64,12 +60,11 @@ SORT_WAVES = True
 def _stage(rt: Runtime, src: np.ndarray, stage: np.ndarray, rec: _Recorder) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool.
 
-    Pieces of at most :data:`CHUNK_BYTES` (at least ``2 * threads`` of them
-    where :data:`MIN_PIECE_BYTES` allows) are shared out round robin among
-    at most half as many pool tasks as there are pieces, so that they are
-    staged in at least two waves of ``tasks`` consecutive pieces.  A task
-    only copies and completes a user event (the copies are enqueued by the
-    caller): little time under Python's global lock.
+    Pieces of :data:`CHUNK_BYTES` are shared out round robin among at most
+    half as many pool tasks as there are pieces, so that they are staged in
+    at least two waves of ``tasks`` consecutive pieces.  Few, large tasks:
+    every task switch costs Python's global lock, which 16 threads staging
+    small pieces contend for (measured by ``experiments/bench_pipeline.py``).
 
     Returns
     -------
@@ -85,9 +80,7 @@ def _stage(rt: Runtime, src: np.ndarray, stage: np.ndarray, rec: _Recorder) -> t
         The tasks; their exceptions are the staging errors.
     """
     n, item = src.shape[0], src.itemsize
-    nbytes = n * item
-    count = max(-(-nbytes // CHUNK_BYTES), min(2 * rt.threads, -(-nbytes // MIN_PIECE_BYTES)))
-    piece = max((-(-nbytes // count) + 4095) // 4096 * 4096 // item, 1)  # 4 KiB multiples: aligned sub-buffers
+    piece = max(CHUNK_BYTES // item, 1)
     bounds = list(range(0, n, piece)) + [n]
     pieces = list(zip(bounds[:-1], bounds[1:]))
     tasks = max(1, min(rt.threads, (len(pieces) + 1) // 2))

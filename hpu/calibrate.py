@@ -383,7 +383,7 @@ def _measure_fast(rt: Runtime, sizes: list[int], repeats: int, bar: tqdm) -> dic
                 tr = fast_sort(a, rt, strategy="gpu", alpha=0.0, transfer_level=0)[1]
                 return time.perf_counter() - t, tr
 
-            typical = _median_from_idle(device_run, repeats)
+            typical = _median_from_idle(device_run, repeats).resolve()
             sort_s = sum(e.duration for e in typical.events if e.unit == "device")
             series["device_sort"].append(sort_s)
             series["transfer"].append(max(typical.wall - sort_s, 1e-9))

@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -120,24 +121,42 @@ class Trace:
     events: list[TraceEvent] = dataclasses.field(default_factory=list)
     split: Any = None
     fallback: str = ""
+    _deferred: list = dataclasses.field(default_factory=list, repr=False, compare=False)
+
+    def resolve(self) -> Trace:
+        """Add the events whose device timestamps are still to be read; return ``self``.
+
+        Fast mode defers reading its OpenCL events' profiling times (some 40
+        queries) until a trace is asked for, so that a sort that returns no
+        trace does not pay for them.  :func:`hpu.hybrid_mergesort` resolves
+        the trace it returns; the methods below resolve before they read.
+        """
+        while self._deferred:
+            self._deferred.pop(0)()
+        return self
 
     def busy(self, unit_prefix: str) -> float:
         """Total seconds of events whose unit starts with ``unit_prefix``."""
+        self.resolve()
         return sum(e.duration for e in self.events if e.unit.startswith(unit_prefix))
 
     def span(self, unit_prefix: str) -> tuple[float, float]:
         """(first start, last end) of events on matching units; (0, 0) if none."""
+        self.resolve()
         ev = [e for e in self.events if e.unit.startswith(unit_prefix)]
         return (min(e.start for e in ev), max(e.end for e in ev)) if ev else (0.0, 0.0)
 
     def to_dict(self) -> dict:
         """JSON-ready dict (events as dicts; the split as its fields)."""
+        self.resolve()
         d = dataclasses.asdict(self)
+        del d["_deferred"]
         d["split"] = dataclasses.asdict(self.split) if self.split is not None else None
         return d
 
     def summary(self) -> str:
         """A short human-readable table: per unit, busy seconds and events."""
+        self.resolve()
         units: dict[str, list[TraceEvent]] = {}
         for e in self.events:
             units.setdefault(e.unit, []).append(e)
@@ -157,6 +176,7 @@ class _Recorder:
         self.device_offset = 0.0  # device-clock seconds at t0 (set by _clock_offset)
         self.t0 = time.perf_counter()
         self.events: list[TraceEvent] = []
+        self.deferred: list[Callable[[], None]] = []  # see Trace.resolve
         self.lock = threading.Lock()
 
     def now(self) -> float:

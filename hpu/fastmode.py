@@ -38,7 +38,7 @@ import numpy as np
 
 from .cpusort import multiway_merge, parallel_copy, parallel_sort
 from .device import Runtime
-from .executor import DeviceFailure, Trace, _clock_offset, _Recorder
+from .executor import DeviceFailure, Trace, _Recorder
 
 try:
     import pyopencl as cl
@@ -293,26 +293,34 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
         for o in outs:
             o.result()
     d2h[-1].wait()
-    for ev, kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
-        rec.add("bus", kind, -1, *_times(ev, rec), 1, 0, 0)
-    prev_end = -np.inf
-    for kind, parts, keys, waited, ev in steps:
-        # A step starts when the one before it and the copies it waited for have ended (in-order queue).
-        start = max([prev_end, *(_times(e, rec)[1] for e in waited)])
-        prev_end = _times(ev, rec)[1]
-        rec.add("device", kind, t, start, prev_end, parts, keys // parts, keys * dt.itemsize)
+    host_end = rec.now()
+
+    def record() -> None:  # deferred (Trace.resolve): reading ~40 events' times costs host time
+        try:  # the device clock at the recorder's start, from the last copy's end
+            rec.device_offset = d2h[-1].profile.end * 1e-9 - host_end
+        except Exception:  # no profiling: every device event is put at the end
+            rec.device_offset = None
+        for ev, kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
+            rec.add("bus", kind, -1, *_times(ev, rec, host_end), 1, 0, 0)
+        prev_end = -np.inf
+        for kind, parts, keys, waited, ev in steps:
+            # A step starts when the one before it and the copies it waited for have ended (in-order queue).
+            start = max([prev_end, *(_times(e, rec, host_end)[1] for e in waited)])
+            prev_end = _times(ev, rec, host_end)[1]
+            rec.add("device", kind, t, start, prev_end, parts, keys // parts, keys * dt.itemsize)
+
+    rec.deferred.append(record)
     if dst is not None:
         return [dst]
     return [stage[a:b] for a, b in segs] if t else [stage[:n]]
 
 
-def _times(ev: Any, rec: _Recorder) -> tuple[float, float]:
+def _times(ev: Any, rec: _Recorder, fallback: float) -> tuple[float, float]:
+    """(start, end) of an OpenCL event in seconds of the recorder's clock; ``fallback`` twice without profiling."""
     off = rec.device_offset
-    try:
-        return ev.profile.start * 1e-9 - off, ev.profile.end * 1e-9 - off
-    except Exception:
-        t = rec.now()
-        return t, t
+    if off is None:
+        return fallback, fallback
+    return ev.profile.start * 1e-9 - off, ev.profile.end * 1e-9 - off
 
 
 def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, transfer_level: int,
@@ -375,10 +383,9 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
         threads = min(cpu_threads, rt.threads) if cpu_threads > 0 else rt.threads
         parallel_sort(src, rt.pool, threads, out=out, scratch=_host_scratch(rt, dt, n))
         rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n, src.nbytes)
-        trace.events, trace.wall = rec.events, rec.now()
+        trace.events, trace.wall, trace._deferred = rec.events, rec.now(), rec.deferred
         return out, trace
 
-    _clock_offset(rt, rec)
     direct = out if n_cpu == 0 and t == 0 else None  # one device run: stream it straight into out
     staging = None if direct is not None and rt.host_pool.is_pinned(out) else _pinned(rt, n_dev * dt.itemsize)
     result: list[Any] = []
@@ -419,6 +426,6 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
         else:
             multiway_merge(runs, out, rt.pool, rt.threads)
         rec.add("cpu:pool", "merge" if len(runs) > 1 else "stage", 0, tt, rec.now(), len(runs), n, src.nbytes)
-    trace.events, trace.wall = rec.events, rec.now()
+    trace.events, trace.wall, trace._deferred = rec.events, rec.now(), rec.deferred
     return out, trace
 

@@ -192,7 +192,7 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
     out, trace = fast_sort(arr, rt, strategy=strategy, alpha=a_cpu, transfer_level=y,
                            on_device_error=on_device_error, split=split,
                            cpu_threads=split.cpu_threads if split is not None and alpha is None else 0)
-    return (out, trace) if return_trace else out
+    return (out, trace.resolve()) if return_trace else out
 
 
 def _choose(strategy: str, padded_n: int, itemsize: int, rt: Runtime, alpha: float | None) -> Split | None:

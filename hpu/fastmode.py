@@ -294,6 +294,11 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
             o.result()
     d2h[-1].wait()
     host_end = rec.now()
+    # Plain handles of the finished copies: pyopencl's copy events keep their host array alive, and a trace
+    # that held them would keep the result's pooled memory from being recycled.
+    plain = {id(e): cl.Event.from_int_ptr(e.int_ptr) for e in h2d + d2h}
+    h2d, d2h = [plain[id(e)] for e in h2d], [plain[id(e)] for e in d2h]
+    steps = [(kind, parts, keys, [plain[id(e)] for e in waited], ev) for kind, parts, keys, waited, ev in steps]
 
     def record() -> None:  # deferred (Trace.resolve): reading ~40 events' times costs host time
         try:  # the device clock at the recorder's start, from the last copy's end

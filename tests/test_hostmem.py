@@ -88,6 +88,20 @@ def test_fast_results_do_not_alias(runtime, strategy):
     assert np.array_equal(rc, np.sort(a0)) and np.array_equal(rb, np.sort(b0))
 
 
+def test_unresolved_traces_do_not_hold_results(runtime):
+    """A trace whose device times are not read yet keeps no result alive: the pool recycles one block."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    import hpu.fastmode as fm
+
+    with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2) as rt:
+        a = np.random.default_rng(1).standard_normal(N_POOLED)
+        traces = [fm.fast_sort(a, rt, strategy="gpu", alpha=0.0, transfer_level=0)[1] for _ in range(3)]
+        gc.collect()
+        assert rt.host_pool.total_bytes == a.nbytes
+        assert all(tr.resolve().span("bus")[1] > 0 for tr in traces)
+
+
 def test_pool_off(runtime):
     with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2, host_pool_bytes=0) as rt:
         a = np.random.default_rng(0).standard_normal(N_POOLED)

@@ -176,7 +176,8 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
         split = rt.resources.get(key)
         if split is None:
             split = rt.resources[key] = fast_split(n, rt.profile, strategy=strategy, device=usable,
-                                                   itemsize=arr.dtype.itemsize)
+                                                   itemsize=arr.dtype.itemsize,
+                                                   shared_cores=usable and rt.device_shares_host_cores)
         strategy, a_cpu, y = split.strategy, split.alpha, split.transfer_level
     else:
         if strategy == "auto":

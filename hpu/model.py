@@ -836,10 +836,11 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
 
 
 def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,
-               cpu_threads: int = 0) -> tuple[Any, Any, Any, Any]:
+               cpu_threads: int = 0, shared_cores: bool = False) -> tuple[Any, Any, Any, Any]:
     """(CPU share, device share, final merge, total) seconds for fast-mode splits (alpha may be an array).
 
     ``cpu_threads``: 0 for the CPU share on all threads, 1 for one thread.
+    ``shared_cores``: the device runs on the host's cores, so the two shares add up instead of overlapping.
     """
     a = np.asarray(alpha, dtype=float)
     n_c = np.round(a * n)
@@ -854,12 +855,12 @@ def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,
     m2, m16 = fast_cost(profile, "merge2", n, w), fast_cost(profile, "merge16", n, w)
     merge = m2 + (m16 - m2) * np.clip((np.log2(np.maximum(runs, 1)) - 1) / 3.0, 0.0, 2.0)  # linear in log2(runs)
     final = np.where(runs > 1, merge, 0.0)
-    total = np.maximum(cpu, dev) + final
+    total = (cpu + dev if shared_cores else np.maximum(cpu, dev)) + final
     return cpu, dev, final, total
 
 
 def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level: int = 4,
-               device: bool = True, itemsize: int = 4) -> Split:
+               device: bool = True, itemsize: int = 4, shared_cores: bool = False) -> Split:
     """Choose and predict a fast-mode split (``alpha``, ``transfer_level``) by minimising predicted time.
 
     The prediction (beyond the paper; fast mode of DESIGN.md) is
@@ -867,7 +868,10 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     the CPU share and the device share run concurrently (paper 5.2), the
     device sorts its share as ``2**t`` segments, and the CPU merges all runs
     at the end.  Each term comes from the profile's fitted fast-mode costs
-    (:func:`fast_cost`).  The CPU alone may also use one thread, where the
+    (:func:`fast_cost`).  Where the device is a CPU device running on the
+    host's own cores (``shared_cores``, e.g. PoCL), the shares cannot overlap
+    and ``max`` becomes a sum (as the tabu split's shared-cores rule).  The
+    CPU alone may also use one thread, where the
     profile has that curve (``"cpu_sort_1"``): on few cores numpy's sort on
     one thread can beat a parallel sort whose final merge is memory-bound.
 
@@ -887,6 +891,8 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
         False when no usable device exists (then only ``"cpu"``).
     itemsize : int
         Bytes per key (costs scale from the 4-byte calibration).
+    shared_cores : bool
+        The device shares the host's cores (:attr:`hpu.Runtime.device_shares_host_cores`).
 
     Returns
     -------
@@ -914,13 +920,13 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
         cands += [("gpu", 0.0, 0, 0)] + [("basic", 0.0, t, 0) for t in range(1, max_level + 1)]
         grid = np.linspace(0.0, 1.0, 257)[1:-1]  # interior alphas, steps of 1/256
         for t in range(0, max_level + 1):
-            tot = _fast_time(profile, n, grid, t, itemsize)[3]
+            tot = _fast_time(profile, n, grid, t, itemsize, shared_cores=shared_cores)[3]
             cands.append(("advanced", float(grid[int(np.argmin(tot))]), t, 0))
     if strategy != "auto":
         cands = [c for c in cands if c[0] == strategy]
-    best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize, c[3])[3]))
+    best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize, c[3], shared_cores)[3]))
     name, alpha, t, threads = best
-    cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize, threads))
+    cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize, threads, shared_cores))
     one_core = Recurrence(2, 2, 1).total_work(n) * profile.cpu_op_seconds  # mergesort's T(n) on one core
     return Split(
         strategy=name,

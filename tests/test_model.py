@@ -244,6 +244,24 @@ def test_fast_split_picks_the_lowest_prediction():
     assert fast_split(2**24, prof, device=False).strategy == "cpu"
 
 
+def test_fast_split_on_shared_cores_adds_the_shares():
+    from hpu.model import _fast_time, fast_split
+
+    prof = HPU1.replace(fast=FAST)
+    for n in (2**16, 2**20, 2**24):
+        for s in ("advanced", "basic", "gpu"):
+            sp = fast_split(n, prof, strategy=s, shared_cores=True)
+            cpu, dev, final, total = _fast_time(prof, n, sp.alpha, sp.transfer_level)
+            assert sp.predicted_time == pytest.approx(float(cpu + dev + final))
+            assert sp.predicted_time >= float(total) - 1e-15  # never faster than with cores of its own
+    # A device as fast as the CPU: with cores of its own about half the work each wins; on shared cores
+    # sharing the work gains nothing, and (nearly) all of it goes to one unit.
+    even = HPU1.replace(fast={**FAST, "device_sort": FAST["cpu_sort"], "transfer": [1e-9] * len(_SIZES)})
+    own, shared = fast_split(2**24, even), fast_split(2**24, even, shared_cores=True)
+    assert own.strategy == "advanced" and abs(own.alpha - 0.5) < 0.1
+    assert abs(shared.alpha - 0.5) > 0.4 and shared.predicted_time > own.predicted_time
+
+
 def test_fast_split_one_cpu_thread_where_it_is_measured_faster():
     from hpu.model import fast_split
 

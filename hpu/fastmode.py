@@ -11,7 +11,9 @@ merge and one launch per level, fast mode uses
   subproblems still use every work-group and every core;
 * pinned, chunked host-device transfers: CPU threads stage chunks into a
   pinned buffer while the DMA engine moves the chunks already staged, in
-  both directions;
+  both directions; the whole device pipeline is enqueued at once (each copy
+  waits on a user event its staging task completes), and a single device
+  run sorts each staging wave as soon as it is in, then merges the waves;
 * results in recycled host memory (:mod:`hpu.hostmem`): pinned when a device
   is in use, so that a device-only sort stages its input into the result
   itself and the DMA engine copies the sorted keys straight back into it,

@@ -15,8 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 import hpu
 from hpu.tabu import PPP, tabu_search
 
@@ -39,9 +37,8 @@ def main(argv: list[str] | None = None) -> int:
             hits = []
             for seed in range(args.runs):
                 res = tabu_search(pb, iterations=args.iterations, tenure=args.tenure, seed=seed, strategy="cpu",
-                                  cpu_chunks=1, runtime=rt)
-                first = np.flatnonzero(res.history == 0)
-                hits.append(int(first[0]) + 1 if first.size else None)
+                                  cpu_chunks=1, runtime=rt, target=0)
+                hits.append(res.iterations if res.stop == "target" else None)
             solved = sum(h is not None for h in hits)
             rows.append({"instance_seed": inst, "solved": solved, "runs": args.runs, "first_zero_iteration": hits})
             print(f"instance {m}-{n} seed {inst}: {solved}/{args.runs} runs reach fitness 0 "

@@ -287,8 +287,9 @@ def test_tabu_search_solves_the_73_73_instance_from_most_random_starts():
     with hpu.Runtime("none") as cpu:
         for seed in SEARCH["seeds"]:
             res = tabu_search(pb, iterations=SEARCH["iterations"], tenure=SEARCH["tenure"], seed=seed,
-                              strategy="cpu", cpu_chunks=1, runtime=cpu)
+                              strategy="cpu", cpu_chunks=1, runtime=cpu, target=0)
             assert res.best_value == pb.objective(res.best_solution)
+            assert (res.stop == "target") == (res.best_value == 0)
             if res.best_value == 0:
                 solved += 1
                 y = pb.A.astype(int) @ res.best_solution

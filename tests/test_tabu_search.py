@@ -146,6 +146,20 @@ def test_stopping_rules(rt):
     assert res.device_time > 0 and res.cpu_time == 0 and res.moves_per_second > 0
 
 
+def test_stop_at_target():
+    """The run stops at the first iteration reaching the target, on the very trajectory of the full run."""
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    full = tabu_search(q, iterations=400, tenure=5, seed=2, strategy="cpu", cpu_chunks=1)
+    target = int(np.sort(np.unique(full.history))[3])  # reached somewhere along the way, not at once
+    first = int(np.argmax(full.history <= target)) + 1
+    res = tabu_search(q, iterations=400, tenure=5, seed=2, strategy="cpu", cpu_chunks=1, target=target)
+    assert res.stop == "target" and res.iterations == first and res.best_value <= target
+    np.testing.assert_array_equal(res.moves, full.moves[:first])
+    assert q.objective(res.best_solution) == res.best_value
+    unreachable = tabu_search(q, iterations=50, tenure=5, seed=2, strategy="cpu", cpu_chunks=1, target=0)
+    assert unreachable.stop == "iterations" and unreachable.iterations == 50
+
+
 def test_initial_solution_and_input_untouched():
     q = QAP.from_qaplib(DATA / "tai12a.dat")
     start = q.read_solution(DATA / "tai12a.sln").permutation
@@ -166,6 +180,7 @@ def test_initial_solution_and_input_untouched():
         (dict(iterations=5, tenure=3, initial=[0] * 12), ValueError, "not a permutation"),
         (dict(iterations=5, tenure=3, time_limit=0), ValueError, "time_limit"),
         (dict(iterations=5, tenure=3, max_no_improve=0), ValueError, "max_no_improve"),
+        (dict(iterations=5, tenure=3, target=1.5), ValueError, "target must be an integer"),
         (dict(iterations=5, tenure=3, strategy="cpu", alpha=0.5), ValueError, "alpha can only be forced"),
         (dict(iterations=5, tenure=3, strategy="hybrid", alpha=1.5, transfer_level=0, cpu_chunks=1),
          ValueError, r"alpha must lie in \[0, 1\]"),

@@ -40,7 +40,7 @@ class TabuResult:
     iterations : int
         Iterations performed.
     stop : str
-        ``"iterations"``, ``"no_improvement"`` or ``"time_limit"``.
+        ``"iterations"``, ``"no_improvement"``, ``"time_limit"`` or ``"target"``.
     restarts : int
         Restarts because no neighbour was feasible (section 3.4 of Hou et al.).
     split : TabuSplit
@@ -154,6 +154,7 @@ def tabu_search(
     runtime: Runtime | None = None,
     time_limit: float | None = None,
     max_no_improve: int | None = None,
+    target: int | None = None,
     initial: Any = None,
     alpha: float | None = None,
     transfer_level: int | None = None,
@@ -194,6 +195,10 @@ def tabu_search(
         Stop after this many seconds of iterations.
     max_no_improve : int, optional
         Stop after this many consecutive iterations without a new best.
+    target : int, optional
+        Stop after the first iteration at whose end the best feasible
+        objective is ``<= target`` (e.g. 0 for a permuted perceptron
+        instance, or a known optimum).
     initial : array_like, optional
         Start here instead of at a random solution.
     alpha, transfer_level, cpu_chunks : optional
@@ -216,7 +221,8 @@ def tabu_search(
         ``iterations < 1``, ``tenure`` outside ``[0, num_moves)``,
         ``iterations + tenure >= 2**31``, a bad
         ``initial`` solution (e.g. not a permutation), ``time_limit`` or
-        ``max_no_improve`` not positive, unknown strategy or bad forced split.
+        ``max_no_improve`` not positive, a ``target`` that is not an integer,
+        unknown strategy or bad forced split.
     hpu.NoDeviceError
         ``strategy="gpu"`` without an OpenCL device.
     """
@@ -231,6 +237,8 @@ def tabu_search(
         raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
     if max_no_improve is not None and (isinstance(max_no_improve, bool) or int(max_no_improve) < 1):
         raise ValueError(f"max_no_improve must be an integer >= 1, got {max_no_improve!r}")
+    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, np.integer))):
+        raise ValueError(f"target must be an integer objective value, got {target!r}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     rng = np.random.default_rng(seed)
@@ -245,14 +253,15 @@ def tabu_search(
         ev = Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
                        groups=max(split.groups, 1), queue=queue)
         setup_time = time.perf_counter() - t_setup
-        return _run(problem, ev, split, rng, iterations, int(tenure), time_limit, max_no_improve, setup_time)
+        return _run(problem, ev, split, rng, iterations, int(tenure), time_limit, max_no_improve, target, setup_time)
     finally:
         if own:
             rt.close()
 
 
 def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.Generator, iterations: int,
-         tenure: int, time_limit: float | None, max_no_improve: int | None, setup_time: float) -> TabuResult:
+         tenure: int, time_limit: float | None, max_no_improve: int | None, target: int | None,
+         setup_time: float) -> TabuResult:
     state = ev.state
     feasible = problem.feasible(state.solution)
     best_value = state.value if feasible else None
@@ -281,6 +290,9 @@ def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.G
         history[it - 1], moves[it - 1] = state.value, index
         if best_value is None or state.value < best_value:
             best_value, best_solution, last_improvement = state.value, state.solution, it
+        if target is not None and best_value is not None and best_value <= target:
+            stop = "target"
+            break
         if max_no_improve is not None and it - last_improvement >= max_no_improve:
             stop = "no_improvement"
             break

@@ -173,7 +173,7 @@ class Trace:
 
 class _Recorder:
     def __init__(self) -> None:
-        self.device_offset = 0.0  # device-clock seconds at t0 (set by _clock_offset)
+        self.device_offset: float | None = 0.0  # device-clock seconds at t0 (None: no profiling)
         self.t0 = time.perf_counter()
         self.events: list[TraceEvent] = []
         self.deferred: list[Callable[[], None]] = []  # see Trace.resolve

@@ -224,8 +224,6 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
     in_place = dst is not None and rt.host_pool.is_pinned(dst)
     stage = dst if in_place else staging[:nbytes].view(dt)
     copy_back = dst is not None and not in_place
-    chunk = max(CHUNK_BYTES // dt.itemsize, 1)
-    bounds = list(range(0, n, chunk)) + [n]
 
     steps: list[tuple[str, int, int, list, Any]] = []  # (kind, runs, keys, copies it waited for, last event)
     pieces, ready, tasks, staging_tasks = _stage(rt, src, stage, rec)
@@ -261,7 +259,7 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
                 ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=h2d if i == 0 else None)[1]
             steps.append(("sort", len(segs), n, h2d, ev))
         d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
-               for a, b in zip(bounds[:-1], bounds[1:])]
+               for a, b in pieces]
         q.flush()
         for f in staging_tasks:
             f.result()
@@ -280,7 +278,7 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
             dst[a:b] = 0
             rec.add(f"cpu:{threading.current_thread().name}", "touch", -1, t0, rec.now(), 1, b - a, 0)
 
-        touched = [rt.pool.submit(touch, a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+        touched = [rt.pool.submit(touch, a, b) for a, b in pieces]
         for f in touched:  # finished long before the sort is; never race a copy-out
             f.result()
 
@@ -291,7 +289,7 @@ def _device_share(rt: Runtime, src: np.ndarray, t: int, staging: np.ndarray | No
             rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
                     (b - a) * dt.itemsize)
 
-        outs = [rt.pool.submit(copy_out, ev, a, b) for ev, (a, b) in zip(d2h, zip(bounds[:-1], bounds[1:]))]
+        outs = [rt.pool.submit(copy_out, ev, a, b) for ev, (a, b) in zip(d2h, pieces)]
         for o in outs:
             o.result()
     d2h[-1].wait()

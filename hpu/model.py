@@ -870,10 +870,9 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     at the end.  Each term comes from the profile's fitted fast-mode costs
     (:func:`fast_cost`).  Where the device is a CPU device running on the
     host's own cores (``shared_cores``, e.g. PoCL), the shares cannot overlap
-    and ``max`` becomes a sum (as the tabu split's shared-cores rule).  The
-    CPU alone may also use one thread, where the
-    profile has that curve (``"cpu_sort_1"``): on few cores numpy's sort on
-    one thread can beat a parallel sort whose final merge is memory-bound.
+    and ``max`` becomes a sum.  The CPU alone may also use one thread, where
+    the profile has that curve (``"cpu_sort_1"``): on few cores numpy's sort
+    on one thread can beat a parallel sort whose final merge is memory-bound.
 
     Parameters
     ----------

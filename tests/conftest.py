@@ -55,6 +55,18 @@ def walk_and_check(problem, state, solution, rng, steps: int, brute_force=None) 
             np.testing.assert_array_equal(state.deltas(0, problem.num_moves)[0], brute_force(problem, solution))
 
 
+def deltas_match_brute_force(problem, rng, brute_force, solutions: int, **evaluate_kw) -> None:
+    """At ``solutions`` random solutions, ``evaluate_neighbourhood(**evaluate_kw)`` gives ``brute_force``'s deltas
+    and finds every move feasible."""
+    from hpu.tabu import evaluate_neighbourhood
+
+    for _ in range(solutions):
+        x = problem.random_solution(rng)
+        delta, feasible = evaluate_neighbourhood(problem, x, **evaluate_kw)
+        np.testing.assert_array_equal(delta, brute_force(problem, x))
+        assert feasible.all()
+
+
 def same_trajectories(search, problem, ref, splits, **kw) -> None:
     """``search(problem, **split, **kw)`` takes the moves and values of ``ref`` (a TabuResult) for every split."""
     for split in splits:

@@ -240,8 +240,9 @@ def test_device_sort_in_waves(runtime, monkeypatch, dtype, n):
     out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True)
     assert same_bits(out, np.sort(a, kind="stable"))
     steps = [e.kind for e in tr.events if e.unit == "device"]
-    waves = -(-n * a.itemsize // 4096) // min(runtime.threads, (-(-n * a.itemsize // 4096) + 1) // 2)
-    assert steps.count("sort") >= 2 and steps.count("sort") in (waves, waves + 1) and steps[-1] == "merge"
+    pieces = -(-n * a.itemsize // 4096)
+    waves = -(-pieces // min(runtime.threads, (pieces + 1) // 2))  # as hpu.fastmode._stage shares them out
+    assert steps.count("sort") == waves >= 2 and steps[-1] == "merge"
 
 
 def test_failed_staging_raises_and_leaves_input(runtime, monkeypatch):

@@ -7,7 +7,7 @@ from itertools import permutations
 
 import numpy as np
 import pytest
-from conftest import same_trajectories
+from conftest import deltas_match_brute_force, same_trajectories
 
 from hpu.tabu import evaluate_neighbourhood, tabu_search
 from hpu.tabu.engine import ADMISSIBLE, Evaluator
@@ -169,11 +169,7 @@ def test_cpu_deltas_equal_full_recomputation(nb):
     rng = np.random.default_rng(1)
     for machines, jobs in SMALL:
         q = random_pfsp(rng, machines, jobs, nb, high=int(rng.choice([2, 20])))  # high=2: many zeros and ties
-        for _ in range(3):
-            pi = q.random_solution(rng)
-            delta, feasible = evaluate_neighbourhood(q, pi)
-            np.testing.assert_array_equal(delta, brute_force_deltas(q, pi))
-            assert feasible.all()
+        deltas_match_brute_force(q, rng, brute_force_deltas, 3)
 
 
 @pytest.mark.parametrize("nb", NEIGHBOURHOODS)
@@ -202,11 +198,7 @@ def test_device_deltas_equal_full_recomputation(rt, nb):
     rng = np.random.default_rng(3)
     for machines, jobs in DEVICE_CASES:
         q = random_pfsp(rng, machines, jobs, nb)
-        for _ in range(2):
-            pi = q.random_solution(rng)
-            delta, feasible = evaluate_neighbourhood(q, pi, unit="device", runtime=rt)
-            np.testing.assert_array_equal(delta, brute_force_deltas(q, pi))
-            assert feasible.all()
+        deltas_match_brute_force(q, rng, brute_force_deltas, 2, unit="device", runtime=rt)
 
 
 @pytest.mark.parametrize("nb", NEIGHBOURHOODS)

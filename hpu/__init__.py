@@ -1,48 +1,70 @@
 """hpu: hybrid CPU + OpenCL execution of divide-and-conquer algorithms.
 
 The work is split between a CPU thread pool and an OpenCL device with the HPU
-model of López-Ortiz, Salinger and Suderman (IJNC 4(1), 2014), calibrated on
-the machine at hand by ``python -m hpu.calibrate``.
+model of López-Ortiz, Salinger and Suderman, "Toward a Generic Hybrid CPU-GPU
+Parallelization of Divide-and-Conquer Algorithms" (IJNC 4(1), 2014),
+calibrated on the machine at hand by ``python -m hpu.calibrate``.
+
+Layout: :mod:`hpu.core` is the runtime, model, split search, hybrid driver
+and trace, and knows no workload; :mod:`hpu.dc` is the breadth-first
+transformer for any D&C spec (paper section 4); :mod:`hpu.sort` and
+:mod:`hpu.tabu` are workloads built on the core.
+
+Names are imported lazily: ``from hpu import Profile, advanced_split`` needs
+numpy and scipy only, not OpenCL.
 """
 
-from .dc import DCSpec, Plan, array_sum_spec, mergesort_spec
-from .device import DeviceInfo, NoDeviceError, Runtime, list_devices, select_device
-from .model import (
-    Profile,
-    ProfileError,
-    Recurrence,
-    Split,
-    advanced_split,
-    basic_split,
-    fast_split,
-    reference_profile,
-)
-from .executor import DeviceFailure, Trace, TraceEvent, execute
-from .mergesort import hybrid_mergesort
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DCSpec",
-    "DeviceFailure",
-    "DeviceInfo",
-    "NoDeviceError",
-    "Plan",
-    "Profile",
-    "ProfileError",
-    "Recurrence",
-    "Runtime",
-    "Split",
-    "Trace",
-    "TraceEvent",
-    "advanced_split",
-    "array_sum_spec",
-    "basic_split",
-    "execute",
-    "fast_split",
-    "hybrid_mergesort",
-    "list_devices",
-    "mergesort_spec",
-    "reference_profile",
-    "select_device",
-]
+#: Public name -> module that defines it (imported on first access).
+_EXPORTS = {
+    "CostCurves": "hpu.core.costs",
+    "Profile": "hpu.core.profile",
+    "ProfileError": "hpu.core.costs",
+    "reference_profile": "hpu.core.profile",
+    "Recurrence": "hpu.core.model",
+    "Split": "hpu.core.model",
+    "advanced_split": "hpu.core.model",
+    "basic_split": "hpu.core.model",
+    "DeviceFailure": "hpu.core.hybrid",
+    "Trace": "hpu.core.trace",
+    "TraceEvent": "hpu.core.trace",
+    "DeviceInfo": "hpu.core.runtime",
+    "NoDeviceError": "hpu.core.runtime",
+    "Runtime": "hpu.core.runtime",
+    "RuntimeClosedError": "hpu.core.runtime",
+    "default_runtime": "hpu.core.runtime",
+    "list_devices": "hpu.core.runtime",
+    "select_device": "hpu.core.runtime",
+    "set_default_runtime": "hpu.core.runtime",
+    "using_runtime": "hpu.core.runtime",
+    "DCSpec": "hpu.dc.spec",
+    "Plan": "hpu.dc.spec",
+    "execute": "hpu.dc.executor",
+    "array_sum_spec": "hpu.arraysum",
+    "mergesort_spec": "hpu.sort.paper",
+    "fast_split": "hpu.sort.costs",
+    "hybrid_mergesort": "hpu.sort.mergesort",
+    "PipelineOptions": "hpu.sort.pipeline",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'hpu' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

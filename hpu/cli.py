@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .dc import CL_TYPES
-from .device import Runtime, list_devices
-from .executor import STRATEGIES
+from .core.kernels import CL_TYPES
+from .core.runtime import Runtime, list_devices
+from .dc.executor import STRATEGIES
 
 __all__ = ["main"]
 
@@ -27,7 +27,7 @@ def _devices(args: argparse.Namespace) -> int:
 
 
 def _sort(args: argparse.Namespace) -> int:
-    from .mergesort import hybrid_mergesort
+    from .sort.mergesort import hybrid_mergesort
 
     if args.input:
         data = np.load(args.input, allow_pickle=False)

@@ -15,8 +15,9 @@ if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.b
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .executor import Trace  # noqa: E402
-from .model import Profile, Split  # noqa: E402
+from .core.model import Split  # noqa: E402
+from .core.profile import Profile  # noqa: E402
+from .core.trace import Trace  # noqa: E402
 
 __all__ = ["calibration_figures", "plot_g_fit", "plot_gamma", "plot_p_fit", "plot_transfers", "gantt", "mark_split"]
 
@@ -43,7 +44,7 @@ def plot_g_fit(profile: Profile, ax=None):
 
 def plot_gamma(profile: Profile, ax=None):
     """CPU / one-work-item merge time ratio vs size, with the fitted gamma (paper fig. 6). Returns the figure."""
-    m = profile.measurements["merge"]
+    m = profile.measurements.get("combine") or profile.measurements["merge"]  # "merge" in profiles before 2026-11-24
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4))
     ax.semilogx(m["sizes"], 1 / np.array(m["ratio"]), "o-", label="device time / CPU time")
     ax.axhline(1 / profile.gamma, color="k", ls=":", label=f"1/gamma = {1 / profile.gamma:.1f}")
@@ -91,9 +92,9 @@ def calibration_figures(profile: Profile, out_dir: str | Path) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for key, fn in (("g", plot_g_fit), ("merge", plot_gamma), ("p", plot_p_fit), ("transfer", plot_transfers)):
-        m = profile.measurements.get(key)
-        if not m or (key == "merge" and "ratio" not in m):
+    for key, fn in (("g", plot_g_fit), ("combine", plot_gamma), ("p", plot_p_fit), ("transfer", plot_transfers)):
+        m = profile.measurements.get(key) or (profile.measurements.get("merge") if key == "combine" else None)
+        if not m or (key == "combine" and "ratio" not in m):
             continue
         fig = fn(profile)
         path = out_dir / f"calibration_{key}.png"

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from hpu import Profile
-from hpu.calibrate import fit_affine, fit_knee, fit_plateau, main
+from hpu.calibrate import main
+from hpu.core.calibrate import fit_affine, fit_knee, fit_plateau
 
 
 def test_fit_knee_recovers_g():
@@ -55,7 +56,8 @@ def test_quick_calibration_writes_a_valid_profile(tmp_path, capsys):
     prof = Profile.load(out)
     assert prof.p >= 1 and prof.g >= 1 and 0 < prof.gamma <= 1
     m = prof.measurements
-    assert len(m["merge"]["sizes"]) == len(m["merge"]["cpu_seconds"])
+    assert len(m["combine"]["sizes"]) == len(m["combine"]["cpu_seconds"])
+    assert prof.cost_curves("sort").sizes and "cpu_sort" in prof.cost_curves("sort")
     assert "python -m hpu.calibrate" in prof.provenance["command"] and prof.provenance["date"]
     if "g" in m:  # a device was found
         assert len(m["g"]["work_items"]) == len(m["g"]["residuals"])

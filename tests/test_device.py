@@ -67,7 +67,7 @@ def test_programs_are_built_once(runtime):
     assert runtime.program("calibrate") is a
     assert runtime.program("calibrate", defines={"X": 1}) is not a
     with pytest.raises(FileNotFoundError):
-        runtime.kernel_source("no_such_kernel")
+        runtime.program("no_such_kernel")
 
 
 def test_close_is_idempotent():

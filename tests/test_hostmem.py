@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import hpu
-from hpu.hostmem import MIN_POOLED_BYTES, HostArrayPool
+from hpu.core.hostmem import MIN_POOLED_BYTES, HostArrayPool
 
 N_POOLED = 2 * MIN_POOLED_BYTES // 4  # int32 elements of an array the pool serves
 
@@ -92,7 +92,7 @@ def test_unresolved_traces_do_not_hold_results(runtime):
     """A trace whose device times are not read yet keeps no result alive: the pool recycles one block."""
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
-    import hpu.fastmode as fm
+    import hpu.sort.pipeline as fm
 
     with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2) as rt:
         a = np.random.default_rng(1).standard_normal(N_POOLED)

@@ -113,7 +113,7 @@ def test_model_may_sort_on_one_cpu_thread(cpu_runtime):
     merge = (1e-4 + 1e-10 * sizes).tolist()
     fast = {"sizes": sizes.tolist(), "cpu_sort": pool, "cpu_sort_1": [t / 2 for t in pool], "merge2": merge,
             "merge16": merge}  # a CPU-only profile: no device curves
-    with hpu.Runtime("none", profile=hpu.Profile(p=2, g=1, gamma=1, fast=fast), threads=2) as rt:
+    with hpu.Runtime("none", profile=hpu.Profile(p=2, g=1, gamma=1, curves={"sort": fast}), threads=2) as rt:
         a = np.random.default_rng(4).standard_normal(1 << 19)
         a[::97], a[1::89], a[2::83] = np.nan, 0.0, -0.0
         out, tr = hybrid_mergesort(a, runtime=rt, return_trace=True)
@@ -178,12 +178,12 @@ def test_bad_options(runtime):
 def test_injected_device_failure(runtime, monkeypatch, strategy):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
-    import hpu.executor as ex
+    import hpu.dc.executor as ex
 
     real = ex._device_share
 
-    def broken(rt, plan, work, y, first, last, rec):
-        real(rt, plan, work, y, first, last, rec)
+    def broken(lease, plan, work, y, first, last, rec):
+        real(lease, plan, work, y, first, last, rec)
         seg = plan.level(y).size
         work[first * seg : last * seg] = 12345  # the device wrote garbage, then the run "failed"
         raise DeviceFailure("injected: device lost")
@@ -206,12 +206,12 @@ def test_injected_device_failure(runtime, monkeypatch, strategy):
 def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy, n):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
-    import hpu.fastmode as fm
+    import hpu.sort.pipeline as fm
 
     real = fm._device_share
 
-    def broken(rt, src, t, staging, rec, dst=None):
-        runs = real(rt, src, t, staging, rec, dst=dst)
+    def broken(rt, lease, src, t, rec, dst, options):
+        runs = real(rt, lease, src, t, rec, dst, options)
         for r in runs:
             r[:] = 999  # the device wrote garbage into the staging buffer or the result, then "failed"
         raise DeviceFailure("injected: device lost")
@@ -233,24 +233,22 @@ def test_device_sort_in_waves(runtime, monkeypatch, dtype, n):
     """Small pieces: the device sorts many staging waves as they arrive and merges their runs (odd counts too)."""
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
-    import hpu.fastmode as fm
-
-    monkeypatch.setattr(fm, "CHUNK_BYTES", 4096)
     a = _special("random", n, dtype, np.random.default_rng(n))
-    out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True)
+    out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True,
+                               options=hpu.PipelineOptions(chunk_bytes=4096))
     assert same_bits(out, np.sort(a, kind="stable"))
     steps = [e.kind for e in tr.events if e.unit == "device"]
     pieces = -(-n * a.itemsize // 4096)
-    waves = -(-pieces // min(runtime.threads, (pieces + 1) // 2))  # as hpu.fastmode._stage shares them out
+    waves = -(-pieces // min(runtime.threads, (pieces + 1) // 2))  # as hpu.sort.pipeline._stage shares them out
     assert steps.count("sort") == waves >= 2 and steps[-1] == "merge"
 
 
 def test_failed_staging_raises_and_leaves_input(runtime, monkeypatch):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
-    import hpu.fastmode as fm
+    import hpu.sort.pipeline as fm
 
-    monkeypatch.setattr(fm, "CHUNK_BYTES", 4096)
+    small = hpu.PipelineOptions(chunk_bytes=4096)
     real, calls = np.copyto, []
 
     def copyto(dst, src, *args, **kw):  # the third staged piece fails
@@ -263,7 +261,7 @@ def test_failed_staging_raises_and_leaves_input(runtime, monkeypatch):
     a = np.random.default_rng(8).standard_normal(20_000)
     before = a.copy()
     with pytest.raises(DeviceFailure, match="injected"):
-        hybrid_mergesort(a, strategy="gpu", runtime=runtime, on_device_error="raise")
+        hybrid_mergesort(a, strategy="gpu", runtime=runtime, on_device_error="raise", options=small)
     monkeypatch.setattr(fm.np, "copyto", real)
     assert same_bits(a, before)
     assert same_bits(hybrid_mergesort(a, strategy="gpu", runtime=runtime), np.sort(a, kind="stable"))

@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpu import Profile, ProfileError, Recurrence, advanced_split, basic_split, reference_profile
-from hpu.model import PROFILE_SCHEMA_VERSION, level_sum, mergesort_closed_forms
+from hpu.core.model import level_sum
+from hpu.core.profile import PROFILE_SCHEMA_VERSION
+from hpu.sort.costs import mergesort_closed_forms
 
 MERGESORT = Recurrence(a=2, b=2, f=1)
 HPU1 = Profile(p=4, g=2**12, gamma=1 / 160)
@@ -217,9 +219,9 @@ FAST = {
 
 
 def test_fast_cost_interpolates_the_measured_curve():
-    from hpu.model import fast_cost
+    from hpu.sort.costs import fast_cost
 
-    prof = HPU1.replace(fast=FAST)
+    prof = HPU1.replace(curves={"sort": FAST})
     for i, n in enumerate(_SIZES):
         assert fast_cost(prof, "cpu_sort", n) == pytest.approx(FAST["cpu_sort"][i])
     mid = fast_cost(prof, "transfer", 2.0**15)  # between 2^14 and 2^16: geometric mean in log-log
@@ -230,9 +232,9 @@ def test_fast_cost_interpolates_the_measured_curve():
 
 
 def test_fast_split_picks_the_lowest_prediction():
-    from hpu.model import _fast_time, fast_split
+    from hpu.sort.costs import _fast_time, fast_split
 
-    prof = HPU1.replace(fast=FAST)
+    prof = HPU1.replace(curves={"sort": FAST})
     for n in (2**12, 2**16, 2**20, 2**24):
         best = fast_split(n, prof)
         forced = [fast_split(n, prof, strategy=s) for s in ("cpu", "gpu", "basic", "advanced")]
@@ -245,9 +247,9 @@ def test_fast_split_picks_the_lowest_prediction():
 
 
 def test_fast_split_on_shared_cores_adds_the_shares():
-    from hpu.model import _fast_time, fast_split
+    from hpu.sort.costs import _fast_time, fast_split
 
-    prof = HPU1.replace(fast=FAST)
+    prof = HPU1.replace(curves={"sort": FAST})
     for n in (2**16, 2**20, 2**24):
         for s in ("advanced", "basic", "gpu"):
             sp = fast_split(n, prof, strategy=s, shared_cores=True)
@@ -256,38 +258,38 @@ def test_fast_split_on_shared_cores_adds_the_shares():
             assert sp.predicted_time >= float(total) - 1e-15  # never faster than with cores of its own
     # A device as fast as the CPU: with cores of its own about half the work each wins; on shared cores
     # sharing the work gains nothing, and (nearly) all of it goes to one unit.
-    even = HPU1.replace(fast={**FAST, "device_sort": FAST["cpu_sort"], "transfer": [1e-9] * len(_SIZES)})
+    even = HPU1.replace(curves={"sort": {**FAST, "device_sort": FAST["cpu_sort"], "transfer": [1e-9] * len(_SIZES)}})
     own, shared = fast_split(2**24, even), fast_split(2**24, even, shared_cores=True)
     assert own.strategy == "advanced" and abs(own.alpha - 0.5) < 0.1
     assert abs(shared.alpha - 0.5) > 0.4 and shared.predicted_time > own.predicted_time
 
 
 def test_fast_split_one_cpu_thread_where_it_is_measured_faster():
-    from hpu.model import fast_split
+    from hpu.sort.costs import fast_split
 
     # One thread 20% faster than the pool up to 2^18 keys, twice as slow above (a crossover).
     one = [t * (0.8 if n <= 2**18 else 2.0) for n, t in zip(_SIZES, FAST["cpu_sort"])]
-    prof = HPU1.replace(fast={**FAST, "cpu_sort_1": one})
+    prof = HPU1.replace(curves={"sort": {**FAST, "cpu_sort_1": one}})
     small, large = fast_split(2**14, prof, strategy="cpu"), fast_split(2**24, prof, strategy="cpu")
     assert (small.cpu_threads, large.cpu_threads) == (1, 0)
     assert small.predicted_time == pytest.approx(one[1])  # 2^14 is a measured size
     assert fast_split(2**14, prof, device=False).cpu_threads == 1
     assert fast_split(2**24, prof).strategy != "cpu"  # the device candidates still compete
     # Without the curve (one thread, or an older profile) only the pool is considered.
-    assert fast_split(2**14, HPU1.replace(fast=FAST), strategy="cpu").cpu_threads == 0
+    assert fast_split(2**14, HPU1.replace(curves={"sort": FAST}), strategy="cpu").cpu_threads == 0
 
 
 def test_fast_split_needs_calibration():
-    from hpu.model import fast_split
+    from hpu.sort.costs import fast_split
 
     with pytest.raises(ValueError, match="fast-mode cost"):
         fast_split(2**20, HPU1)
 
 
 def test_fast_split_speedup_is_over_mergesort_on_one_core():
-    from hpu.model import fast_split
+    from hpu.sort.costs import fast_split
 
-    prof = HPU1.replace(fast=FAST, cpu_op_seconds=2e-9)
+    prof = HPU1.replace(curves={"sort": FAST}, cpu_op_seconds=2e-9)
     s = fast_split(2**20, prof)
     assert s.case == "fast"
     assert s.predicted_speedup == pytest.approx(2**20 * 21 * 2e-9 / s.predicted_time)

@@ -5,6 +5,7 @@ import pyopencl as cl
 import pytest
 
 import hpu
+from hpu.core.kernels import kernel_source
 from hpu.tabu import num_pairs, pair_block, pair_from_index, pair_index
 
 LARGE_N = [1000, 4097, 9999, 10_000]
@@ -105,7 +106,7 @@ def rt():
 
 @pytest.mark.parametrize("n", list(range(2, 65)) + LARGE_N)
 def test_opencl_mapping_is_a_bijection(rt, n):
-    prg = rt.build(rt.kernel_source("tabu_pairs") + _CHECK_KERNEL)
+    prg = rt.build(kernel_source("tabu_pairs") + _CHECK_KERNEL)
     knl = cl.Kernel(prg, "check_pairs")
     mf = cl.mem_flags
     bad = np.zeros(1, dtype=np.uint32)

@@ -9,6 +9,7 @@ import pytest
 from conftest import walk_and_check
 
 import hpu
+from hpu.core.kernels import kernel_source
 from hpu.tabu import evaluate_neighbourhood, pair_from_index, tabu_search
 from hpu.tabu.hamming import num_subsets, subset_block, subset_from_index, subset_index
 from hpu.tabu.ppp import PAPER_SIZES, PPP
@@ -133,7 +134,7 @@ __kernel void unrank(const ulong n, __global const ulong *idx, __global uint *ou
 
 def _device_unrank(rt, n, k, idx):
     head = f"#define ROWS 1\n#define HAMMING_K {k}\n#define FIRST_POS 1\n#define NBINS 2\n#define PENALTY_WEIGHT 30\n"
-    prg = rt.build(head + rt.kernel_source("tabu_pairs") + rt.kernel_source("tabu_ppp") + _CHECK_KERNEL)
+    prg = rt.build(head + kernel_source("tabu_pairs") + kernel_source("tabu_ppp") + _CHECK_KERNEL)
     idx = np.ascontiguousarray(idx, dtype=np.uint64)
     out = np.empty(idx.size * k, dtype=np.uint32)
     mf = cl.mem_flags

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 from scipy import optimize
 
-from ..device import Runtime, default_profile_path, device_key
+from ..core.runtime import Runtime, default_profile_path, device_key
 from .engine import Evaluator, _best_of
 from .problem import TabuProblem
 from .split import TabuCosts, transfer_levels

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Runtime
+from ..core.kernels import define_header, kernel_source
+from ..core.runtime import Runtime
 from .problem import NeighbourhoodState, TabuProblem
 
 __all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "Evaluator", "evaluate_neighbourhood", "default_work_group_size"]
@@ -179,9 +180,8 @@ class Evaluator:
         w = self.work_group_size
         if w < 1 or w & (w - 1):
             raise ValueError(f"work_group_size must be a power of two, got {w}")
-        defines = {"WG": w, **st.defines()}
-        head = "".join(f"#define {k} {v}\n" for k, v in sorted(defines.items()))
-        source = head + "".join(rt.kernel_source(name) for name in ("tabu_pairs", st.kernel, "tabu_reduce"))
+        source = define_header({"WG": w, **st.defines()}) + "".join(
+            kernel_source(name) for name in ("tabu_pairs", st.kernel, "tabu_reduce"))
         program = rt.build(source)
         ctx, mf = rt.context, cl.mem_flags
         self._queue = self._queue or rt.queue

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Runtime
+from ..core.runtime import Runtime
 from .problem import TabuProblem
 from .search import choose_split, tabu_search
 from .split import STRATEGIES, TabuSplit

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Runtime
+from ..core.runtime import Runtime
 from .calibrate import calibrate
 from .engine import INFEASIBLE, Evaluator, default_work_group_size
 from .problem import TabuProblem

@@ -73,7 +73,7 @@ from typing import Any
 
 import numpy as np
 
-from .._util import atomic_write_text
+from ..core.util import atomic_write_text
 
 __all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIES", "SIMPLER_MARGIN"]
 

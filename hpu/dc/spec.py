@@ -7,7 +7,10 @@ as a vectorised numpy counterpart.  :meth:`DCSpec.plan` turns it into a
 :class:`Plan`: the per-level structure of algorithm 2 (paper 4.1) and level
 kernels in which a work-item finds its subproblem from its global id
 (algorithm 3, paper 4.2), one kernel launch per recursion level.  The
-executor (:mod:`hpu.executor`) runs a plan under a :class:`~hpu.model.Split`.
+executor (:mod:`hpu.dc.executor`) runs a plan under a :class:`~hpu.core.model.Split`.
+The transformer knows no algorithm: the paper's mergesort and array sum are
+specs of their workloads (:func:`hpu.sort.paper.mergesort_spec`,
+:func:`hpu.arraysum.array_sum_spec`).
 
 Data layout.  The problem is a 1-D array of ``n`` elements, padded to
 ``leaf_size * b**depth`` with the spec's pad value.  Subproblem ``k`` of level
@@ -26,8 +29,8 @@ layout of paper section 6.3, where element ``j`` of segment ``k`` lives at
     element ``j`` of a leaf (read/write, base-case snippet only);
 
 and the names ``T`` (element type), ``B``, ``S``, ``CS``, ``K`` (subproblem
-index), ``M`` (subproblems at the level), ``LEAF``, and ``LESS(x, y)``, a
-strict weak order that puts NaNs last like :func:`numpy.sort`.
+index), ``M`` (subproblems at the level), ``LEAF``, and ``IS_FLOAT`` (1 for
+floating-point ``T``, else 0).
 
 The numpy counterparts work in place on a 2-D view ``seg`` of shape
 ``(rows, S)`` (one row per subproblem; the children are the ``b`` column
@@ -44,37 +47,10 @@ from typing import Any
 
 import numpy as np
 
-from .model import Recurrence
+from ..core.kernels import cl_type
+from ..core.model import Recurrence
 
-__all__ = ["DCSpec", "Plan", "Level", "CL_TYPES", "mergesort_spec", "array_sum_spec", "cl_type"]
-
-#: numpy dtype -> OpenCL C type.
-CL_TYPES = {
-    np.dtype(np.int32): "int",
-    np.dtype(np.uint32): "uint",
-    np.dtype(np.int64): "long",
-    np.dtype(np.uint64): "ulong",
-    np.dtype(np.float32): "float",
-    np.dtype(np.float64): "double",
-}
-
-
-def cl_type(dtype: Any) -> str:
-    """OpenCL C type name of a numpy dtype.
-
-    Raises
-    ------
-    TypeError
-        For dtypes without an OpenCL counterpart here (bool, complex, object,
-        structured, 8/16-bit).
-    """
-    dt = np.dtype(dtype)
-    try:
-        return CL_TYPES[dt]
-    except KeyError:
-        supported = ", ".join(str(d) for d in CL_TYPES)
-        raise TypeError(f"unsupported dtype {dt}; supported: {supported}") from None
-
+__all__ = ["DCSpec", "Level", "Plan"]
 
 @dataclasses.dataclass(frozen=True)
 class Level:
@@ -235,14 +211,12 @@ class Plan:
         ``deinterleave(src, dst, M, S)``.
         """
         spec, t = self.spec, cl_type(self.dtype)
-        is_float = self.dtype.kind == "f"
-        less = "((x) < (y) || (isnan(y) && !isnan(x)))" if is_float else "((x) < (y))"
         head = [
             "#pragma OPENCL EXTENSION cl_khr_fp64 : enable" if self.dtype == np.float64 else "",
             f"typedef {t} T;",
             f"#define B {spec.branching}UL",
             f"#define LEAF {spec.leaf_size}UL",
-            f"#define LESS(x, y) {less}",
+            f"#define IS_FLOAT {int(self.dtype.kind == 'f')}",
             spec.preamble,
         ]
         name = spec.name
@@ -299,73 +273,3 @@ __kernel void deinterleave(__global const T *restrict src, __global T *restrict 
 }"""
         )
         return "\n".join(head + body) + "\n"
-
-
-# ---------------------------------------------------------------------------
-# Shipped specs
-# ---------------------------------------------------------------------------
-
-_MERGE_CL = """
-    /* Stable merge of two sorted children (paper, algorithm 7, one work-item per merge). */
-    ulong i = 0, j2 = 0;
-    T x = IN(0, 0), y = IN(1, 0);
-    for (ulong o = 0; o < S; ++o) {
-        if (j2 >= CS || (i < CS && !LESS(y, x))) {
-            OUT(o) = x;
-            if (++i < CS) x = IN(0, i);
-        } else {
-            OUT(o) = y;
-            if (++j2 < CS) y = IN(1, j2);
-        }
-    }
-"""
-
-
-def _merge_rows(seg: np.ndarray) -> None:
-    # Each row holds two sorted runs; numpy's stable sort (timsort) detects
-    # them and merges in linear time, releasing the GIL.
-    seg.sort(axis=1, kind="stable")
-
-
-def _sort_pad(dt: np.dtype) -> Any:
-    # Pads sort last: NaN for floats (after every real NaN, since merges are
-    # stable and pads sit at the end), the largest value for integers.
-    return np.nan if dt.kind == "f" else np.iinfo(dt).max
-
-
-def mergesort_spec() -> DCSpec:
-    """Mergesort as a :class:`DCSpec` (paper, algorithms 6 and 7; 6.3 layout).
-
-    Combine: stable merge of two sorted halves, one work-item per merge; NaNs
-    last and ties kept in input order, as ``np.sort(kind="stable")``.
-    """
-    return DCSpec(
-        name="mergesort",
-        combine_cl=_MERGE_CL,
-        combine_np=_merge_rows,
-        branching=2,
-        combine_exponent=1.0,
-        pad=_sort_pad,
-    )
-
-
-def _sum_rows(seg: np.ndarray) -> None:
-    cs = seg.shape[1] // 2
-    seg[:, 0] += seg[:, cs]
-
-
-def array_sum_spec() -> DCSpec:
-    """Divide-and-conquer array sum (paper, algorithms 4 and 5).
-
-    The sum of a segment is stored in its first element; combine adds the
-    second child's first element to the first's (constant time, so
-    ``f(n) = 1``).  Pads with 0.
-    """
-    return DCSpec(
-        name="array_sum",
-        combine_cl="    OUT(0) = IN(0, 0) + IN(1, 0);\n",
-        combine_np=_sum_rows,
-        branching=2,
-        combine_exponent=0.0,
-        pad=lambda dt: 0,
-    )

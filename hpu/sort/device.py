@@ -36,21 +36,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .device import Runtime, cl
+from ..core.hybrid import as_device_failure
+from ..core.kernels import CL_TYPES
+from ..core.runtime import Runtime, resolve_runtime
+
+try:
+    import pyopencl as cl
+except Exception:  # pragma: no cover - CPU-only installs
+    cl = None
 
 __all__ = ["SUPPORTED_DTYPES", "DeviceSorter", "device_sort", "merge_buffers", "sort_buffer"]
 
-#: Key dtypes the device sort handles, with their OpenCL C type and a key
-#: that no key is less than (pads the last leaf block).
-_KEYS = {
-    np.dtype(np.int32): ("int", "INT_MAX"),
-    np.dtype(np.uint32): ("uint", "UINT_MAX"),
-    np.dtype(np.int64): ("long", "LONG_MAX"),
-    np.dtype(np.uint64): ("ulong", "ULONG_MAX"),
-    np.dtype(np.float32): ("float", "NAN"),
-    np.dtype(np.float64): ("double", "((double)NAN)"),
-}
-SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(_KEYS)
+#: Key dtypes the device sort handles (the keys of :data:`hpu.core.kernels.CL_TYPES`).
+SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(CL_TYPES)
 
 _DEFAULT_WORK_GROUP_SIZE = 256
 #: Keys per work-item by key size in bytes; odd, so that the strided
@@ -62,7 +60,7 @@ _TILE_KERNELS = ("leaf_sort", "merge_pass", "merge_ranges")
 
 def _key_dtype(runtime: Runtime, dtype: Any) -> np.dtype:
     dt = np.dtype(dtype)
-    if dt not in _KEYS or not dt.isnative:
+    if dt not in CL_TYPES or not dt.isnative:
         names = ", ".join(str(d) for d in SUPPORTED_DTYPES)
         raise TypeError(f"the device sort supports the native dtypes {names}; got {dt.str!r} ({dt})")
     if not runtime.supports(dt):
@@ -97,8 +95,11 @@ class DeviceSorter:
 
     Parameters
     ----------
-    runtime : Runtime
-        Supplies the device, context, in-order queue and program cache.
+    runtime : Runtime or DeviceLease
+        Supplies the device, context, in-order queue and program cache; a
+        :class:`~hpu.core.runtime.DeviceLease` gives a sorter of one call's
+        own queue (what fast mode uses, so that concurrent sorts never share
+        a queue or scratch).
     dtype : dtype-like
         Key dtype, one of :data:`SUPPORTED_DTYPES` in native byte order.
     work_group_size : int, optional
@@ -127,11 +128,11 @@ class DeviceSorter:
 
     Notes
     -----
-    Build one per (runtime, dtype) and reuse it: its scratch buffer (``n``
-    keys) and partition buffer (``8 * ceil(n / tile)`` bytes) are kept and
-    grown as needed.  It relies on the runtime's queue being in order: work
-    of successive calls, which share the scratch buffer, runs in call order.
-    Calls from several threads are serialised by a lock.
+    Build one per (lease or runtime, dtype) and reuse it: its scratch buffer
+    (``n`` keys) and partition buffer (``8 * ceil(n / tile)`` bytes) are kept
+    and grown as needed.  It relies on its queue being in order: work of
+    successive calls, which share the scratch buffer, runs in call order.
+    Enqueueing from several threads is serialised by a lock.
 
     The device must compare floats by IEEE 754 (no denormal flushing), as
     NVIDIA's and PoCL's OpenCL do unless built with ``-cl-denorms-are-zero``.
@@ -156,7 +157,7 @@ class DeviceSorter:
 
     def _build(self, requested: int | None) -> dict[str, Any]:
         dev = self.runtime.device
-        ctype, pad = _KEYS[self.dtype]
+        ctype, pad = CL_TYPES[self.dtype]
         wg = requested or 1 << (min(_DEFAULT_WORK_GROUP_SIZE, dev.max_work_group_size).bit_length() - 1)
         while True:
             local_bytes = (wg * self.items_per_thread + 1) * self.dtype.itemsize
@@ -417,7 +418,7 @@ def device_sort(array: Any, runtime: Runtime | None = None) -> np.ndarray:
     array : array_like, shape (n,)
         Keys of a supported dtype (:data:`SUPPORTED_DTYPES`, any byte order).
     runtime : Runtime, optional
-        Device to use; default a fresh ``Runtime()`` (closed afterwards).
+        Device to use; default :func:`hpu.default_runtime`.
 
     Returns
     -------
@@ -436,16 +437,23 @@ def device_sort(array: Any, runtime: Runtime | None = None) -> np.ndarray:
     a = np.asarray(array)
     if a.ndim != 1:
         raise ValueError(f"device_sort sorts 1-D arrays, got shape {a.shape}")
-    if runtime is None:
-        with Runtime() as rt:
-            return device_sort(a, rt)
+    runtime = resolve_runtime(runtime)
     key = a.dtype.newbyteorder("=")
-    sorter = DeviceSorter(runtime, key)
+    runtime.require_device()
+    _key_dtype(runtime, key)
     host = np.ascontiguousarray(a, dtype=key)
     if host.size == 0:
         return a.copy()
-    buf = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
-    _, event = sorter.sort(buf, host.size, out=buf)
-    result = np.empty_like(host)
-    cl.enqueue_copy(runtime.queue, result, buf, wait_for=[event])
+    with runtime.call():
+        lease = runtime.acquire_lease()
+        try:
+            sorter = lease.cached(("sorter", key.str), lambda: DeviceSorter(lease, key))
+            buf = cl.Buffer(lease.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
+            _, event = sorter.sort(buf, host.size, out=buf)
+            result = np.empty_like(host)
+            cl.enqueue_copy(lease.queue, result, buf, wait_for=[event])
+        except BaseException as e:
+            runtime.release_lease(lease, failure=as_device_failure(e) or e)
+            raise
+        runtime.release_lease(lease)
     return result.astype(a.dtype, copy=False)

@@ -3,7 +3,7 @@
 This module implements the Hybrid Processing Unit (HPU) model of
 López-Ortiz, Salinger and Suderman, "Toward a Generic Hybrid CPU-GPU
 Parallelization of Divide-and-Conquer Algorithms", IJNC 4(1), 2014
-(``shared/seeds/002``; cited below as "paper, section X"):
+(cited below as "paper, section X"):
 
 * a CPU with ``p`` cores, each doing one operation per time unit;
 * a GPU with ``g`` cores (the *empirical* degree of parallelism), each doing
@@ -13,7 +13,7 @@ Parallelization of Divide-and-Conquer Algorithms", IJNC 4(1), 2014
 * the basic split (paper, section 5.1) and the advanced split (paper,
   section 5.2) of the recursion tree between the two units.
 
-Beyond the paper, a :class:`Profile` carries the seconds per operation of one
+Beyond the paper, a :class:`~hpu.core.profile.Profile` carries the seconds per operation of one
 CPU core (so predictions are wall times, not only work shares) and the
 transfer cost ``lambda + delta * w`` of paper section 3.2, which the paper
 leaves out of its analysis; passing ``data_bytes`` to a split function adds it.
@@ -25,240 +25,16 @@ studies on machines without OpenCL.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 from scipy import optimize
 
-from ._util import atomic_write_text
+from .profile import Profile
+from .util import check_nonneg, check_positive
 
-__all__ = [
-    "PROFILE_SCHEMA_VERSION",
-    "Profile",
-    "ProfileError",
-    "Recurrence",
-    "Split",
-    "basic_split",
-    "advanced_split",
-    "reference_profile",
-    "mergesort_closed_forms",
-    "fast_split",
-    "FAST_COSTS",
-]
-
-#: Version of the JSON layout written by :meth:`Profile.save`.
-PROFILE_SCHEMA_VERSION = 1
-
-
-class ProfileError(ValueError):
-    """A profile file is missing, corrupt, or from a newer hpu."""
-
-
-def _check_positive(name: str, value: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number, got {value!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
-    return v
-
-
-def _check_nonneg(name: str, value: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number, got {value!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-    return v
-
-
-@dataclasses.dataclass(frozen=True)
-class Profile:
-    """Parameters of one hybrid processing unit (paper, section 3.2).
-
-    Parameters
-    ----------
-    p : float
-        CPU cores available for tasks (> 0; usually an integer).
-    g : float
-        Empirical degree of parallelism of the device: the number of
-        work-items after which adding more gives no speed-up (> 0; paper,
-        section 6.4, fig. 5).
-    gamma : float
-        Speed of one device work-item relative to one CPU core, in (0, 1]
-        (paper, section 3.2; the paper's HPU1 has ``gamma = 1/160``).
-    cpu_op_seconds : float
-        Seconds one CPU core takes for one operation of the recurrence's
-        ``f`` (for mergesort: one merged element).  ``1.0`` (the default)
-        makes every predicted time a count of CPU operations, as in the paper.
-    h2d_latency, d2h_latency : float
-        Transfer latency ``lambda`` in seconds, host to device and back.
-    h2d_seconds_per_byte, d2h_seconds_per_byte : float
-        Transfer cost ``delta`` in seconds per byte, each direction.
-    launch_seconds : float
-        Host-side cost of one kernel launch (seconds); the paper neglects it.
-    fast : dict
-        Measured fast-mode cost curves (see :func:`fast_cost`): ``"sizes"``
-        (elements) and, per step in :data:`FAST_COSTS`, the seconds at each
-        size; empty when not calibrated.
-    name, device, host : str
-        Free-text descriptions.
-    provenance : dict
-        How the profile was made (command, date, versions).
-    measurements : dict
-        Raw calibration measurements and fit residuals.
-
-    Raises
-    ------
-    ValueError
-        If ``p <= 0``, ``g <= 0``, ``gamma`` outside (0, 1], or a cost is
-        negative or not finite.
-    """
-
-    p: float
-    g: float
-    gamma: float
-    cpu_op_seconds: float = 1.0
-    h2d_latency: float = 0.0
-    d2h_latency: float = 0.0
-    h2d_seconds_per_byte: float = 0.0
-    d2h_seconds_per_byte: float = 0.0
-    launch_seconds: float = 0.0
-    fast: dict = dataclasses.field(default_factory=dict)
-    name: str = ""
-    device: str = ""
-    host: str = ""
-    provenance: dict = dataclasses.field(default_factory=dict)
-    measurements: dict = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "p", _check_positive("p", self.p))
-        object.__setattr__(self, "g", _check_positive("g", self.g))
-        gamma = _check_positive("gamma", self.gamma)
-        if gamma > 1:
-            raise ValueError(
-                f"gamma must lie in (0, 1] (a device work-item is at most as fast as a "
-                f"CPU core; paper section 3.2), got {self.gamma!r}"
-            )
-        object.__setattr__(self, "gamma", gamma)
-        object.__setattr__(self, "cpu_op_seconds", _check_positive("cpu_op_seconds", self.cpu_op_seconds))
-        for f in ("h2d_latency", "d2h_latency", "h2d_seconds_per_byte", "d2h_seconds_per_byte", "launch_seconds"):
-            object.__setattr__(self, f, _check_nonneg(f, getattr(self, f)))
-
-    # -- transfers ---------------------------------------------------------
-    def h2d_time(self, nbytes: float) -> float:
-        """Seconds to copy ``nbytes`` host to device: ``lambda + delta * w`` (paper, section 3.2)."""
-        return self.h2d_latency + self.h2d_seconds_per_byte * nbytes if nbytes > 0 else 0.0
-
-    def d2h_time(self, nbytes: float) -> float:
-        """Seconds to copy ``nbytes`` device to host: ``lambda + delta * w`` (paper, section 3.2)."""
-        return self.d2h_latency + self.d2h_seconds_per_byte * nbytes if nbytes > 0 else 0.0
-
-    def replace(self, **changes: Any) -> Profile:
-        """Return a copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-    # -- persistence -------------------------------------------------------
-    def to_dict(self) -> dict:
-        """The profile as a JSON-ready dict with a ``schema_version`` key."""
-        d = dataclasses.asdict(self)
-        d["schema_version"] = PROFILE_SCHEMA_VERSION
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict, *, source: str = "<dict>") -> Profile:
-        """Build a profile from :meth:`to_dict` output.
-
-        Raises
-        ------
-        ProfileError
-            If the schema version is missing, newer than this code, or a field
-            is missing or invalid.
-        """
-        if not isinstance(d, dict):
-            raise ProfileError(f"{source}: a profile must be a JSON object, got {type(d).__name__}")
-        version = d.get("schema_version")
-        if not isinstance(version, int):
-            raise ProfileError(f"{source}: missing or non-integer 'schema_version'")
-        if version > PROFILE_SCHEMA_VERSION:
-            raise ProfileError(
-                f"{source}: profile schema version {version} is newer than this hpu supports "
-                f"({PROFILE_SCHEMA_VERSION}); upgrade hpu or recalibrate"
-            )
-        fields = {f.name for f in dataclasses.fields(cls)}
-        missing = [k for k in ("p", "g", "gamma") if k not in d]
-        if missing:
-            raise ProfileError(f"{source}: missing field(s) {', '.join(missing)}")
-        kwargs = {k: v for k, v in d.items() if k in fields}
-        try:
-            return cls(**kwargs)
-        except (TypeError, ValueError) as e:
-            raise ProfileError(f"{source}: invalid profile: {e}") from None
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the profile as versioned JSON, atomically (no half-written file).
-
-        Returns the path written.
-        """
-        text = json.dumps(self.to_dict(), indent=2, sort_keys=True, default=_json_default)
-        return atomic_write_text(path, text + "\n")
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> Profile:
-        """Read a profile written by :meth:`save`.
-
-        Raises
-        ------
-        ProfileError
-            If the file is missing, is not JSON, or does not hold a valid profile.
-        """
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise ProfileError(f"profile file not found: {path}") from None
-        except OSError as e:
-            raise ProfileError(f"cannot read profile {path}: {e}") from None
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ProfileError(f"{path}: corrupt profile (not JSON: {e})") from None
-        return cls.from_dict(d, source=str(path))
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"cannot store {type(o).__name__} in a profile")
-
-
-def reference_profile(name: str) -> Profile:
-    """One of the profiles shipped in ``models/``: ``"hpu1"``, ``"hpu2"`` (paper, table 2) or a calibrated one.
-
-    Raises
-    ------
-    ProfileError
-        If no shipped profile has that name.
-    """
-    from importlib import resources
-
-    fname = f"{name.lower()}.json"
-    res = resources.files("hpu.models").joinpath(fname)
-    if not res.is_file():
-        avail = sorted(p.name[:-5] for p in resources.files("hpu.models").iterdir() if p.name.endswith(".json"))
-        raise ProfileError(f"no shipped profile named {name!r}; available: {', '.join(avail)}")
-    with resources.as_file(res) as p:
-        return Profile.load(p)
-
+__all__ = ["Recurrence", "Split", "advanced_split", "basic_split", "check_n", "level_sum"]
 
 # ---------------------------------------------------------------------------
 # Recurrences and level sums
@@ -289,7 +65,7 @@ class Recurrence:
     """
 
     def __init__(self, a: float, b: float, f: Callable[[float], float] | float = 1, *, leaf_cost: float = 1.0):
-        self.a = _check_positive("a", a)
+        self.a = check_positive("a", a)
         try:
             bf = float(b)
         except (TypeError, ValueError):
@@ -297,7 +73,7 @@ class Recurrence:
         if not math.isfinite(bf) or bf <= 1:
             raise ValueError(f"b must be finite and > 1 (the problem must shrink), got {b!r}")
         self.b = bf
-        self.leaf_cost = _check_nonneg("leaf_cost", leaf_cost)
+        self.leaf_cost = check_nonneg("leaf_cost", leaf_cost)
         if callable(f):
             self.exponent = None
             self._f = f
@@ -437,7 +213,16 @@ class Split:
         return "\n".join(f"{f.name.rjust(w)}: {getattr(self, f.name)!r}" for f in dataclasses.fields(self))
 
 
-def _check_n(n: float) -> float:
+def check_n(n: float) -> float:
+    """``n`` as a float, checked finite and >= 1 (a problem size).
+
+    Raises
+    ------
+    TypeError
+        ``n`` is not a number.
+    ValueError
+        ``n < 1`` or not finite.
+    """
     try:
         v = float(n)
     except (TypeError, ValueError):
@@ -517,7 +302,7 @@ def basic_split(recurrence: Recurrence, n: float, profile: Profile, *, data_byte
         If ``n < 1``.
     """
     _check_inputs(recurrence, profile)
-    n = _check_n(n)
+    n = check_n(n)
     rec, prof = recurrence, profile
     L = rec.depth(n)
     if prof.gamma * prof.g < prof.p:
@@ -690,7 +475,7 @@ def advanced_split(
     (0.16, 10, 0.52)
     """
     _check_inputs(recurrence, profile)
-    n = _check_n(n)
+    n = check_n(n)
     if alpha is not None:
         alpha = float(alpha)
         if not 0.0 <= alpha <= 1.0:
@@ -761,184 +546,3 @@ def _advanced_result(m: _Advanced, alpha: float, total: float) -> Split:
     )
 
 
-def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
-    """The closed forms of paper section 5.2.2 for ``a = b = 2``, ``f(n) = n``.
-
-    Returns a dict with ``T_c``, ``T_g_max``, ``case`` and ``y`` (solved from the
-    closed-form ``T_g`` piecewise function) and ``W_g``; used to check the
-    general sums of section 5.2.1.
-    """
-    p, g, gam = profile.p, profile.g, profile.gamma
-    L = math.log2(n)
-    t_c = alpha * n / p * (L - math.log2(p / alpha) + 1)
-    t_gmax = (1 - alpha) * n / (gam * g) * (L - math.log2(g / (1 - alpha)) + 1)
-    if (1 - alpha) * n < g:
-        case = "i"
-        # (1/gamma)(n a/(a-1) a^-y - 1/(a-1)) = T_c
-        y = -math.log2((t_c * gam + 1) / (2 * n))
-    elif t_gmax >= t_c:
-        case = "ii"
-        y = L + 1 - t_c * gam * g / ((1 - alpha) * n)
-    else:
-        case = "iii"
-        # T_gmax + 2n/gamma (2^-y - (1-alpha)/g) = T_c
-        y = -math.log2((t_c - t_gmax) * gam / (2 * n) + (1 - alpha) / g)
-    w_g = (1 - alpha) * n * (L - y + 1)
-    return {"T_c": t_c, "T_g_max": t_gmax, "case": case, "y": y, "W_g": w_g, "total": n * (L + 1)}
-
-
-# ---------------------------------------------------------------------------
-# Fast mode (beyond the paper)
-# ---------------------------------------------------------------------------
-
-#: Fast-mode cost curves a calibrated profile carries in ``Profile.fast``, next to ``"sizes"``
-#: (``"cpu_sort_1"`` only where the runtime has more than one thread).
-FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16")
-
-
-def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
-    """Predicted seconds of one fast-mode step on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
-
-    ``cpu_sort``: :func:`hpu.cpusort.parallel_sort` on all threads;
-    ``cpu_sort_1``: the same on one thread (numpy's sort);
-    ``device_sort``: the device-resident sort; ``transfer``: everything
-    else of a device-only sort of ``n`` elements (staging, copies to the
-    device and back, the copy into the result); ``merge2``/``merge16``: the
-    CPU multiway merge of 2 / 16 runs.
-
-    The profile holds each step's time measured at ``profile.fast["sizes"]``
-    (4-byte keys); the cost is interpolated linearly in ``log n``-``log t``
-    and extrapolated with the end segments' slopes.  Measured curves, not a
-    closed form: a parallel sort's cost jumps where it starts using more
-    threads, which no single ``c0 + c1 n log n`` follows.  Costs scale with
-    ``itemsize / 4`` (bandwidth-bound).
-
-    Raises
-    ------
-    ValueError
-        The profile has no fast-mode calibration.
-    """
-    try:
-        xs = np.log2(np.asarray(profile.fast["sizes"], dtype=float))
-        ys = np.log2(np.asarray(profile.fast[name], dtype=float))
-    except (KeyError, TypeError, ValueError):
-        raise ValueError(f"profile {profile.name!r} has no fast-mode cost {name!r}; run python -m hpu.calibrate") from None
-    if xs.size < 2 or xs.shape != ys.shape:
-        raise ValueError(f"profile {profile.name!r}: fast-mode cost {name!r} needs >= 2 sizes")
-    x = np.log2(np.maximum(np.asarray(n, dtype=float), 1.0))
-    y = np.interp(x, xs, ys)
-    lo_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
-    hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
-    y = np.where(x < xs[0], ys[0] + max(lo_slope, 0.0) * (x - xs[0]), y)
-    y = np.where(x > xs[-1], ys[-1] + max(hi_slope, 0.0) * (x - xs[-1]), y)
-    cost = np.where(np.asarray(n, dtype=float) > 0, 2.0**y * itemsize / 4, 0.0)
-    return float(cost) if cost.ndim == 0 else cost
-
-
-def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,
-               cpu_threads: int = 0, shared_cores: bool = False) -> tuple[Any, Any, Any, Any]:
-    """(CPU share, device share, final merge, total) seconds for fast-mode splits (alpha may be an array).
-
-    ``cpu_threads``: 0 for the CPU share on all threads, 1 for one thread.
-    ``shared_cores``: the device runs on the host's cores, so the two shares add up instead of overlapping.
-    """
-    a = np.asarray(alpha, dtype=float)
-    n_c = np.round(a * n)
-    n_g = n - n_c
-    cpu = fast_cost(profile, "cpu_sort_1" if cpu_threads == 1 else "cpu_sort", n_c, w)
-    k = 2**t
-    dev = np.zeros_like(n_g)
-    if np.any(n_g > 0):  # a CPU-only profile has no device curves, and needs none for alpha = 1
-        dev = np.where(n_g > 0, fast_cost(profile, "transfer", n_g, w) + k * fast_cost(profile, "device_sort", n_g / k, w),
-                       0.0)
-    runs = (n_c > 0) + np.where(n_g > 0, k, 0)
-    m2, m16 = fast_cost(profile, "merge2", n, w), fast_cost(profile, "merge16", n, w)
-    merge = m2 + (m16 - m2) * np.clip((np.log2(np.maximum(runs, 1)) - 1) / 3.0, 0.0, 2.0)  # linear in log2(runs)
-    final = np.where(runs > 1, merge, 0.0)
-    total = (cpu + dev if shared_cores else np.maximum(cpu, dev)) + final
-    return cpu, dev, final, total
-
-
-def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level: int = 4,
-               device: bool = True, itemsize: int = 4, shared_cores: bool = False) -> Split:
-    """Choose and predict a fast-mode split (``alpha``, ``transfer_level``) by minimising predicted time.
-
-    The prediction (beyond the paper; fast mode of DESIGN.md) is
-    ``max(T_cpu(alpha n), T_transfer((1-alpha) n) + 2**t T_dev((1-alpha) n / 2**t)) + T_merge(n, runs)``:
-    the CPU share and the device share run concurrently (paper 5.2), the
-    device sorts its share as ``2**t`` segments, and the CPU merges all runs
-    at the end.  Each term comes from the profile's fitted fast-mode costs
-    (:func:`fast_cost`).  Where the device is a CPU device running on the
-    host's own cores (``shared_cores``, e.g. PoCL), the shares cannot overlap
-    and ``max`` becomes a sum.  The CPU alone may also use one thread, where
-    the profile has that curve (``"cpu_sort_1"``): on few cores numpy's sort
-    on one thread can beat a parallel sort whose final merge is memory-bound.
-
-    Parameters
-    ----------
-    n : float
-        Number of elements (>= 1).
-    profile : Profile
-        With ``profile.fast`` calibrated.
-    strategy : {"auto", "cpu", "gpu", "basic", "advanced"}
-        ``"cpu"``: alpha = 1; ``"gpu"``: alpha = 0, t = 0; ``"basic"``:
-        alpha = 0, best t >= 1; ``"advanced"``: best alpha in (0, 1) and t;
-        ``"auto"``: the best of all of them.
-    max_level : int
-        Largest transfer level considered.
-    device : bool
-        False when no usable device exists (then only ``"cpu"``).
-    itemsize : int
-        Bytes per key (costs scale from the 4-byte calibration).
-    shared_cores : bool
-        The device shares the host's cores (:attr:`hpu.Runtime.device_shares_host_cores`).
-
-    Returns
-    -------
-    Split
-        ``strategy`` is the chosen one; times in seconds; ``cpu_threads`` is
-        1 when the CPU alone sorts on one thread, else 0 (all threads);
-        ``transfer_level`` (and ``y``) is ``t``, the device sorting its
-        share as ``2**t`` segments; ``gpu_work_fraction = 1 - alpha``;
-        ``predicted_speedup`` is mergesort's one-core time
-        ``n (log2 n + 1) cpu_op_seconds`` over ``predicted_time``;
-        ``case = "fast"``.
-
-    Raises
-    ------
-    ValueError
-        ``n < 1``, unknown strategy, or a profile without fast-mode costs.
-    """
-    n = _check_n(n)
-    if strategy not in ("auto", "cpu", "gpu", "basic", "advanced"):
-        raise ValueError(f"unknown strategy {strategy!r}")
-    cands: list[tuple[str, float, int, int]] = [("cpu", 1.0, 0, 0)]
-    if "cpu_sort_1" in (profile.fast or {}):
-        cands.append(("cpu", 1.0, 0, 1))
-    if device:
-        cands += [("gpu", 0.0, 0, 0)] + [("basic", 0.0, t, 0) for t in range(1, max_level + 1)]
-        grid = np.linspace(0.0, 1.0, 257)[1:-1]  # interior alphas, steps of 1/256
-        for t in range(0, max_level + 1):
-            tot = _fast_time(profile, n, grid, t, itemsize, shared_cores=shared_cores)[3]
-            cands.append(("advanced", float(grid[int(np.argmin(tot))]), t, 0))
-    if strategy != "auto":
-        cands = [c for c in cands if c[0] == strategy]
-    best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize, c[3], shared_cores)[3]))
-    name, alpha, t, threads = best
-    cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize, threads, shared_cores))
-    one_core = Recurrence(2, 2, 1).total_work(n) * profile.cpu_op_seconds  # mergesort's T(n) on one core
-    return Split(
-        strategy=name,
-        alpha=alpha,
-        y=float(t),
-        transfer_level=int(t),
-        depth=math.log2(n),
-        gpu_work_fraction=1.0 - alpha,
-        predicted_cpu_time=cpu + final,
-        predicted_gpu_time=dev,
-        predicted_transfer_time=fast_cost(profile, "transfer", (1 - alpha) * n, itemsize) if alpha < 1 else 0.0,
-        predicted_time=total,
-        predicted_speedup=one_core / total,
-        case="fast",
-        cpu_threads=threads,
-    )

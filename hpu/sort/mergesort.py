@@ -6,26 +6,33 @@ and the OpenCL device by the HPU model.  Two modes:
 ``"fast"`` (default)
     leaf blocks sorted in work-group local memory and merge-path merges on
     the device, a parallel sort-and-multiway-merge on the CPU, pinned chunked
-    transfers (:mod:`hpu.fastmode`); the split comes from
-    :func:`hpu.model.fast_split` (predicted time).
+    transfers (:mod:`hpu.sort.pipeline`); the split comes from
+    :func:`hpu.sort.costs.fast_split` (predicted time).
 ``"paper"``
     the breadth-first mergesort of paper algorithm 7 with one work-item per
     merge, the interleaved layout of paper 6.3, and the basic / advanced
-    splits of paper 5.1 / 5.2 (:mod:`hpu.executor`); for reproducing the
+    splits of paper 5.1 / 5.2 (:mod:`hpu.dc.executor`); for reproducing the
     paper's figures.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .dc import CL_TYPES, mergesort_spec
-from .device import Runtime
-from .executor import STRATEGIES, Trace, execute
-from .model import Split, advanced_split, basic_split, fast_split
+from ..core.hybrid import check_on_device_error
+from ..core.kernels import CL_TYPES
+from ..core.model import Split, advanced_split, basic_split
+from ..core.runtime import Runtime, resolve_runtime
+from ..core.trace import Trace
+from ..dc.executor import STRATEGIES, execute
+from .costs import fast_split
+from .paper import mergesort_spec
+from .pipeline import DEFAULT_OPTIONS, PipelineOptions, fast_sort
 
 log = logging.getLogger("hpu")
 
@@ -66,8 +73,8 @@ MODES = ("fast", "paper")
 
 def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alpha: float | None = None,
                      transfer_level: int | None = None, runtime: Runtime | None = None,
-                     return_trace: bool = False, on_device_error: str = "fallback"
-                     ) -> np.ndarray | tuple[np.ndarray, Trace]:
+                     return_trace: bool = False, on_device_error: str = "fallback",
+                     options: PipelineOptions | None = None) -> np.ndarray | tuple[np.ndarray, Trace]:
     """Sort a 1-D array on the CPU and the OpenCL device at once (paper, section 6).
 
     Parameters
@@ -75,13 +82,17 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     a : array_like, shape (n,)
         int32, uint32, int64, uint64, float32 or float64.  Never modified
         (also when non-contiguous or read-only).
-    strategy : {"advanced", "basic", "gpu", "cpu"}
-        Work division (paper section 5): ``"advanced"`` (default; CPU share
-        ``alpha`` and device share run concurrently, one transfer each way
-        at level ``transfer_level``), ``"basic"`` (device levels below
-        ``transfer_level``, CPU above), ``"gpu"`` or ``"cpu"`` only.  In
-        CPU-only mode, or for float64 on a device without fp64, every
-        strategy runs as ``"cpu"``.
+    strategy : {"auto", "advanced", "basic", "gpu", "cpu"}
+        Work division (paper section 5): ``"auto"`` (default: the fastest the
+        model predicts in fast mode, ``"advanced"`` in paper mode),
+        ``"advanced"`` (CPU share ``alpha`` and device share run
+        concurrently, one transfer each way at level ``transfer_level``),
+        ``"basic"`` (device levels below ``transfer_level``, CPU above),
+        ``"gpu"`` or ``"cpu"`` only.  In CPU-only mode, for float64 on a
+        device without fp64, and in fast mode while the runtime has no
+        calibrated profile (:attr:`hpu.Runtime.calibrated`; the device's
+        speed is unknown, so ``"auto"`` never risks being slower than the
+        CPU alone), it runs as ``"cpu"``.
     alpha : float, optional
         CPU fraction of the subproblems at the transfer level, in [0, 1]
         (``"advanced"``); default: the model's choice (paper 5.2.1).
@@ -91,19 +102,22 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         ``ceil(y)``; fast mode: the device sorts ``2**transfer_level``
         segments, the CPU merges them).
     runtime : Runtime, optional
-        Device, thread pool and profile; default: a new ``Runtime()`` for
-        this call (closed afterwards).
+        Device, thread pool and profile; default :func:`hpu.default_runtime`
+        (one per process, made on first use).  Any number of threads may
+        sort on one runtime at once.
     return_trace : bool
-        Also return the :class:`~hpu.executor.Trace`.
+        Also return the :class:`~hpu.core.trace.Trace`.
     on_device_error : {"fallback", "raise"}
         On a device failure, finish on the CPU with a logged warning, or raise.
+    options : hpu.sort.PipelineOptions, optional
+        Fast mode's tuning knobs (staging piece size, wave sorting).
 
     Returns
     -------
     sorted : numpy.ndarray, shape (n,), same dtype
         A new array equal to ``np.sort(a, kind="stable")``: stable, NaNs
         last, -0.0 and +0.0 in input order.  In fast mode its memory comes
-        from the runtime's recycled host pool (:mod:`hpu.hostmem`; pinned
+        from the runtime's recycled host pool (:mod:`hpu.core.hostmem`; pinned
         when the device alone sorts it) and returns there when the array is freed.
     trace : Trace
         Only with ``return_trace=True``.
@@ -115,7 +129,7 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     ValueError
         Non-1-D input, unknown strategy, alpha outside [0, 1], transfer level
         outside ``[0, depth]``.
-    hpu.executor.DeviceFailure
+    hpu.DeviceFailure
         With ``on_device_error="raise"`` when the device fails.
 
     Notes
@@ -135,11 +149,11 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     if n <= 1:
         out = arr.copy()
         return (out, Trace("cpu", 1.0, 0, 0, n)) if return_trace else out
-    own = runtime is None
-    rt = Runtime() if own else runtime
-    try:
+    check_on_device_error(on_device_error)
+    rt = resolve_runtime(runtime)
+    with rt.call():
         if mode == "fast":
-            return _fast(arr, rt, strategy, alpha, transfer_level, return_trace, on_device_error)
+            return _fast(arr, rt, strategy, alpha, transfer_level, return_trace, on_device_error, options)
         if strategy == "auto":
             strategy = "advanced"
         plan = _SPEC.plan(n, arr.dtype)
@@ -153,37 +167,24 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         a_cpu = alpha if alpha is not None else (split.alpha if split else 0.0)
         work, trace = execute(plan, arr, rt, strategy=strategy, alpha=float(a_cpu), transfer_level=y,
                               on_device_error=on_device_error, split=split)
-    finally:
-        if own:
-            rt.close()
     out = work if plan.padded_n == n else work[:n].copy()
     return (out, trace) if return_trace else out
 
 
 def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, transfer_level: int | None,
-          return_trace: bool, on_device_error: str) -> np.ndarray | tuple[np.ndarray, Trace]:
-    from .fastmode import fast_sort
-
+          return_trace: bool, on_device_error: str, options: PipelineOptions | None
+          ) -> np.ndarray | tuple[np.ndarray, Trace]:
     n = arr.shape[0]
     if transfer_level is not None and not 0 <= int(transfer_level) <= max(0, int(np.ceil(np.log2(n)))):
         raise ValueError(f"transfer_level must lie in [0, ceil(log2 n)] for n={n}, got {transfer_level}")
     usable = rt.has_device and rt.supports(arr.dtype)
-    if not usable:
-        strategy = "cpu"
+    if not usable or (strategy == "auto" and rt.profile.cost_curves("sort") is None):
+        strategy = "cpu"  # uncalibrated: never slower than the CPU alone (hpu.Runtime.calibrated)
     split = None
-    if rt.profile.fast:
-        key = ("fast_split", id(rt.profile), n, arr.dtype.itemsize, strategy, usable)  # deterministic: memoise
-        split = rt.resources.get(key)
-        if split is None:
-            split = rt.resources[key] = fast_split(n, rt.profile, strategy=strategy, device=usable,
-                                                   itemsize=arr.dtype.itemsize,
-                                                   shared_cores=usable and rt.device_shares_host_cores)
+    if rt.profile.cost_curves("sort") is not None:
+        split = _split_memo(rt)(n, arr.dtype.itemsize, strategy, usable)
         strategy, a_cpu, y = split.strategy, split.alpha, split.transfer_level
     else:
-        if strategy == "auto":
-            log.warning("profile %r has no fast-mode calibration; using the device alone (run python -m hpu.calibrate)",
-                        rt.profile.name)
-            strategy = "gpu" if usable else "cpu"
         a_cpu = {"cpu": 1.0, "gpu": 0.0, "basic": 0.0}.get(strategy, 0.5)
         y = 1 if strategy == "basic" else 0
     if alpha is not None:
@@ -192,8 +193,23 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
         y = int(transfer_level)
     out, trace = fast_sort(arr, rt, strategy=strategy, alpha=a_cpu, transfer_level=y,
                            on_device_error=on_device_error, split=split,
-                           cpu_threads=split.cpu_threads if split is not None and alpha is None else 0)
+                           cpu_threads=split.cpu_threads if split is not None and alpha is None else 0,
+                           options=options or DEFAULT_OPTIONS)
     return (out, trace.resolve()) if return_trace else out
+
+
+def _split_memo(rt: Runtime) -> Callable[[int, int, str, bool], Split]:
+    """The runtime's memoised :func:`fast_split` for its current profile (deterministic, so cached; thread-safe)."""
+    profile = rt.profile
+
+    def make() -> Callable[[int, int, str, bool], Split]:
+        @functools.lru_cache(maxsize=4096)
+        def split(n: int, itemsize: int, strategy: str, usable: bool) -> Split:
+            return fast_split(n, profile, strategy=strategy, device=usable, itemsize=itemsize,
+                              shared_cores=usable and rt.device_shares_host_cores)
+        return split
+
+    return rt.resources.get(("sort", "fast_split", id(profile)), make)
 
 
 def _choose(strategy: str, padded_n: int, itemsize: int, rt: Runtime, alpha: float | None) -> Split | None:

@@ -1,0 +1,196 @@
+"""Measured cost curves and the one versioned JSON format every calibration writes.
+
+Beyond the paper's closed forms (López-Ortiz et al. 2014, section 5), a
+workload's fast paths are described by *measured* cost curves: the seconds of
+each step (a device sort, a staged transfer, a CPU merge, ...) at a few
+sizes, interpolated in ``log n``-``log t``.  A parallel sort's cost jumps
+where it starts using more threads, which no single ``c0 + c1 n log n``
+follows; a curve does.
+
+Every file hpu writes (profiles, tabu costs) goes through
+:func:`write_versioned` and comes back through :func:`read_versioned`: a
+JSON object with a ``kind`` and a ``schema_version``, written atomically, and
+one error type, :class:`ProfileError`, for anything wrong with it.
+
+numpy only: usable without OpenCL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .util import atomic_write_text
+
+__all__ = ["CostCurves", "ProfileError", "read_versioned", "write_versioned"]
+
+
+class ProfileError(ValueError):
+    """A profile or cost file is missing, corrupt, of another kind, or from a newer hpu."""
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"cannot store {type(o).__name__} in an hpu file")
+
+
+def write_versioned(path: str | os.PathLike, kind: str, version: int, payload: Mapping[str, Any]) -> Path:
+    """Write ``payload`` as JSON with ``kind`` and ``schema_version`` keys, atomically; return the path.
+
+    An interrupted write leaves the old file, if any, untouched.
+    """
+    d = dict(payload)
+    d["kind"] = kind
+    d["schema_version"] = int(version)
+    text = json.dumps(d, indent=2, sort_keys=True, default=_json_default)
+    return atomic_write_text(path, text + "\n")
+
+
+def check_versioned(d: Any, kind: str, version: int, *, source: str = "<dict>", oldest: int = 1) -> dict:
+    """Check a dict read from a versioned file; return it.
+
+    A dict without ``kind`` is accepted (files from before the key existed).
+
+    Raises
+    ------
+    ProfileError
+        Not a JSON object, another ``kind``, a missing or non-integer
+        ``schema_version``, or a version outside ``[oldest, version]``.
+    """
+    if not isinstance(d, dict):
+        raise ProfileError(f"{source}: expected a JSON object, got {type(d).__name__}")
+    if d.get("kind", kind) != kind:
+        raise ProfileError(f"{source}: holds {d['kind']!r}, not {kind!r}")
+    v = d.get("schema_version")
+    if not isinstance(v, int):
+        raise ProfileError(f"{source}: missing or non-integer 'schema_version'")
+    if v > version:
+        raise ProfileError(f"{source}: {kind} schema version {v} is newer than this hpu supports ({version}); "
+                           "upgrade hpu or recalibrate")
+    if v < oldest:
+        raise ProfileError(f"{source}: {kind} schema version {v} is too old (oldest read: {oldest}); recalibrate")
+    return d
+
+
+def read_versioned(path: str | os.PathLike, kind: str, version: int, *, oldest: int = 1) -> dict:
+    """Read a file written by :func:`write_versioned` and check it (:func:`check_versioned`).
+
+    Raises
+    ------
+    ProfileError
+        The file is missing, unreadable, not JSON, or fails the checks.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ProfileError(f"{kind} file not found: {path}") from None
+    except OSError as e:
+        raise ProfileError(f"cannot read {kind} file {path}: {e}") from None
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ProfileError(f"{path}: corrupt {kind} file (not JSON: {e})") from None
+    return check_versioned(d, kind, version, source=str(path), oldest=oldest)
+
+
+@dataclasses.dataclass(frozen=True)
+class CostCurves:
+    """Measured seconds of a workload's steps at a few sizes.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Problem sizes measured (elements, increasing, at least two).
+    seconds : mapping of str to sequence of float
+        Per step name, the seconds measured at each size (same length as
+        ``sizes``).
+    itemsize : int
+        Bytes per element of the measurements; :meth:`cost` scales to other
+        element sizes by ``itemsize_asked / itemsize`` (bandwidth-bound steps).
+
+    Raises
+    ------
+    ValueError
+        Fewer than two sizes, a curve of another length, or a time <= 0.
+    """
+
+    sizes: tuple[int, ...]
+    seconds: Mapping[str, tuple[float, ...]]
+    itemsize: int = 4
+
+    def __post_init__(self) -> None:
+        sizes = tuple(int(s) for s in self.sizes)
+        if len(sizes) < 2 or any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < 1:
+            raise ValueError(f"cost curves need >= 2 increasing positive sizes, got {list(self.sizes)}")
+        secs = {}
+        for name, ys in self.seconds.items():
+            ys = tuple(float(y) for y in ys)
+            if len(ys) != len(sizes) or not all(np.isfinite(ys)) or min(ys) <= 0:
+                raise ValueError(f"cost curve {name!r} needs {len(sizes)} finite times > 0, got {list(ys)}")
+            secs[str(name)] = ys
+        object.__setattr__(self, "sizes", sizes)
+        object.__setattr__(self, "seconds", secs)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.seconds
+
+    def cost(self, name: str, n: Any, itemsize: int | None = None) -> Any:
+        """Predicted seconds of step ``name`` on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
+
+        Interpolated linearly in ``log2 n``-``log2 t`` between the measured
+        sizes and extrapolated with the end segments' slopes (never
+        decreasing), scaled by ``itemsize / self.itemsize``.
+
+        Raises
+        ------
+        KeyError
+            No curve named ``name``.
+        """
+        xs = np.log2(np.asarray(self.sizes, dtype=float))
+        ys = np.log2(np.asarray(self.seconds[name], dtype=float))
+        nn = np.asarray(n, dtype=float)
+        x = np.log2(np.maximum(nn, 1.0))
+        y = np.interp(x, xs, ys)
+        lo_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
+        hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+        y = np.where(x < xs[0], ys[0] + max(lo_slope, 0.0) * (x - xs[0]), y)
+        y = np.where(x > xs[-1], ys[-1] + max(hi_slope, 0.0) * (x - xs[-1]), y)
+        scale = (itemsize or self.itemsize) / self.itemsize
+        out = np.where(nn > 0, 2.0**y * scale, 0.0)
+        return float(out) if out.ndim == 0 else out
+
+    def to_dict(self) -> dict:
+        """JSON-ready ``{"sizes": [...], "itemsize": w, "<step>": [...], ...}``."""
+        return {"sizes": list(self.sizes), "itemsize": self.itemsize, **{k: list(v) for k, v in self.seconds.items()}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, source: str = "<dict>") -> CostCurves:
+        """Inverse of :meth:`to_dict`.
+
+        Raises
+        ------
+        ProfileError
+            No ``sizes``, or curves that :class:`CostCurves` rejects.
+        """
+        if not isinstance(d, Mapping) or "sizes" not in d:
+            raise ProfileError(f"{source}: cost curves need a 'sizes' list")
+        curves = {k: v for k, v in d.items() if k not in ("sizes", "itemsize")}
+        try:
+            return cls(tuple(d["sizes"]), curves, int(d.get("itemsize", 4)))
+        except (TypeError, ValueError) as e:
+            raise ProfileError(f"{source}: invalid cost curves: {e}") from None
+
+    @classmethod
+    def measured(cls, sizes: Sequence[int], seconds: Mapping[str, Sequence[float]], itemsize: int = 4) -> CostCurves:
+        """Curves from a calibration's measurements (times clipped to >= 1 ns)."""
+        return cls(tuple(sizes), {k: tuple(max(float(t), 1e-9) for t in v) for k, v in seconds.items()}, itemsize)

@@ -1,0 +1,178 @@
+"""The one hybrid driver: a CPU share and a device share run at once, with fallback.
+
+Every workload runs its two shares through :func:`run_hybrid`: the device
+share on a feeder thread (which mostly waits on OpenCL events) with a
+:class:`~hpu.core.runtime.DeviceLease` of its own (command queues and cached
+buffers no other call touches), the CPU share on the calling thread (which
+fans out into the runtime's thread pool; numpy releases the GIL).  Both
+overlap in time, as in the advanced split of López-Ortiz et al. 2014,
+section 5.2 (algorithm 8).
+
+When the device share fails (an OpenCL error, a lost or faulted context, too
+little device memory), no partly computed data escapes: the workload's
+``redo`` callable computes the device share on the CPU from the input (or
+:class:`DeviceFailure` is raised, per ``on_device_error``), and the runtime
+is told, so that a faulted context is rebuilt before the next call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+try:
+    import pyopencl as cl
+except Exception:  # pragma: no cover - CPU-only installs
+    cl = None
+
+log = logging.getLogger("hpu")
+
+__all__ = ["ON_DEVICE_ERROR", "DeviceFailure", "HybridResult", "as_device_failure", "check_on_device_error",
+           "run_hybrid"]
+
+#: Values of every entry point's ``on_device_error`` argument.
+ON_DEVICE_ERROR = ("fallback", "raise")
+
+C = TypeVar("C")
+D = TypeVar("D")
+
+
+class DeviceFailure(RuntimeError):
+    """The device share of a run failed (build error, out of resources, lost or faulted device).
+
+    ``fatal`` is True when the OpenCL context may be unusable afterwards (an
+    OpenCL error from the driver): the runtime then rebuilds its context
+    before the next device call.  A share refused before it started (too
+    large for the device's memory) is not fatal.
+    """
+
+    def __init__(self, message: str, *, fatal: bool = False):
+        super().__init__(message)
+        self.fatal = fatal
+
+
+def as_device_failure(exc: BaseException) -> DeviceFailure | None:
+    """``exc`` as a :class:`DeviceFailure` (OpenCL errors and ``MemoryError`` are fatal ones); None for other errors."""
+    if isinstance(exc, DeviceFailure):
+        return exc
+    if cl is not None and isinstance(exc, cl.Error):
+        return DeviceFailure(f"{type(exc).__name__}: {exc}", fatal=True)
+    if isinstance(exc, MemoryError):
+        return DeviceFailure(f"MemoryError: {exc}", fatal=True)
+    return None
+
+
+def check_on_device_error(value: str) -> str:
+    """Return ``value`` if it is one of :data:`ON_DEVICE_ERROR`; raise ``ValueError`` naming it otherwise."""
+    if value not in ON_DEVICE_ERROR:
+        raise ValueError(f"on_device_error must be 'fallback' or 'raise', got {value!r}")
+    return value
+
+
+@dataclasses.dataclass
+class HybridResult(Generic[C, D]):
+    """What :func:`run_hybrid` returns.
+
+    Attributes
+    ----------
+    cpu : object
+        The CPU share's result (None without a CPU share).
+    device : object
+        The device share's result, or ``redo``'s after a fallback.
+    fallback : str
+        Empty, or why the device share failed and the CPU redid it.
+    """
+
+    cpu: C | None
+    device: D | None
+    fallback: str = ""
+
+
+def run_hybrid(runtime: Any, *, device: Callable[[Any], D] | None, cpu: Callable[[], C] | None = None,
+               redo: Callable[[], D] | None = None, on_device_error: str = "fallback",
+               finish: Callable[[HybridResult], Any] | None = None) -> Any:
+    """Run a CPU share and a device share of one call at once; fall back to the CPU if the device fails.
+
+    Parameters
+    ----------
+    runtime : hpu.Runtime
+        Lends the device share a :class:`~hpu.core.runtime.DeviceLease` for
+        the whole call (so concurrent calls never share queues or buffers).
+    device : callable(lease) -> D, or None
+        The device share; None runs the CPU share alone.
+    cpu : callable() -> C, optional
+        The CPU share, run on the calling thread while the device share runs
+        on a feeder thread.
+    redo : callable() -> D
+        Computes the device share on the CPU from the input (needed with
+        ``on_device_error="fallback"``).  It must not read what the failed
+        device share wrote.
+    on_device_error : {"fallback", "raise"}
+    finish : callable(HybridResult) -> T, optional
+        Runs while the lease is still held (e.g. a merge that reads the
+        device share's runs out of the lease's pinned staging memory); its
+        value is returned.  Default: return the :class:`HybridResult`.
+
+    Returns
+    -------
+    HybridResult, or ``finish``'s value
+
+    Raises
+    ------
+    DeviceFailure
+        The device share failed and ``on_device_error="raise"``.
+    ValueError
+        Bad ``on_device_error``, or ``"fallback"`` without ``redo``.
+    Exception
+        Anything the CPU share or ``finish`` raises, and non-device errors of
+        the device share, unchanged.
+    """
+    check_on_device_error(on_device_error)
+    if device is not None and redo is None and on_device_error == "fallback":
+        raise ValueError("run_hybrid with on_device_error='fallback' needs a redo callable")
+    finish = finish or (lambda r: r)
+    if device is None:
+        return finish(HybridResult(cpu() if cpu is not None else None, None))
+    outcome: list[tuple[bool, Any]] = []
+    lease = None
+
+    def job() -> None:
+        nonlocal lease
+        try:
+            lease = runtime.acquire_lease()
+            outcome.append((True, device(lease)))
+        except BaseException as e:  # handed to the calling thread
+            outcome.append((False, e))
+
+    cpu_value = None
+    if cpu is not None:
+        feeder = threading.Thread(target=job, name="hpu-device-feeder", daemon=True)
+        feeder.start()
+        try:
+            cpu_value = cpu()
+        finally:
+            feeder.join()
+    else:
+        job()
+    ok, value = outcome[0]
+    try:
+        if ok:
+            return finish(HybridResult(cpu_value, value))
+        err = as_device_failure(value)
+        if err is None:
+            raise value
+        if lease is not None:
+            runtime.release_lease(lease, failure=err)
+            lease = None
+        else:
+            runtime.report_failure(err)
+        if on_device_error == "raise":
+            raise err from value if err is not value else None
+        log.warning("device share failed (%s); the CPU redoes it", err)
+        return finish(HybridResult(cpu_value, redo(), str(err)))
+    finally:
+        if lease is not None:
+            runtime.release_lease(lease)

@@ -1,0 +1,830 @@
+"""OpenCL device layer: device discovery and choice, and the :class:`Runtime`.
+
+Device choice (first that applies):
+
+1. the ``device`` argument (see :func:`select_device` for the forms it takes);
+2. the ``PYOPENCL_CTX`` environment variable (``"P:D"`` indices, or a name
+   substring, as pyopencl understands it);
+3. a GPU, if an OpenCL platform offers one;
+4. a CPU OpenCL device (e.g. PoCL);
+5. no device: CPU-only mode, with a logged warning.
+
+A :class:`Runtime` owns its context, command queues, compiled programs and
+thread pool, and may be shared by any number of threads.  The one piece of
+module-level state is the lazily created default runtime
+(:func:`default_runtime`), which calls without ``runtime=`` use, as CuPy
+has a current device.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import os
+import re
+import threading
+import warnings
+from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import platformdirs
+
+from .hostmem import HostArrayPool
+from .hybrid import DeviceFailure
+from .kernels import kernel_source
+from .profile import Profile, ProfileError, reference_profile
+
+try:  # pyopencl is a dependency, but a broken ICD setup must not make hpu unusable
+    import pyopencl as cl
+except Exception as _e:  # pragma: no cover - exercised only without pyopencl
+    cl = None
+    _CL_IMPORT_ERROR: Exception | None = _e
+else:
+    _CL_IMPORT_ERROR = None
+
+log = logging.getLogger("hpu")
+
+__all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "ResourceCache", "Runtime", "RuntimeClosedError",
+           "UNCALIBRATED", "default_profile_path", "default_runtime", "device_key", "list_devices",
+           "resolve_runtime", "select_device", "set_default_runtime", "uncalibrated_profile", "using_runtime"]
+
+#: ``provenance["source"]`` of :func:`uncalibrated_profile`'s profiles.
+UNCALIBRATED = "uncalibrated"
+
+
+class NoDeviceError(RuntimeError):
+    """An operation needs an OpenCL device but the runtime is in CPU-only mode."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceInfo:
+    """Description of one OpenCL device (as listed by :func:`list_devices`).
+
+    ``index`` is ``"P:D"``: platform and device numbers, the form
+    ``PYOPENCL_CTX`` and :func:`select_device` accept.
+    """
+
+    index: str
+    platform: str
+    name: str
+    type: str
+    version: str
+    driver: str
+    compute_units: int
+    global_mem_bytes: int
+    local_mem_bytes: int
+    max_work_group_size: int
+    fp64: bool
+
+    def __str__(self) -> str:
+        return (
+            f"[{self.index}] {self.name} ({self.type}, {self.platform}; {self.compute_units} compute units, "
+            f"{self.global_mem_bytes / 2**30:.1f} GiB)"
+        )
+
+
+def _platforms() -> list:
+    if cl is None:
+        return []
+    try:
+        return cl.get_platforms()
+    except Exception as e:  # no ICD loader / no platform
+        log.debug("no OpenCL platform: %s", e)
+        return []
+
+
+def _describe(dev: Any, index: str) -> DeviceInfo:
+    ext = dev.extensions or ""
+    return DeviceInfo(
+        index=index,
+        platform=dev.platform.name.strip(),
+        name=dev.name.strip(),
+        type=cl.device_type.to_string(dev.type),
+        version=dev.version.strip(),
+        driver=dev.driver_version.strip(),
+        compute_units=int(dev.max_compute_units),
+        global_mem_bytes=int(dev.global_mem_size),
+        local_mem_bytes=int(dev.local_mem_size),
+        max_work_group_size=int(dev.max_work_group_size),
+        fp64="cl_khr_fp64" in ext or getattr(dev, "double_fp_config", 0) != 0,
+    )
+
+
+def list_devices() -> list[DeviceInfo]:
+    """All OpenCL devices of all platforms, in platform order.
+
+    Returns an empty list when pyopencl or an OpenCL driver is missing.
+    """
+    out = []
+    for pi, plat in enumerate(_platforms()):
+        try:
+            devs = plat.get_devices()
+        except Exception:
+            continue
+        for di, dev in enumerate(devs):
+            out.append(_describe(dev, f"{pi}:{di}"))
+    return out
+
+
+def _all_devices() -> list[tuple[str, Any]]:
+    out = []
+    for pi, plat in enumerate(_platforms()):
+        try:
+            devs = plat.get_devices()
+        except Exception:
+            continue
+        out.extend((f"{pi}:{di}", d) for di, d in enumerate(devs))
+    return out
+
+
+_CPU_ONLY = {"none", "cpu-only", "cpuonly", "host"}
+
+
+def select_device(device: Any = None) -> Any:
+    """Choose an OpenCL device.
+
+    Parameters
+    ----------
+    device : None, str or pyopencl.Device
+        ``None``: ``PYOPENCL_CTX`` if set, else a GPU, else a CPU OpenCL
+        device, else CPU-only mode.  A string: ``"gpu"`` or ``"cpu"`` (first
+        device of that type), ``"P:D"`` or ``"P"`` (platform and device
+        numbers as in ``PYOPENCL_CTX``), ``"none"``/``"cpu-only"`` (no device),
+        or a case-insensitive substring of the device or platform name.  A
+        ``pyopencl.Device`` is used as it is.
+
+    Returns
+    -------
+    pyopencl.Device or None
+        ``None`` means CPU-only mode (a warning is logged when that was not
+        asked for).
+
+    Raises
+    ------
+    ValueError
+        If the string names no available device (the message lists them).
+    """
+    if cl is not None and isinstance(device, cl.Device):
+        return device
+    devices = _all_devices()
+    if device is None:
+        env = os.environ.get("PYOPENCL_CTX", "").strip()
+        if env:
+            try:
+                return select_device(env)
+            except ValueError as e:
+                raise ValueError(f"PYOPENCL_CTX={env!r}: {e}") from None
+        for want in (cl.device_type.GPU, cl.device_type.ACCELERATOR, cl.device_type.CPU) if cl else ():
+            for _, d in devices:
+                if d.type & want:
+                    return d
+        reason = f" (pyopencl import failed: {_CL_IMPORT_ERROR})" if _CL_IMPORT_ERROR else ""
+        log.warning("no OpenCL device found%s; running in CPU-only mode", reason)
+        return None
+    if not isinstance(device, str):
+        raise TypeError(f"device must be None, a string or a pyopencl.Device, got {type(device).__name__}")
+    spec = device.strip()
+    low = spec.lower()
+    if low in _CPU_ONLY:
+        return None
+    if low in ("gpu", "cpu", "accelerator"):
+        want = getattr(cl.device_type, low.upper()) if cl else None
+        for _, d in devices:
+            if want is not None and d.type & want:
+                return d
+    elif re.fullmatch(r"\d+(:\d+)?", spec):
+        pi, _, di = spec.partition(":")
+        key = f"{int(pi)}:{int(di or 0)}"
+        for idx, d in devices:
+            if idx == key:
+                return d
+    else:
+        for _, d in devices:
+            if low in d.name.lower() or low in d.platform.name.lower():
+                return d
+    avail = "; ".join(str(_describe(d, i)) for i, d in devices) or "none"
+    raise ValueError(f"unknown OpenCL device {spec!r}; available devices: {avail}")
+
+
+def device_key(dev: Any) -> str:
+    """A file-name-safe key for a device (or ``"cpu-only"``), used to name cached profiles."""
+    if dev is None:
+        return "cpu-only"
+    raw = f"{dev.platform.name}-{dev.name}"
+    return re.sub(r"[^A-Za-z0-9]+", "-", raw).strip("-").lower()[:80]
+
+
+def default_profile_path(dev: Any) -> Path:
+    """Where ``python -m hpu.calibrate`` saves a device's profile by default.
+
+    ``$HPU_PROFILE_DIR/<key>.json`` if that variable is set, else the user
+    cache directory (``platformdirs.user_cache_dir("hpu")/profiles``).
+    """
+    base = os.environ.get("HPU_PROFILE_DIR") or os.path.join(platformdirs.user_cache_dir("hpu"), "profiles")
+    return Path(base) / f"{device_key(dev)}.json"
+
+
+def _physical_memory() -> int:
+    """Bytes of physical memory (0 where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+def uncalibrated_profile(dev: Any, threads: int) -> Profile:
+    """Rough guesses used until ``python -m hpu.calibrate`` has run for this device.
+
+    The profile has no measured cost curves, and ``provenance["source"]`` is
+    :data:`UNCALIBRATED`: workloads then keep to the CPU alone (never slower
+    than the CPU alone; a device's speed is known only once measured).
+    """
+    if dev is None:
+        return Profile(p=threads, g=1, gamma=1.0, name="uncalibrated (CPU only)", provenance={"source": UNCALIBRATED})
+    cu = int(dev.max_compute_units)
+    is_gpu = bool(dev.type & cl.device_type.GPU)
+    return Profile(
+        p=threads,
+        g=cu * (256 if is_gpu else 8),
+        gamma=1 / 10 if is_gpu else 1 / 2,
+        cpu_op_seconds=5e-9,
+        h2d_latency=2e-5,
+        d2h_latency=2e-5,
+        h2d_seconds_per_byte=1 / 8e9,
+        d2h_seconds_per_byte=1 / 8e9,
+        launch_seconds=1e-5,
+        name="uncalibrated",
+        device=dev.name.strip(),
+        provenance={"source": UNCALIBRATED, "note": "default guesses; run python -m hpu.calibrate"},
+    )
+
+
+def device_supports(device: Any, dtype: Any) -> bool:
+    """Whether ``device`` can compute on ``dtype`` (float64 needs cl_khr_fp64; False for no device)."""
+    if device is None:
+        return False
+    if np.dtype(dtype) == np.float64:
+        return "cl_khr_fp64" in (device.extensions or "")
+    return True
+
+
+class RuntimeClosedError(RuntimeError):
+    """A call was made on a closed :class:`Runtime` (or one created in another process)."""
+
+
+class ResourceCache:
+    """A locked cache of long-lived per-runtime objects (device sorters, tabu costs), built once per key.
+
+    :meth:`get` runs ``factory`` at most once per key, even when many threads
+    ask at once (the others wait for it), and checks the type of what it
+    returns.  Objects here are shared by concurrent calls, so they must hold
+    no per-call state; per-call buffers live in a :class:`DeviceLease`.
+    """
+
+    def __init__(self) -> None:
+        self._items: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+        self._building: dict[Any, threading.Lock] = {}
+
+    def get(self, key: Any, factory: Any, kind: type | tuple[type, ...] = object) -> Any:
+        """The object under ``key``, made by ``factory()`` on first use.
+
+        Raises
+        ------
+        TypeError
+            The cached (or new) object is not an instance of ``kind``.
+        """
+        with self._lock:
+            if key in self._items:
+                return _checked(key, self._items[key], kind)
+            build = self._building.setdefault(key, threading.Lock())
+        with build:
+            with self._lock:
+                if key in self._items:
+                    return _checked(key, self._items[key], kind)
+            value = _checked(key, factory(), kind)
+            with self._lock:
+                self._items[key] = value
+                self._building.pop(key, None)
+        return value
+
+    def pop(self, key: Any) -> Any:
+        """Remove and return the object under ``key`` (None if absent)."""
+        with self._lock:
+            return self._items.pop(key, None)
+
+    def clear(self) -> None:
+        """Forget every object."""
+        with self._lock:
+            self._items.clear()
+
+    def __contains__(self, key: Any) -> bool:
+        with self._lock:
+            return key in self._items
+
+
+def _checked(key: Any, value: Any, kind: type | tuple[type, ...]) -> Any:
+    if not isinstance(value, kind):
+        raise TypeError(f"resource {key!r} is a {type(value).__name__}, expected {kind}")
+    return value
+
+
+class DeviceLease:
+    """Device resources lent to one call at a time: its own command queues, buffers and pinned staging memory.
+
+    A :class:`Runtime` keeps idle leases and lends one to each device share
+    (:func:`hpu.core.hybrid.run_hybrid` does it); a lease's buffers grow to
+    the largest request and are reused by the next call that borrows it, so a
+    single thread pays for allocation once, and concurrent calls never share
+    a queue or a buffer.
+
+    Attributes
+    ----------
+    context : pyopencl.Context
+    device : pyopencl.Device
+    queue : pyopencl.CommandQueue
+        In-order, with profiling when the runtime has it.
+    generation : int
+        The runtime's context generation this lease belongs to (see
+        :meth:`Runtime.report_failure`).
+    """
+
+    def __init__(self, runtime: Runtime, generation: int):
+        self.runtime = runtime
+        self.context, self.device, self.generation = runtime.context, runtime.device, generation
+        self.queue = cl.CommandQueue(self.context, properties=runtime.queue.properties)
+        self._copy_queue = None
+        self._items: dict[Any, Any] = {}
+
+    @property
+    def copy_queue(self) -> Any:
+        """A second in-order command queue (e.g. for host-to-device copies that must not wait behind kernels)."""
+        if self._copy_queue is None:
+            self._copy_queue = cl.CommandQueue(self.context, properties=self.queue.properties)
+        return self._copy_queue
+
+    def cached(self, key: Any, factory: Any) -> Any:
+        """A per-lease object under ``key``, made by ``factory()`` on first use (no lock: one call at a time)."""
+        if key not in self._items:
+            self._items[key] = factory()
+        return self._items[key]
+
+    def buffer(self, name: str, nbytes: int) -> Any:
+        """A device buffer of at least ``nbytes`` bytes, reused across calls, grown as needed."""
+        key = ("buffer", name)
+        cur = self._items.get(key)
+        if cur is None or cur.size < nbytes:
+            self._items.pop(key, None)
+            cur = self._items[key] = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, max(int(nbytes), 1))
+        return cur
+
+    def pinned(self, name: str, nbytes: int) -> np.ndarray:
+        """Pinned host memory (uint8, at least ``nbytes``; mapped ``ALLOC_HOST_PTR``), reused and grown as needed."""
+        key = ("pinned", name)
+        cur = self._items.get(key)
+        if cur is None or cur[1].nbytes < nbytes:
+            self._items.pop(key, None)
+            size = max(int(nbytes), 1 << 20)
+            buf = cl.Buffer(self.context, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, size)
+            host, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0, (size,),
+                                            np.uint8, is_blocking=True)
+            cur = self._items[key] = (buf, host)
+        return cur[1]
+
+    def host_scratch(self, name: str, dtype: Any, n: int) -> np.ndarray:
+        """Ordinary host memory of at least ``n`` elements of ``dtype``, reused and grown as needed."""
+        dt = np.dtype(dtype)
+        key = ("scratch", name, dt.str)
+        cur = self._items.get(key)
+        if cur is None or cur.shape[0] < n:
+            cur = self._items[key] = np.empty(max(int(n), 1), dtype=dt)
+        return cur
+
+    @property
+    def device_name(self) -> str:
+        """The device's name."""
+        return self.device.name.strip()
+
+    def supports(self, dtype: Any) -> bool:
+        """Whether the device can compute on ``dtype`` (float64 needs cl_khr_fp64)."""
+        return device_supports(self.device, dtype)
+
+    def require_device(self) -> None:
+        """Nothing to check: a lease always has a device (for code that takes a runtime or a lease)."""
+
+    def program(self, name: str, defines: dict[str, Any] | None = None, options: tuple[str, ...] = ()) -> Any:
+        """:meth:`Runtime.program` for this lease's context."""
+        return self.runtime.build(kernel_source(name, defines), options, context=self.context)
+
+    def build(self, source: str, options: tuple[str, ...] | list[str] = ()) -> Any:
+        """:meth:`Runtime.build` for this lease's context."""
+        return self.runtime.build(source, options, context=self.context)
+
+    def discard(self) -> None:
+        """Drop the lease's objects (queues finished where they still answer)."""
+        for q in (self.queue, self._copy_queue):
+            if q is not None:
+                try:
+                    q.finish()
+                except Exception as e:  # a faulted queue: nothing more to wait for
+                    log.debug("finishing a discarded lease's queue: %s", e)
+        self._items.clear()
+        self._copy_queue = None
+
+
+class Runtime:
+    """Everything a hybrid run needs: device, context, queues, programs, thread pool and profile.
+
+    Parameters
+    ----------
+    device : None, str or pyopencl.Device
+        Which OpenCL device to use; see :func:`select_device`.  ``"none"``
+        gives CPU-only mode.
+    profile : Profile, str or path-like, optional
+        The HPU profile used to choose splits.  A :class:`Profile`, a path to
+        a JSON profile, or the name of a shipped profile (``"hpu1"``).
+        Default: this device's calibrated profile from
+        :func:`default_profile_path` if it exists, else rough defaults under
+        which every workload runs on the CPU alone (see
+        :attr:`calibrated`; one logged line says so).
+    threads : int, optional
+        Size of the CPU thread pool (default ``os.cpu_count()``).
+    profiling : bool
+        Create command queues with profiling enabled (event timings).
+    host_pool_bytes : int, optional
+        Most bytes of recycled result memory (:class:`hpu.core.hostmem.HostArrayPool`;
+        pinned when a device is in use).  Default: a quarter of physical
+        memory, at most 4 GiB; 0 turns the pool off.
+    max_idle_leases : int
+        Most idle :class:`DeviceLease` objects (queues and per-call buffers)
+        kept for reuse (default 4); more concurrent calls make more and drop
+        the extra ones when they finish.
+
+    Raises
+    ------
+    ValueError
+        Unknown device, or ``threads < 1``.
+    ProfileError
+        The profile path is missing or corrupt.
+
+    Notes
+    -----
+    **Threads.**  One runtime may be shared by any number of threads: each
+    device share borrows a :class:`DeviceLease` (its own command queues and
+    buffers), compiled programs and long-lived objects sit in locked caches,
+    and result memory comes from a thread-safe pool.  :meth:`close` may be
+    called while calls run: new calls raise :class:`RuntimeClosedError`, and
+    it returns when the running ones have finished.
+
+    **Device failures.**  When a device share fails with an OpenCL error,
+    that call finishes on the CPU (or raises, per its ``on_device_error``);
+    the runtime then rebuilds its context before the next device call, and
+    if that fails runs every later call on the CPU, with one logged warning.
+
+    **Processes.**  A runtime belongs to the process that made it: a forked
+    child gets :class:`RuntimeClosedError` (the default runtime is made anew).
+
+    Use as a context manager (``with hpu.Runtime() as rt: ...``) or call
+    :meth:`close`.  Calls without ``runtime=`` share :func:`default_runtime`.
+    """
+
+    def __init__(self, device: Any = None, *, profile: Profile | str | os.PathLike | None = None,
+                 threads: int | None = None, profiling: bool = True, host_pool_bytes: int | None = None,
+                 max_idle_leases: int = 4):
+        threads = (os.cpu_count() or 1) if threads is None else int(threads)
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.threads = threads
+        self.device = select_device(device)
+        self._profiling = profiling
+        self._pid = os.getpid()
+        self._cond = threading.Condition()
+        self._active: dict[int, int] = {}  # thread id -> nesting depth of calls running
+        self._closed = False
+        self._idle: list[DeviceLease] = []
+        self._max_idle = max(0, int(max_idle_leases))
+        self._generation = 0
+        self._failed: BaseException | None = None
+        self._programs: dict[tuple, Any] = {}
+        self._build_lock = threading.Lock()
+        if host_pool_bytes is None:
+            host_pool_bytes = min(4 << 30, _physical_memory() // 4)
+        self._host_pool_bytes = int(host_pool_bytes)
+        self._open_context()
+        self.profile = self._resolve_profile(profile)
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hpu-cpu")
+        #: Long-lived objects shared by calls (see :class:`ResourceCache`); cleared by :meth:`close`.
+        self.resources = ResourceCache()
+
+    def _open_context(self) -> None:
+        self.context = self.queue = None
+        if self.device is not None:
+            self.context = cl.Context([self.device])
+            props = cl.command_queue_properties.PROFILING_ENABLE if self._profiling else 0
+            self.queue = cl.CommandQueue(self.context, properties=props)
+        #: Recycled memory for results (pinned with a device), see :mod:`hpu.core.hostmem`.
+        self.host_pool = HostArrayPool(self.context, self.queue, self._host_pool_bytes)
+
+    # -- set-up --------------------------------------------------------------
+    def _resolve_profile(self, profile: Any) -> Profile:
+        if isinstance(profile, Profile):
+            return profile
+        if profile is not None:
+            p = Path(profile)
+            if p.suffix == ".json" or p.exists():
+                return Profile.load(p)
+            return reference_profile(str(profile))
+        path = default_profile_path(self.device)
+        if path.exists():
+            try:
+                return Profile.load(path)
+            except ProfileError as e:
+                log.warning("ignoring the cached profile: %s", e)
+        log.info("no calibrated profile for %s: workloads run on the CPU alone until `python -m hpu.calibrate` "
+                 "has run", self.device_name)
+        return uncalibrated_profile(self.device, self.threads)
+
+    # -- properties ------------------------------------------------------------
+    @property
+    def calibrated(self) -> bool:
+        """False while the profile is :func:`uncalibrated_profile`'s guesses (workloads then use the CPU alone)."""
+        return self.profile.provenance.get("source") != UNCALIBRATED
+
+    @property
+    def has_device(self) -> bool:
+        """True when an OpenCL device is in use (False: CPU-only mode, asked for or after a device was lost)."""
+        return self.device is not None
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has been called."""
+        return self._closed
+
+    @property
+    def device_name(self) -> str:
+        """The device's name, or ``"CPU only"``."""
+        return self.device.name.strip() if self.device is not None else "CPU only"
+
+    @property
+    def device_info(self) -> DeviceInfo | None:
+        """:class:`DeviceInfo` of the device (None in CPU-only mode)."""
+        if self.device is None:
+            return None
+        for idx, d in _all_devices():
+            if d == self.device:
+                return _describe(d, idx)
+        return _describe(self.device, "?")
+
+    @property
+    def device_shares_host_cores(self) -> bool:
+        """True when the OpenCL device is a CPU device (e.g. PoCL): it runs on the thread pool's cores."""
+        return self.device is not None and bool(self.device.type & cl.device_type.CPU)
+
+    def require_device(self) -> None:
+        """Raise :class:`NoDeviceError` in CPU-only mode."""
+        if self.device is None:
+            raise NoDeviceError("this operation needs an OpenCL device, but the runtime is CPU-only")
+
+    def supports(self, dtype: Any) -> bool:
+        """Whether the device can compute on ``dtype`` (float64 needs cl_khr_fp64; False in CPU-only mode)."""
+        return device_supports(self.device, dtype)
+
+    # -- programs --------------------------------------------------------------
+    def build(self, source: str, options: tuple[str, ...] | list[str] = (), *, context: Any = None) -> Any:
+        """Compile OpenCL C ``source`` once per context; later calls return the cached program (thread-safe).
+
+        Raises
+        ------
+        NoDeviceError
+            In CPU-only mode.
+        pyopencl.RuntimeError
+            If the build fails (the message carries the build log).
+        """
+        self.require_device()
+        ctx = self.context if context is None else context
+        key = (id(ctx), hashlib.sha256(source.encode()).hexdigest(), tuple(options))
+        with self._build_lock:
+            prg = self._programs.get(key)
+            if prg is None:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # pyopencl warns on non-empty build logs
+                    prg = cl.Program(ctx, source).build(options=list(options))
+                self._programs[key] = prg
+        return prg
+
+    def program(self, name: str, defines: dict[str, Any] | None = None, options: tuple[str, ...] = ()) -> Any:
+        """Build ``kernels_cl/<name>.cl`` with ``#define`` lines prepended (:func:`hpu.core.kernels.kernel_source`)."""
+        return self.build(kernel_source(name, defines), options)
+
+    # -- calls, leases, failures ------------------------------------------------
+    def _check_usable(self) -> None:
+        if self._pid != os.getpid():
+            raise RuntimeClosedError(f"this Runtime was created in process {self._pid} and cannot be used after a "
+                                     "fork; create a new one in this process (or use the default runtime)")
+        if self._closed:
+            raise RuntimeClosedError("this Runtime is closed")
+
+    @contextlib.contextmanager
+    def call(self) -> Iterator[Runtime]:
+        """Mark a call running (every public entry point does): :meth:`close` waits for it.
+
+        Raises
+        ------
+        RuntimeClosedError
+            The runtime is closed, or was created in another process.
+        """
+        me = threading.get_ident()
+        with self._cond:
+            self._check_usable()
+            self._active[me] = self._active.get(me, 0) + 1
+        try:
+            yield self
+        finally:
+            with self._cond:
+                self._active[me] -= 1
+                if not self._active[me]:
+                    del self._active[me]
+                self._cond.notify_all()
+
+    def acquire_lease(self) -> DeviceLease:
+        """Borrow a :class:`DeviceLease` (give it back with :meth:`release_lease`).
+
+        Rebuilds the context first if a fatal device failure was reported.
+
+        Raises
+        ------
+        RuntimeClosedError
+            The runtime is closed.
+        hpu.DeviceFailure
+            No usable device (CPU-only mode, or the context could not be rebuilt).
+        """
+        with self._cond:
+            self._check_usable()
+            if self._failed is not None:
+                self._rebuild()
+            if self.device is None:
+                raise DeviceFailure("no usable OpenCL device")
+            if self._idle:
+                return self._idle.pop()
+            generation = self._generation
+        return DeviceLease(self, generation)
+
+    def release_lease(self, lease: DeviceLease, *, failure: BaseException | None = None) -> None:
+        """Give a lease back: kept for reuse, or discarded after ``failure`` (then reported, see :meth:`report_failure`)."""
+        if failure is not None:
+            lease.discard()
+            self.report_failure(failure, generation=lease.generation)
+            return
+        with self._cond:
+            keep = not self._closed and lease.generation == self._generation and len(self._idle) < self._max_idle
+            if keep:
+                self._idle.append(lease)
+        if not keep:
+            lease.discard()
+
+    def report_failure(self, failure: BaseException, *, generation: int | None = None) -> None:
+        """Note a device failure; a fatal one (``failure.fatal``) makes the next device call rebuild the context.
+
+        ``generation``: the lease's context generation; a failure of an older
+        context (already rebuilt) is ignored.
+        """
+        if not getattr(failure, "fatal", False):
+            return
+        with self._cond:
+            if generation is None or generation == self._generation:
+                self._failed = failure
+
+    def _rebuild(self) -> None:
+        """New context, queue, programs and host pool after a fatal failure (lock held); CPU-only if that fails."""
+        failure, self._failed = self._failed, None
+        for lease in self._idle:
+            lease.discard()
+        self._idle.clear()
+        old_pool = self.host_pool
+        try:
+            self._open_context()
+            log.warning("device failed (%s); rebuilt the OpenCL context", failure)
+        except Exception as e:
+            log.warning("device failed (%s) and its context could not be rebuilt (%s); running on the CPU from now on",
+                        failure, e)
+            self.device = None
+            self._open_context()
+        old_pool.close()
+        with self._build_lock:
+            self._programs.clear()
+        self.resources.clear()
+        self._generation += 1
+
+    # -- life cycle ------------------------------------------------------------
+    def close(self) -> None:
+        """Refuse new calls, wait for running ones, then release everything (idempotent, thread-safe)."""
+        me = threading.get_ident()
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            if self._pid == os.getpid():
+                self._cond.wait_for(lambda: not any(t != me for t in self._active))
+            idle, self._idle = self._idle, []
+        if self._pid != os.getpid():
+            return  # a forked child owns none of the parent's threads or device objects
+        self.pool.shutdown(wait=True)
+        for lease in idle:
+            lease.discard()
+        if self.queue is not None:
+            try:
+                self.queue.finish()
+            except Exception as e:  # a faulted queue: nothing to wait for
+                log.debug("finishing the runtime's queue on close: %s", e)
+        self.resources.clear()
+        self.host_pool.close()
+        with self._build_lock:
+            self._programs.clear()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = ", closed" if self._closed else ""
+        return f"Runtime(device={self.device_name!r}, threads={self.threads}, profile={self.profile.name!r}{state})"
+
+
+# ---------------------------------------------------------------------------
+# The default runtime
+# ---------------------------------------------------------------------------
+
+_default: Runtime | None = None
+_default_lock = threading.Lock()
+
+
+def default_runtime() -> Runtime:
+    """The process-wide runtime that calls without ``runtime=`` use.
+
+    Created on first use (thread-safe), on the default device
+    (:func:`select_device`) with its calibrated profile, and reused after;
+    made anew after a fork or once closed.  Replace it with
+    :func:`set_default_runtime` or :func:`using_runtime`.
+    """
+    global _default
+    with _default_lock:
+        if _default is None or _default.closed or _default._pid != os.getpid():
+            _default = Runtime()
+        return _default
+
+
+def set_default_runtime(runtime: Runtime | None) -> Runtime | None:
+    """Make ``runtime`` the default (None: a fresh one is made on next use); return the previous default.
+
+    The previous default is not closed.
+
+    Raises
+    ------
+    TypeError
+        ``runtime`` is neither a Runtime nor None.
+    """
+    global _default
+    if runtime is not None and not isinstance(runtime, Runtime):
+        raise TypeError(f"runtime must be an hpu.Runtime or None, got {type(runtime).__name__}")
+    with _default_lock:
+        prev, _default = _default, runtime
+    return prev
+
+
+@contextlib.contextmanager
+def using_runtime(runtime: Runtime) -> Iterator[Runtime]:
+    """``with hpu.using_runtime(rt): ...``: ``rt`` is the default runtime inside the block (process-wide)."""
+    prev = set_default_runtime(runtime)
+    try:
+        yield runtime
+    finally:
+        set_default_runtime(prev)
+
+
+def resolve_runtime(runtime: Runtime | None) -> Runtime:
+    """``runtime``, or :func:`default_runtime` when it is None.
+
+    Raises
+    ------
+    TypeError
+        ``runtime`` is not a Runtime.
+    """
+    if runtime is None:
+        return default_runtime()
+    if not isinstance(runtime, Runtime):
+        raise TypeError(f"runtime must be an hpu.Runtime, got {type(runtime).__name__}")
+    return runtime
+
+
+@atexit.register
+def _close_default() -> None:
+    if _default is not None and _default._pid == os.getpid():
+        _default.close()

@@ -1,0 +1,171 @@
+"""The trace of a hybrid run: what each unit did and when (for tables and Gantt charts)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Recorder", "Trace", "TraceEvent", "event_times"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceEvent:
+    """One timed step of a run.
+
+    Attributes
+    ----------
+    unit : str
+        ``"cpu:<thread name>"``, ``"device"`` (kernels) or ``"bus"`` (copies).
+    kind : str
+        ``"combine"``, ``"base"``, ``"h2d"``, ``"d2h"``, ``"layout"`` or ``"fallback"``.
+    level : int
+        Recursion level (0 = root; ``depth`` = leaves; -1 for copies).
+    start, end : float
+        Seconds since the start of the run (host clock; device events are
+        converted with the queue's clock offset).
+    count : int
+        Subproblems handled.
+    size : int
+        Elements per subproblem.
+    nbytes : int
+        Bytes moved (copies) or touched.
+    """
+
+    unit: str
+    kind: str
+    level: int
+    start: float
+    end: float
+    count: int = 0
+    size: int = 0
+    nbytes: int = 0
+
+    @property
+    def duration(self) -> float:
+        """``end - start`` in seconds."""
+        return self.end - self.start
+
+
+@dataclasses.dataclass
+class Trace:
+    """What a run did and when: the executor's record, for tables and Gantt charts.
+
+    Attributes
+    ----------
+    strategy : str
+        The strategy run (after any substitution, e.g. ``"cpu"`` in CPU-only mode).
+    alpha : float
+        CPU share at the transfer level as executed (after rounding to whole subproblems).
+    transfer_level : int
+    depth : int
+    n : int
+    wall : float
+        Seconds from start to result.
+    events : list of TraceEvent
+    split : hpu.Split or None
+        The model's split that was executed (None when forced by the caller).
+    fallback : str
+        Non-empty when the device failed and the CPU redid its share (the reason).
+    """
+
+    strategy: str
+    alpha: float
+    transfer_level: int
+    depth: int
+    n: int
+    wall: float = 0.0
+    events: list[TraceEvent] = dataclasses.field(default_factory=list)
+    split: Any = None
+    fallback: str = ""
+    _deferred: list = dataclasses.field(default_factory=list, repr=False, compare=False)
+
+    def resolve(self) -> Trace:
+        """Add the events whose device timestamps are still to be read; return ``self``.
+
+        Fast mode defers reading its OpenCL events' profiling times (some 40
+        queries) until a trace is asked for, so that a sort that returns no
+        trace does not pay for them.  :func:`hpu.hybrid_mergesort` resolves
+        the trace it returns; the methods below resolve before they read.
+        """
+        while self._deferred:
+            self._deferred.pop(0)()
+        return self
+
+    def busy(self, unit_prefix: str) -> float:
+        """Total seconds of events whose unit starts with ``unit_prefix``."""
+        self.resolve()
+        return sum(e.duration for e in self.events if e.unit.startswith(unit_prefix))
+
+    def span(self, unit_prefix: str) -> tuple[float, float]:
+        """(first start, last end) of events on matching units; (0, 0) if none."""
+        self.resolve()
+        ev = [e for e in self.events if e.unit.startswith(unit_prefix)]
+        return (min(e.start for e in ev), max(e.end for e in ev)) if ev else (0.0, 0.0)
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (events as dicts; the split as its fields)."""
+        self.resolve()
+        d = dataclasses.asdict(self)
+        del d["_deferred"]
+        d["split"] = dataclasses.asdict(self.split) if self.split is not None else None
+        return d
+
+    def summary(self) -> str:
+        """A short human-readable table: per unit, busy seconds and events."""
+        self.resolve()
+        units: dict[str, list[TraceEvent]] = {}
+        for e in self.events:
+            units.setdefault(e.unit, []).append(e)
+        lines = [
+            f"{self.strategy}: n={self.n} depth={self.depth} alpha={self.alpha:.4f} "
+            f"transfer_level={self.transfer_level} wall={self.wall * 1e3:.2f} ms"
+            + (f" (device fell back to CPU: {self.fallback})" if self.fallback else "")
+        ]
+        for u in sorted(units):
+            ev = units[u]
+            lines.append(f"  {u:<24} {sum(e.duration for e in ev) * 1e3:9.2f} ms busy  {len(ev):5d} events")
+        return "\n".join(lines)
+
+
+class Recorder:
+    """Collects a run's :class:`TraceEvent` from any thread (locked), on one clock.
+
+    ``now()`` is seconds since the recorder was made; ``device_offset`` is
+    the device clock (seconds) at that instant, or None without profiling;
+    ``deferred`` holds callables that add events whose device timestamps are
+    read only when the trace is resolved (:meth:`Trace.resolve`).
+    """
+
+    def __init__(self) -> None:
+        self.device_offset: float | None = 0.0  # device-clock seconds at t0 (None: no profiling)
+        self.t0 = time.perf_counter()
+        self.events: list[TraceEvent] = []
+        self.deferred: list[Callable[[], None]] = []  # see Trace.resolve
+        self.lock = threading.Lock()
+
+    def now(self) -> float:
+        """Seconds since the recorder was made."""
+        return time.perf_counter() - self.t0
+
+    def add(self, *args: Any, **kw: Any) -> None:
+        """Append ``TraceEvent(*args, **kw)``."""
+        with self.lock:
+            self.events.append(TraceEvent(*args, **kw))
+
+
+def event_times(ev: Any, rec: Recorder, fallback: float) -> tuple[float, float]:
+    """(start, end) of a profiled OpenCL event in seconds of ``rec``'s clock.
+
+    Uses ``rec.device_offset``; returns ``(fallback, fallback)`` when the
+    offset is None (a queue without profiling) or the event has no timestamps.
+    """
+    off = rec.device_offset
+    if off is None:
+        return fallback, fallback
+    try:
+        return ev.profile.start * 1e-9 - off, ev.profile.end * 1e-9 - off
+    except Exception:  # queue without profiling
+        return fallback, fallback

@@ -1,0 +1,75 @@
+"""Small standard-library helpers shared by hpu's modules (no numpy, no OpenCL): files, host, checks."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import tempfile
+from pathlib import Path
+
+__all__ = ["atomic_write_text", "check_nonneg", "check_positive", "host_description"]
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename: readers never see half a file.
+
+    Creates missing parent directories; an interrupted write (Ctrl-C included)
+    leaves the old file, if any, untouched.  Returns the path.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def host_description() -> str:
+    """The CPU's model name (from ``/proc/cpuinfo`` where there is one)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def check_positive(name: str, value: float) -> float:
+    """``value`` as a float, checked finite and > 0.
+
+    Raises
+    ------
+    TypeError
+        ``value`` is not a real number.
+    ValueError
+        ``value`` is not finite or not > 0 (the message names ``name``).
+    """
+    v = _real(name, value)
+    if v <= 0:
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def check_nonneg(name: str, value: float) -> float:
+    """``value`` as a float, checked finite and >= 0 (errors as :func:`check_positive`)."""
+    v = _real(name, value)
+    if v < 0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    return v
+
+
+def _real(name: str, value: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return v

@@ -1,0 +1,17 @@
+"""The sort workload: ``hybrid_mergesort`` in the paper's mode and the fast pipeline (López-Ortiz et al. 2014, section 6).
+
+Built on :mod:`hpu.core` as every workload is (see its docstring for the
+contract): :mod:`~hpu.sort.costs` (cost curves and the fast-mode split),
+:mod:`~hpu.sort.calibrate` (their measurement), :mod:`~hpu.sort.pipeline`
+(the device share and CPU share of one call, run by the core's driver),
+:mod:`~hpu.sort.device` (the device sorter), :mod:`~hpu.sort.cpu` (the
+parallel CPU sort) and :mod:`~hpu.sort.paper` (the paper's mergesort spec).
+"""
+
+from .costs import FAST_COSTS, fast_cost, fast_split, mergesort_closed_forms
+from .mergesort import as_sortable, hybrid_mergesort
+from .paper import mergesort_spec
+from .pipeline import PipelineOptions, fast_sort
+
+__all__ = ["FAST_COSTS", "PipelineOptions", "as_sortable", "fast_cost", "fast_sort", "fast_split", "hybrid_mergesort",
+           "mergesort_closed_forms", "mergesort_spec"]

@@ -1,0 +1,103 @@
+"""The sort's calibration: its combine step for gamma, and the measured cost curves of fast mode.
+
+:data:`MERGE_BENCHMARK` is the merge the paper times for ``gamma`` (López-Ortiz
+et al. 2014, section 6.4, fig. 6); :func:`measure_costs` measures fast mode's
+steps over sizes, the curves :func:`hpu.sort.costs.fast_cost` interpolates.
+``python -m hpu.calibrate`` passes both to :func:`hpu.core.calibrate.calibrate`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.calibrate import CombineBenchmark, median_time
+from ..core.costs import CostCurves
+from ..core.runtime import Runtime
+from .cpu import multiway_merge
+from .paper import mergesort_spec
+from .pipeline import fast_sort
+
+__all__ = ["MERGE_BENCHMARK", "measure_costs", "sorted_runs"]
+
+
+def sorted_runs(m: int, rng: np.random.Generator) -> np.ndarray:
+    """``2 m`` int32 keys in ``[0, 4m)`` as two sorted runs of ``m``: one merge's input."""
+    a = rng.integers(0, 4 * m, size=2 * m).astype(np.int32)
+    a[:m].sort()
+    a[m:].sort()
+    return a
+
+
+#: The paper's gamma benchmark: one work-item merging two sorted runs vs numpy's merge on one thread.
+MERGE_BENCHMARK = CombineBenchmark(mergesort_spec(), sorted_runs)
+
+
+def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurves:
+    """Fast-mode step costs over sizes (int32 keys): the curves of :data:`hpu.sort.costs.FAST_COSTS`.
+
+    Each cost is the median of calls made after an idle pause
+    (:func:`hpu.core.calibrate.median_time` with ``idle=True``): the model
+    predicts a typical call, not the best of a burst.  ``device_sort`` is the
+    device's busy time in a device-only sort and ``transfer`` the rest of
+    its wall time.
+
+    Parameters
+    ----------
+    rt : Runtime
+    quick : bool
+        Sizes 2^14 to 2^20 (else 2^16 to 2^26).
+    bar : tqdm, optional
+        Progress bar: its total grows by the number of sizes, one step each.
+
+    Raises
+    ------
+    RuntimeError
+        The device-only sort gave a wrong result.
+    """
+    sizes = [1 << k for k in (range(14, 21, 2) if quick else range(16, 27, 2))]
+    repeats = 2 if quick else 5
+    if bar is not None:
+        bar.total += len(sizes)
+        bar.refresh()
+    rng = np.random.default_rng(4)
+    series: dict[str, list[float]] = {k: [] for k in ("cpu_sort", "merge2", "merge16")}
+    if rt.threads > 1:
+        series["cpu_sort_1"] = []
+    if rt.has_device:
+        series.update(device_sort=[], transfer=[])
+    for n in sizes:
+        a = rng.integers(0, 2 * n, n).astype(np.int32)
+        _measure_size(rt, a, repeats, series)
+        if bar is not None:
+            bar.update()
+    return CostCurves.measured(sizes, series)
+
+
+def _measure_size(rt: Runtime, a: np.ndarray, repeats: int, series: dict[str, list[float]]) -> None:
+    def timed(fn: Any) -> float:
+        return median_time(fn, repeats=repeats, idle=True)[0]
+
+    out = np.empty_like(a)
+    series["cpu_sort"].append(timed(lambda: fast_sort(a, rt, strategy="cpu", alpha=1.0, transfer_level=0)))
+    if rt.threads > 1:
+        series["cpu_sort_1"].append(timed(lambda: fast_sort(a, rt, strategy="cpu", alpha=1.0, transfer_level=0,
+                                                             cpu_threads=1)))
+    for k in (2, 16):
+        parts = np.array_split(np.concatenate([np.sort(c) for c in np.array_split(a, k)]), k)
+        series[f"merge{k}"].append(timed(lambda parts=parts: multiway_merge(parts, out, rt.pool, rt.threads)))
+    if rt.has_device:
+        res, _ = fast_sort(a, rt, strategy="gpu", alpha=0.0, transfer_level=0, on_device_error="raise")
+        if not np.array_equal(res, np.sort(a)):
+            raise RuntimeError("fast-mode device sort gave a wrong result; the device is unreliable")
+        del res
+
+        def device_run() -> Any:
+            return fast_sort(a, rt, strategy="gpu", alpha=0.0, transfer_level=0, on_device_error="raise")[1]
+
+        wall, typical = median_time(device_run, repeats=repeats, idle=True)
+        typical.resolve()
+        sort_s = sum(e.duration for e in typical.events if e.unit == "device")
+        series["device_sort"].append(sort_s)
+        series["transfer"].append(max(typical.wall - sort_s, 1e-9))

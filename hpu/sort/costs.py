@@ -1,0 +1,188 @@
+"""The sort's cost model: measured cost curves and the fast-mode split (beyond the paper).
+
+The paper's model (López-Ortiz et al. 2014, section 5) predicts the
+breadth-first scheme; fast mode's steps (local-memory leaf sorts,
+merge-path merges, pinned staged copies, the CPU's parallel sort and
+multiway merge) are predicted from cost curves measured by
+:func:`hpu.sort.calibrate.measure_costs` and stored in the profile under
+``"sort"``.  Also here: the closed forms of paper section 5.2.2 for
+mergesort, which check the general level sums of :mod:`hpu.core.model`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..core.model import Recurrence, Split, check_n
+from ..core.profile import Profile
+
+__all__ = ["FAST_COSTS", "fast_cost", "fast_split", "mergesort_closed_forms"]
+
+
+def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
+    """The closed forms of paper section 5.2.2 for ``a = b = 2``, ``f(n) = n``.
+
+    Returns a dict with ``T_c``, ``T_g_max``, ``case`` and ``y`` (solved from the
+    closed-form ``T_g`` piecewise function) and ``W_g``; used to check the
+    general sums of section 5.2.1.
+    """
+    p, g, gam = profile.p, profile.g, profile.gamma
+    L = math.log2(n)
+    t_c = alpha * n / p * (L - math.log2(p / alpha) + 1)
+    t_gmax = (1 - alpha) * n / (gam * g) * (L - math.log2(g / (1 - alpha)) + 1)
+    if (1 - alpha) * n < g:
+        case = "i"
+        # (1/gamma)(n a/(a-1) a^-y - 1/(a-1)) = T_c
+        y = -math.log2((t_c * gam + 1) / (2 * n))
+    elif t_gmax >= t_c:
+        case = "ii"
+        y = L + 1 - t_c * gam * g / ((1 - alpha) * n)
+    else:
+        case = "iii"
+        # T_gmax + 2n/gamma (2^-y - (1-alpha)/g) = T_c
+        y = -math.log2((t_c - t_gmax) * gam / (2 * n) + (1 - alpha) / g)
+    w_g = (1 - alpha) * n * (L - y + 1)
+    return {"T_c": t_c, "T_g_max": t_gmax, "case": case, "y": y, "W_g": w_g, "total": n * (L + 1)}
+
+
+#: Fast-mode cost curves a calibrated profile carries in ``the profile's ``"sort"`` curves``, next to ``"sizes"``
+#: (``"cpu_sort_1"`` only where the runtime has more than one thread).
+FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16")
+
+
+def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
+    """Predicted seconds of one fast-mode step on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
+
+    ``cpu_sort``: :func:`hpu.sort.cpu.parallel_sort` on all threads;
+    ``cpu_sort_1``: the same on one thread (numpy's sort);
+    ``device_sort``: the device-resident sort; ``transfer``: everything
+    else of a device-only sort of ``n`` elements (staging, copies to the
+    device and back, the copy into the result); ``merge2``/``merge16``: the
+    CPU multiway merge of 2 / 16 runs.
+
+    The profile's ``"sort"`` curves (:meth:`hpu.Profile.cost_curves`) hold
+    each step's time measured at a few sizes (4-byte keys), interpolated by
+    :meth:`hpu.core.costs.CostCurves.cost`; costs scale with ``itemsize / 4``.
+
+    Raises
+    ------
+    ValueError
+        The profile has no sort curves, or none for ``name``.
+    """
+    curves = profile.cost_curves("sort")
+    if curves is None or name not in curves:
+        raise ValueError(f"profile {profile.name!r} has no fast-mode cost {name!r}; run python -m hpu.calibrate")
+    return curves.cost(name, n, itemsize)
+
+
+def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,
+               cpu_threads: int = 0, shared_cores: bool = False) -> tuple[Any, Any, Any, Any]:
+    """(CPU share, device share, final merge, total) seconds for fast-mode splits (alpha may be an array).
+
+    ``cpu_threads``: 0 for the CPU share on all threads, 1 for one thread.
+    ``shared_cores``: the device runs on the host's cores, so the two shares add up instead of overlapping.
+    """
+    a = np.asarray(alpha, dtype=float)
+    n_c = np.round(a * n)
+    n_g = n - n_c
+    cpu = fast_cost(profile, "cpu_sort_1" if cpu_threads == 1 else "cpu_sort", n_c, w)
+    k = 2**t
+    dev = np.zeros_like(n_g)
+    if np.any(n_g > 0):  # a CPU-only profile has no device curves, and needs none for alpha = 1
+        dev = np.where(n_g > 0, fast_cost(profile, "transfer", n_g, w) + k * fast_cost(profile, "device_sort", n_g / k, w),
+                       0.0)
+    runs = (n_c > 0) + np.where(n_g > 0, k, 0)
+    m2, m16 = fast_cost(profile, "merge2", n, w), fast_cost(profile, "merge16", n, w)
+    merge = m2 + (m16 - m2) * np.clip((np.log2(np.maximum(runs, 1)) - 1) / 3.0, 0.0, 2.0)  # linear in log2(runs)
+    final = np.where(runs > 1, merge, 0.0)
+    total = (cpu + dev if shared_cores else np.maximum(cpu, dev)) + final
+    return cpu, dev, final, total
+
+
+def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level: int = 4,
+               device: bool = True, itemsize: int = 4, shared_cores: bool = False) -> Split:
+    """Choose and predict a fast-mode split (``alpha``, ``transfer_level``) by minimising predicted time.
+
+    The prediction (beyond the paper; fast mode of DESIGN.md) is
+    ``max(T_cpu(alpha n), T_transfer((1-alpha) n) + 2**t T_dev((1-alpha) n / 2**t)) + T_merge(n, runs)``:
+    the CPU share and the device share run concurrently (paper 5.2), the
+    device sorts its share as ``2**t`` segments, and the CPU merges all runs
+    at the end.  Each term comes from the profile's fitted fast-mode costs
+    (:func:`fast_cost`).  Where the device is a CPU device running on the
+    host's own cores (``shared_cores``, e.g. PoCL), the shares cannot overlap
+    and ``max`` becomes a sum.  The CPU alone may also use one thread, where
+    the profile has that curve (``"cpu_sort_1"``): on few cores numpy's sort
+    on one thread can beat a parallel sort whose final merge is memory-bound.
+
+    Parameters
+    ----------
+    n : float
+        Number of elements (>= 1).
+    profile : Profile
+        With ``profile.fast`` calibrated.
+    strategy : {"auto", "cpu", "gpu", "basic", "advanced"}
+        ``"cpu"``: alpha = 1; ``"gpu"``: alpha = 0, t = 0; ``"basic"``:
+        alpha = 0, best t >= 1; ``"advanced"``: best alpha in (0, 1) and t;
+        ``"auto"``: the best of all of them.
+    max_level : int
+        Largest transfer level considered.
+    device : bool
+        False when no usable device exists (then only ``"cpu"``).
+    itemsize : int
+        Bytes per key (costs scale from the 4-byte calibration).
+    shared_cores : bool
+        The device shares the host's cores (:attr:`hpu.Runtime.device_shares_host_cores`).
+
+    Returns
+    -------
+    Split
+        ``strategy`` is the chosen one; times in seconds; ``cpu_threads`` is
+        1 when the CPU alone sorts on one thread, else 0 (all threads);
+        ``transfer_level`` (and ``y``) is ``t``, the device sorting its
+        share as ``2**t`` segments; ``gpu_work_fraction = 1 - alpha``;
+        ``predicted_speedup`` is mergesort's one-core time
+        ``n (log2 n + 1) cpu_op_seconds`` over ``predicted_time``;
+        ``case = "fast"``.
+
+    Raises
+    ------
+    ValueError
+        ``n < 1``, unknown strategy, or a profile without fast-mode costs.
+    """
+    n = check_n(n)
+    if strategy not in ("auto", "cpu", "gpu", "basic", "advanced"):
+        raise ValueError(f"unknown strategy {strategy!r}")
+    cands: list[tuple[str, float, int, int]] = [("cpu", 1.0, 0, 0)]
+    curves = profile.cost_curves("sort")
+    if curves is not None and "cpu_sort_1" in curves:
+        cands.append(("cpu", 1.0, 0, 1))
+    if device:
+        cands += [("gpu", 0.0, 0, 0)] + [("basic", 0.0, t, 0) for t in range(1, max_level + 1)]
+        grid = np.linspace(0.0, 1.0, 257)[1:-1]  # interior alphas, steps of 1/256
+        for t in range(0, max_level + 1):
+            tot = _fast_time(profile, n, grid, t, itemsize, shared_cores=shared_cores)[3]
+            cands.append(("advanced", float(grid[int(np.argmin(tot))]), t, 0))
+    if strategy != "auto":
+        cands = [c for c in cands if c[0] == strategy]
+    best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize, c[3], shared_cores)[3]))
+    name, alpha, t, threads = best
+    cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize, threads, shared_cores))
+    one_core = Recurrence(2, 2, 1).total_work(n) * profile.cpu_op_seconds  # mergesort's T(n) on one core
+    return Split(
+        strategy=name,
+        alpha=alpha,
+        y=float(t),
+        transfer_level=int(t),
+        depth=math.log2(n),
+        gpu_work_fraction=1.0 - alpha,
+        predicted_cpu_time=cpu + final,
+        predicted_gpu_time=dev,
+        predicted_transfer_time=fast_cost(profile, "transfer", (1 - alpha) * n, itemsize) if alpha < 1 else 0.0,
+        predicted_time=total,
+        predicted_speedup=one_core / total,
+        case="fast",
+        cpu_threads=threads,
+    )

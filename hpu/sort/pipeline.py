@@ -1,0 +1,408 @@
+"""Fast-mode hybrid mergesort: what the paper's conclusions name as future work.
+
+Where the paper-faithful scheme (:mod:`hpu.dc.executor`) runs one work-item per
+merge and one launch per level, fast mode uses
+
+* a base-case cutoff: the device sorts leaf blocks in work-group local
+  memory (:class:`hpu.sort.device.DeviceSorter`), the CPU sorts its chunks with
+  numpy in the thread pool (:func:`hpu.sort.cpu.parallel_sort`);
+* merge-path (co-rank) partitioned merges on the device, and a multiway
+  merge split into balanced buckets on the CPU, so that top levels with few
+  subproblems still use every work-group and every core;
+* pinned, chunked host-device transfers: CPU threads stage chunks into a
+  pinned buffer while the DMA engine moves the chunks already staged, in
+  both directions; the whole device pipeline is enqueued at once (each copy
+  waits on a user event its staging task completes), and a single device
+  run sorts each staging wave as soon as it is in, then merges the waves;
+* results in recycled host memory (:mod:`hpu.core.hostmem`): pinned when a device
+  is in use, so that a device-only sort stages its input into the result
+  itself and the DMA engine copies the sorted keys straight back into it,
+  with no page faults and no copy out.
+
+A run is described by the same two numbers as the paper's advanced split
+(section 5.2): ``alpha``, the fraction of the input sorted by the CPU, and
+``transfer_level`` ``t``: the device sorts its share as ``2**t`` independent
+segments (levels ``t`` and below of its subtree) and the CPU merges every
+sorted run (its own and the device's ``2**t``) in one multiway merge (the
+levels above).  ``"cpu"`` is ``alpha = 1``, ``"gpu"`` is ``alpha = 0, t = 0``,
+``"basic"`` is ``alpha = 0`` with ``t >= 1`` (paper 5.1), ``"advanced"`` any
+pair (paper 5.2).  :func:`hpu.sort.costs.fast_split` predicts the time of
+each pair from the profile's measured cost curves and picks the fastest.
+
+Each call's device share runs through the core's driver
+(:func:`hpu.core.hybrid.run_hybrid`) on a :class:`~hpu.core.runtime.DeviceLease`:
+its own command queues, device buffers and pinned staging memory, so that
+any number of threads may sort on one runtime at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..core.hybrid import HybridResult, run_hybrid
+from ..core.runtime import DeviceLease, Runtime
+from ..core.trace import Recorder, Trace, event_times
+from .cpu import multiway_merge, parallel_copy, parallel_sort
+from .device import DeviceSorter
+
+try:
+    import pyopencl as cl
+except Exception:  # pragma: no cover
+    cl = None
+
+__all__ = ["PipelineOptions", "fast_sort"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineOptions:
+    """Tuning knobs of the fast-mode pipeline (the defaults are the measured best on the H100 machine).
+
+    Attributes
+    ----------
+    chunk_bytes : int
+        Bytes per staged piece and per DMA copy in either direction (default 4 MiB).
+    sort_waves : bool
+        A single device run sorts each staging wave as soon as its copies
+        are in (then merges the waves' runs), rather than the whole share
+        after the last copy (default True).
+    """
+
+    chunk_bytes: int = 4 << 20
+    sort_waves: bool = True
+
+    def __post_init__(self) -> None:
+        if int(self.chunk_bytes) < 1:
+            raise ValueError(f"chunk_bytes must be >= 1, got {self.chunk_bytes!r}")
+
+
+DEFAULT_OPTIONS = PipelineOptions()
+
+
+def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
+           chunk_bytes: int) -> tuple[list, list, int, list]:
+    """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool.
+
+    Pieces of ``chunk_bytes`` are shared out round robin among at most
+    half as many pool tasks as there are pieces, so that they are staged in
+    at least two waves of ``tasks`` consecutive pieces.  Few, large tasks:
+    every task switch costs Python's global lock, which 16 threads staging
+    small pieces contend for (measured by ``experiments/bench_pipeline.py``).
+
+    Returns
+    -------
+    pieces : list of (start, stop)
+        Element ranges, in order.
+    ready : list of pyopencl.UserEvent
+        ``ready[k]`` completes when piece ``k`` is staged: device copies wait
+        for it, so that the caller can enqueue the whole pipeline at once.  A
+        task that fails still completes its remaining events (the device then
+        copies stale data, which the caller discards): no command waits forever.
+    tasks : int
+    futures : list of concurrent.futures.Future
+        The tasks; their exceptions are the staging errors.
+    """
+    n, item = src.shape[0], src.itemsize
+    piece = max(chunk_bytes // item, 1)
+    bounds = list(range(0, n, piece)) + [n]
+    pieces = list(zip(bounds[:-1], bounds[1:]))
+    tasks = max(1, min(rt.threads, (len(pieces) + 1) // 2))
+    ready = [cl.UserEvent(lease.context) for _ in pieces]
+    complete = cl.command_execution_status.COMPLETE
+
+    def task(w: int) -> None:
+        mine = list(range(w, len(pieces), tasks))
+        try:
+            while mine:
+                a, b = pieces[mine[0]]
+                t0 = rec.now()
+                np.copyto(stage[a:b], src[a:b])
+                rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
+                        (b - a) * item)
+                ready[mine.pop(0)].set_status(complete)
+        finally:
+            for k in mine:
+                ready[k].set_status(complete)
+
+    return pieces, ready, tasks, [rt.pool.submit(task, w) for w in range(tasks)]
+
+
+def _merge_tree(queue: Any, sorter: Any, runs: list[tuple[int, int]], src: Any, dst: Any,
+                itemsize: int) -> tuple[Any, Any]:
+    """Merge the sorted ranges ``runs`` of ``src`` pairwise, level by level, ping-ponging between ``src`` and ``dst``.
+
+    ``runs`` are contiguous, in order, and cover ``[0, n)``.  Each level
+    halves their number (an odd last run is copied across); the result is in
+    ``src`` after an even number of levels, in ``dst`` after an odd one.
+    Returns ``(buffer holding the result, event of the last command)``.
+    """
+    event = None
+    while len(runs) > 1:
+        merged = []
+        for i in range(0, len(runs), 2):
+            a0, a1 = runs[i]
+            if i + 1 < len(runs):
+                b0, b1 = runs[i + 1]
+                _, event = sorter.merge(src, a1 - a0, src, b1 - b0, a_offset=a0, b_offset=b0, out=dst,
+                                        out_offset=a0)
+                merged.append((a0, b1))
+            else:
+                event = cl.enqueue_copy(queue, dst, src, byte_count=(a1 - a0) * itemsize,
+                                        src_offset=a0 * itemsize, dst_offset=a0 * itemsize)
+                merged.append((a0, a1))
+        runs, src, dst = merged, dst, src
+    return src, event
+
+
+def _segments(n: int, t: int, align: int) -> list[tuple[int, int]]:
+    """``2**t`` contiguous segments of ``[0, n)`` with starts aligned to ``align`` elements."""
+    k = 1 << t
+    bounds = [0]
+    for i in range(1, k):
+        b = (n * i // k) // align * align
+        bounds.append(max(b, bounds[-1]))
+    bounds.append(n)
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def _max_device_elements(rt: Runtime, itemsize: int) -> int:
+    dev = rt.device
+    # Input buffer, the sorter's output and scratch: three copies of the device share.
+    by_total = int(0.8 * dev.global_mem_size) // (3 * itemsize)
+    by_alloc = int(dev.max_mem_alloc_size) // itemsize
+    return max(0, min(by_total, by_alloc))
+
+
+def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: list, tasks: int, n: int, t: int,
+                   d_in: Any, d_out: Any, sort_waves: bool) -> tuple[list, list]:
+    """Enqueue the device sort of ``d_in`` into ``d_out`` behind the copies ``h2d``.
+
+    Returns ``(steps, segments)``: per step ``(kind, runs, keys, copies it
+    waited for, last event)``, and the ``2**t`` sorted segments.
+    """
+    w = sorter.dtype.itemsize
+    steps: list[tuple[str, int, int, list, Any]] = []
+    if t == 0 and sort_waves:
+        # One run: each wave is sorted as soon as its copies are in, while the next is staged, then
+        # the waves' runs are merged.  An odd number of merge levels starts from d_in, sorted in place.
+        waves = [(i, min(i + tasks, len(pieces))) for i in range(0, len(pieces), tasks)]
+        first = d_in if max(len(waves) - 1, 0).bit_length() % 2 else d_out
+        runs = []
+        for i, j in waves:
+            a, b = pieces[i][0], pieces[j - 1][1]
+            sub_in = d_in.get_sub_region(a * w, (b - a) * w)
+            sub_out = sub_in if first is d_in else d_out.get_sub_region(a * w, (b - a) * w)
+            ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=h2d[i:j])[1]
+            steps.append(("sort", 1, b - a, h2d[i:j], ev))
+            runs.append((a, b))
+        if len(runs) > 1:
+            result, ev = _merge_tree(lease.queue, sorter, runs, first, d_in if first is d_out else d_out, w)
+            assert result is d_out
+            steps.append(("merge", len(runs), n, [], ev))
+        return steps, [(0, n)]
+    align = max(1, int(lease.device.mem_base_addr_align) // 8 // w)
+    segs = _segments(n, t, align)
+    for i, (a, b) in enumerate(segs):
+        sub_in = d_in.get_sub_region(a * w, (b - a) * w)
+        sub_out = d_out.get_sub_region(a * w, (b - a) * w)
+        ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=h2d if i == 0 else None)[1]
+    steps.append(("sort", len(segs), n, h2d, ev))
+    return steps, segs
+
+
+def _copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h: list, rec: Recorder) -> None:
+    """Thread-pool workers copy each piece from ``stage`` into ``dst`` as soon as its device-to-host copy ends."""
+    # Touch dst's pages while the DMA engine and the device work (after staging): its first-touch page
+    # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
+    def touch(a: int, b: int) -> None:
+        t0 = rec.now()
+        dst[a:b] = 0
+        rec.add(f"cpu:{threading.current_thread().name}", "touch", -1, t0, rec.now(), 1, b - a, 0)
+
+    for f in [rt.pool.submit(touch, a, b) for a, b in pieces]:  # finished long before the sort; never race a copy-out
+        f.result()
+
+    def copy_out(ev: Any, a: int, b: int) -> None:
+        ev.wait()
+        t0 = rec.now()
+        np.copyto(dst[a:b], stage[a:b])
+        rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
+                (b - a) * dst.itemsize)
+
+    for f in [rt.pool.submit(copy_out, ev, a, b) for ev, (a, b) in zip(d2h, pieces)]:
+        f.result()
+
+
+def _defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, itemsize: int) -> None:
+    """Queue the reading of the copies' and steps' device times until the trace is resolved (:meth:`Trace.resolve`)."""
+    host_end = rec.now()
+    # Plain handles of the finished copies: pyopencl's copy events keep their host array alive, and a trace
+    # that held them would keep the result's pooled memory from being recycled.
+    plain = {id(e): cl.Event.from_int_ptr(e.int_ptr) for e in h2d + d2h}
+    h2d, d2h = [plain[id(e)] for e in h2d], [plain[id(e)] for e in d2h]
+    steps = [(kind, parts, keys, [plain[id(e)] for e in waited], ev) for kind, parts, keys, waited, ev in steps]
+
+    def record() -> None:  # reading ~40 events' times costs host time
+        try:  # the device clock at the recorder's start, from the last copy's end
+            rec.device_offset = d2h[-1].profile.end * 1e-9 - host_end
+        except Exception:  # no profiling: every device event is put at the end
+            rec.device_offset = None
+        for ev, kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
+            rec.add("bus", kind, -1, *event_times(ev, rec, host_end), 1, 0, 0)
+        prev_end = -np.inf
+        for kind, parts, keys, waited, ev in steps:
+            # A step starts when the one before it and the copies it waited for have ended (in-order queue).
+            start = max([prev_end, *(event_times(e, rec, host_end)[1] for e in waited)])
+            prev_end = event_times(ev, rec, host_end)[1]
+            rec.add("device", kind, t, start, prev_end, parts, keys // parts, keys * itemsize)
+
+    rec.deferred.append(record)
+
+
+def _device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: Recorder,
+                  dst: np.ndarray | None, options: PipelineOptions) -> list[np.ndarray]:
+    """Sort ``src`` on the device as ``2**t`` segments; return the sorted runs as views of the lease's staging memory.
+
+    With ``dst`` (only when ``t == 0``) the result ends in ``dst`` and
+    ``[dst]`` is returned: when ``dst`` is pinned memory of the runtime's
+    host pool it is the staging buffer itself; otherwise thread-pool workers
+    copy each chunk from the pinned staging buffer into ``dst`` as soon as
+    its device-to-host copy completes.
+    """
+    n, dt = src.shape[0], src.dtype
+    nbytes = n * dt.itemsize
+    sorter = lease.cached(("sorter", dt.str), lambda: DeviceSorter(lease, dt))
+    d_in, d_out = lease.buffer("in", nbytes), lease.buffer("out", nbytes)
+    in_place = dst is not None and rt.host_pool.is_pinned(dst)
+    stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
+    q, cq = lease.queue, lease.copy_queue
+    pieces, ready, tasks, staging_tasks = _stage(rt, lease, src, stage, rec, options.chunk_bytes)
+    try:
+        # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
+        h2d = [cl.enqueue_copy(cq, d_in, stage[a:b], dst_offset=a * dt.itemsize, is_blocking=False, wait_for=[r])
+               for (a, b), r in zip(pieces, ready)]
+        cq.flush()
+        steps, segs = _enqueue_sorts(lease, sorter, h2d, pieces, tasks, n, t, d_in, d_out, options.sort_waves)
+        d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
+               for a, b in pieces]
+        q.flush()
+        for f in staging_tasks:
+            f.result()
+    except BaseException:
+        # Nothing may still write into stage (it may be the result) once this returns.
+        for f in staging_tasks:
+            f.exception()
+        for queue in (cq, q):
+            try:
+                queue.finish()
+            except Exception:  # a faulted queue: the failure is already on its way up
+                pass
+        raise
+    if dst is not None and not in_place:
+        _copy_out(rt, stage, dst, pieces, d2h, rec)
+    d2h[-1].wait()
+    _defer_record(rec, h2d, d2h, steps, t, dt.itemsize)
+    if dst is not None:
+        return [dst]
+    return [stage[a:b] for a, b in segs]
+
+
+def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, transfer_level: int,
+              on_device_error: str = "fallback", split: Any = None, cpu_threads: int = 0,
+              options: PipelineOptions = DEFAULT_OPTIONS) -> tuple[np.ndarray, Trace]:
+    """Sort ``arr`` in fast mode with a CPU share ``alpha`` and ``2**transfer_level`` device segments.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray, shape (n,)
+        Native-order numeric array (int32, uint32, int64, uint64, float32,
+        float64); never modified.
+    rt : Runtime
+    strategy : str
+        Recorded in the trace (``alpha``/``transfer_level`` decide the work).
+    alpha : float
+        Fraction of the input (its first ``round(alpha n)`` elements) sorted
+        on the CPU, in [0, 1]; raised when the device share would not fit in
+        device memory.
+    transfer_level : int
+        >= 0: the device sorts its share as ``2**transfer_level`` segments
+        (capped so that segments keep at least 1024 keys).
+    on_device_error : {"fallback", "raise"}
+    split : optional
+        Recorded in the trace.
+    cpu_threads : int
+        Threads that sort when the CPU sorts everything: 0 for all of
+        ``rt.threads``, else at most that many (the CPU share of a split
+        always uses all).
+    options : PipelineOptions
+        Staging piece size and wave sorting.
+
+    Returns
+    -------
+    sorted : numpy.ndarray, shape (n,)
+        Equal to ``np.sort(arr, kind="stable")``; a new array, from
+        ``rt.host_pool`` when it has room (:mod:`hpu.core.hostmem`; pinned when
+        the device alone sorts it).
+    trace : Trace
+
+    Raises
+    ------
+    DeviceFailure
+        With ``on_device_error="raise"`` when the device fails.
+    """
+    n, dt = arr.shape[0], arr.dtype
+    rec = Recorder()
+    src = np.ascontiguousarray(arr)
+    use_device = rt.has_device and rt.supports(dt) and alpha < 1.0
+    n_cpu = n if not use_device else int(round(alpha * n))
+    if use_device:
+        n_cpu = max(n_cpu, n - _max_device_elements(rt, dt.itemsize))
+    n_dev = n - n_cpu
+    t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
+    # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
+    out = rt.host_pool.empty(n, dt, pinned=n_cpu == 0 and t == 0)
+    if out is None:
+        out = np.empty_like(src)
+    trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
+
+    if n_dev == 0:
+        tt = rec.now()
+        threads = min(cpu_threads, rt.threads) if cpu_threads > 0 else rt.threads
+        parallel_sort(src, rt.pool, threads, out=out, scratch=rt.host_pool.empty(n, dt))
+        rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n, src.nbytes)
+        trace.events, trace.wall, trace._deferred = rec.events, rec.now(), rec.deferred
+        return out, trace
+
+    direct = out if n_cpu == 0 and t == 0 else None  # one device run: stream it straight into out
+
+    def cpu_share() -> np.ndarray:
+        cpu_run = np.empty(n_cpu, dtype=dt)
+        tt = rec.now()
+        parallel_sort(src[:n_cpu], rt.pool, rt.threads, out=cpu_run, scratch=rt.host_pool.empty(n_cpu, dt))
+        rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n_cpu, n_cpu * dt.itemsize)
+        return cpu_run
+
+    def redo() -> list[np.ndarray]:
+        tt = rec.now()
+        run = parallel_sort(src[n_cpu:], rt.pool, rt.threads)
+        rec.add("cpu:pool", "fallback", 0, tt, rec.now(), 1, n_dev, n_dev * dt.itemsize)
+        return [run]
+
+    def finish(r: HybridResult) -> None:  # runs while the lease (whose staging memory holds the runs) is held
+        trace.fallback = r.fallback
+        runs = ([r.cpu] if r.cpu is not None else []) + list(r.device)
+        if not (len(runs) == 1 and runs[0] is out):
+            tt = rec.now()
+            if len(runs) == 1:
+                parallel_copy(runs[0], out, rt.pool, rt.threads)
+            else:
+                multiway_merge(runs, out, rt.pool, rt.threads)
+            rec.add("cpu:pool", "merge" if len(runs) > 1 else "stage", 0, tt, rec.now(), len(runs), n, src.nbytes)
+
+    run_hybrid(rt, device=lambda lease: _device_share(rt, lease, src[n_cpu:], t, rec, direct, options),
+               cpu=cpu_share if n_cpu else None, redo=redo, on_device_error=on_device_error, finish=finish)
+    trace.events, trace.wall, trace._deferred = rec.events, rec.now(), rec.deferred
+    return out, trace

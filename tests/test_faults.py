@@ -1,0 +1,195 @@
+"""A faulted device, a closed runtime, a forked process: right results or clear errors, never a poisoned runtime."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import numpy as np
+import pytest
+from conftest import same_bits
+
+import hpu
+import hpu.core.runtime as core_runtime
+import hpu.dc.executor as dc_executor
+import hpu.sort.device as sort_device
+
+cl = pytest.importorskip("pyopencl")
+
+FAST = [dict(strategy="gpu"), dict(strategy="advanced", alpha=0.3, transfer_level=2)]
+
+
+def _fault_once(monkeypatch, owner, name, after: int = 0):
+    """Make ``owner.name`` raise the error NVIDIA gave (-9999) on its call number ``after``, and kill the context.
+
+    Like a real faulted context, the one in use then fails every later call
+    made on it (seen through the lease or plan argument's ``context``): only a
+    runtime that rebuilds its context gets the device back.
+    """
+    real, calls, dead = getattr(owner, name), [], []
+
+    def context_of(args):  # a lease's context, or a device sorter's lease's
+        for a in args:
+            for obj in (a, getattr(a, "runtime", None)):
+                if hasattr(obj, "context"):
+                    return obj.context
+        return None
+
+    def faulty(*args, **kw):
+        calls.append(1)
+        ctx = context_of(args)
+        if len(calls) == after + 1 or (ctx is not None and any(ctx is d for d in dead)):
+            dead.append(ctx)
+            raise cl.LogicError("clEnqueueNDRangeKernel failed: <unknown error -9999>")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(owner, name, faulty)
+    return calls
+
+
+@pytest.fixture
+def fresh(runtime):
+    """A runtime of its own (a fault rebuilds its context)."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2) as rt:
+        yield rt
+
+
+def _twenty_right(rt, rng, mode="fast", **kw):
+    for _ in range(20):
+        a = rng.standard_normal(int(rng.integers(2000, 40_000))).astype(np.float32)
+        out, tr = hpu.hybrid_mergesort(a, runtime=rt, mode=mode, return_trace=True, **kw)
+        assert same_bits(out, np.sort(a, kind="stable"))
+        assert tr.fallback == ""  # the device works again: the runtime was not poisoned
+
+
+@pytest.mark.parametrize("kw", FAST)
+@pytest.mark.parametrize("on_error", ["fallback", "raise"])
+def test_fault_mid_sort_then_twenty_right(fresh, monkeypatch, kw, on_error):
+    rng = np.random.default_rng(1)
+    calls = _fault_once(monkeypatch, sort_device.DeviceSorter, "sort", after=1)
+    a = rng.standard_normal(300_000).astype(np.float32)
+    before = a.copy()
+    opts = hpu.PipelineOptions(chunk_bytes=64 << 10)  # several waves: the fault comes after a sort was enqueued
+    if on_error == "raise":
+        with pytest.raises(hpu.DeviceFailure, match="-9999"):
+            hpu.hybrid_mergesort(a, runtime=fresh, on_device_error="raise", options=opts, **kw)
+    else:
+        out, tr = hpu.hybrid_mergesort(a, runtime=fresh, return_trace=True, options=opts, **kw)
+        assert same_bits(out, np.sort(a, kind="stable")) and "-9999" in tr.fallback
+    assert len(calls) >= 2 and same_bits(a, before)
+    _twenty_right(fresh, rng, **kw)
+
+
+def test_fault_in_paper_mode_then_twenty_right(fresh, monkeypatch):
+    rng = np.random.default_rng(2)
+    _fault_once(monkeypatch, dc_executor, "_device_levels")
+    a = rng.integers(0, 1000, 50_000).astype(np.int32)
+    out, tr = hpu.hybrid_mergesort(a, runtime=fresh, mode="paper", strategy="advanced", alpha=0.25,
+                                   transfer_level=4, return_trace=True)
+    assert same_bits(out, np.sort(a, kind="stable")) and "-9999" in tr.fallback
+    _twenty_right(fresh, rng, mode="paper", strategy="gpu")
+
+
+def test_lost_device_runs_on_the_cpu_with_one_warning(fresh, monkeypatch, caplog):
+    """When the context cannot be rebuilt, every later call is right, on the CPU, after one warning."""
+    rng = np.random.default_rng(3)
+    _fault_once(monkeypatch, sort_device.DeviceSorter, "sort")
+
+    def no_context(*a, **k):
+        raise cl.RuntimeError("clCreateContext failed: DEVICE_NOT_AVAILABLE")
+
+    monkeypatch.setattr(core_runtime.cl, "Context", no_context)
+    a = rng.standard_normal(30_000)
+    assert same_bits(hpu.hybrid_mergesort(a, strategy="gpu", runtime=fresh), np.sort(a, kind="stable"))
+    with caplog.at_level(logging.WARNING, logger="hpu"):
+        caplog.clear()
+        for _ in range(5):
+            b = rng.standard_normal(30_000)
+            out, tr = hpu.hybrid_mergesort(b, strategy="gpu", runtime=fresh, return_trace=True)
+            assert same_bits(out, np.sort(b, kind="stable"))
+    assert not fresh.has_device and tr.strategy == "cpu"
+    assert len([r for r in caplog.records if "could not be rebuilt" in r.getMessage()]) == 1
+
+
+def test_closed_runtime_raises():
+    rt = hpu.Runtime("none")
+    rt.close()
+    with pytest.raises(hpu.RuntimeClosedError, match="closed"):
+        hpu.hybrid_mergesort(np.arange(10), runtime=rt)
+    rt.close()  # idempotent
+
+
+def test_close_while_calls_run(runtime):
+    """close() waits for running calls; calls made after it raise RuntimeClosedError; no deadlock."""
+    rt = hpu.Runtime(runtime.device, profile=runtime.profile, threads=2)
+    errors, wrong = [], []
+    started = threading.Barrier(5)
+
+    def loop(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        started.wait()
+        try:
+            while True:
+                a = rng.integers(0, 50, int(rng.integers(1, 100_000))).astype(np.int64)
+                if not np.array_equal(hpu.hybrid_mergesort(a, strategy="gpu" if seed % 2 else "cpu", runtime=rt),
+                                      np.sort(a, kind="stable")):
+                    wrong.append(seed)
+        except hpu.RuntimeClosedError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=loop, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    rt.close()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads) and len(errors) == 4 and not wrong
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_runtime_after_fork_raises_in_the_child():
+    rt = hpu.Runtime("none")
+    pid = os.fork()
+    if pid == 0:  # the child: a clear error, no hang
+        try:
+            hpu.hybrid_mergesort(np.arange(5), runtime=rt)
+        except hpu.RuntimeClosedError as e:
+            os._exit(0 if "fork" in str(e) else 2)
+        except BaseException:
+            os._exit(3)
+        os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert np.array_equal(hpu.hybrid_mergesort(np.arange(5)[::-1], runtime=rt), np.arange(5))
+    rt.close()
+
+
+def test_default_runtime_is_made_once_and_replaceable():
+    first = hpu.default_runtime()
+    assert hpu.default_runtime() is first
+    mine = hpu.Runtime("none")
+    with hpu.using_runtime(mine):
+        assert hpu.default_runtime() is mine
+        out, tr = hpu.hybrid_mergesort(np.arange(2000)[::-1], return_trace=True)
+        assert np.array_equal(out, np.arange(2000)) and tr.strategy == "cpu"
+    assert hpu.default_runtime() is first
+    prev = hpu.set_default_runtime(mine)
+    assert prev is first and hpu.default_runtime() is mine
+    hpu.set_default_runtime(prev)
+    mine.close()
+    with pytest.raises(TypeError, match="Runtime"):
+        hpu.set_default_runtime("gpu")
+
+
+def test_uncalibrated_default_sorts_on_the_cpu(runtime, tmp_path, monkeypatch):
+    """With no calibrated profile the default strategy is the CPU alone: never slower than it."""
+    monkeypatch.setenv("HPU_PROFILE_DIR", str(tmp_path))
+    with hpu.Runtime(runtime.device) as rt:
+        assert not rt.calibrated
+        a = np.random.default_rng(0).integers(0, 1 << 20, 1 << 17).astype(np.int32)
+        out, tr = hpu.hybrid_mergesort(a, runtime=rt, return_trace=True)
+        assert np.array_equal(out, np.sort(a)) and tr.strategy == "cpu" and tr.alpha == 1.0

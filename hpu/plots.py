@@ -22,69 +22,64 @@ from .core.trace import Trace  # noqa: E402
 __all__ = ["calibration_figures", "plot_g_fit", "plot_gamma", "plot_p_fit", "plot_transfers", "gantt", "mark_split"]
 
 
-def _title(ax, text: str, profile: Profile) -> None:
-    ax.set_title(f"{text}\n{profile.device or profile.name} / {profile.host or ''}".strip(" /"), fontsize=9)
+def _axes(ax):
+    return (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4))
+
+
+def _finish(fig, ax, profile: Profile, title: str, xlabel: str, ylabel: str, legend_size: float | None = None):
+    """Label the axes, add the legend and a title naming the profile's device and host; return ``fig``."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=legend_size)
+    ax.set_title(f"{title}\n{profile.device or profile.name} / {profile.host or ''}".strip(" /"), fontsize=9)
+    return fig
 
 
 def plot_g_fit(profile: Profile, ax=None):
     """Kernel time vs work-items with the fitted knee ``g`` (paper fig. 5). Returns the figure."""
     m = profile.measurements["g"]
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4))
+    fig, ax = _axes(ax)
     w, t = np.array(m["work_items"]), np.array(m["seconds"])
     ax.loglog(w, t * 1e3, "o", label="measured")
     x = np.geomspace(w.min(), w.max(), 200)
     ax.loglog(x, np.maximum(m["t_min"] * (x / m["g"]) ** -m["slope"], m["t_min"]) * 1e3, "-", label="two-segment fit")
     ax.axvline(m["g"], color="k", ls=":", label=f"g = {m['g']:.0f}")
-    ax.set_xlabel("work-items")
-    ax.set_ylabel("time (ms)")
-    ax.legend()
-    _title(ax, f"Elementwise sum of 2 x {m['elements']} floats, contiguous segments", profile)
-    return fig
+    return _finish(fig, ax, profile, f"Elementwise sum of 2 x {m['elements']} floats, contiguous segments",
+                   "work-items", "time (ms)")
 
 
 def plot_gamma(profile: Profile, ax=None):
-    """CPU / one-work-item merge time ratio vs size, with the fitted gamma (paper fig. 6). Returns the figure."""
+    """CPU / one-work-item combine time ratio vs size, with the fitted gamma (paper fig. 6). Returns the figure."""
     m = profile.measurements.get("combine") or profile.measurements["merge"]  # "merge" in profiles before 2026-11-24
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4))
+    fig, ax = _axes(ax)
     ax.semilogx(m["sizes"], 1 / np.array(m["ratio"]), "o-", label="device time / CPU time")
     ax.axhline(1 / profile.gamma, color="k", ls=":", label=f"1/gamma = {1 / profile.gamma:.1f}")
-    ax.set_xlabel("merged elements")
-    ax.set_ylabel("time ratio (one work-item / one core)")
-    ax.legend()
-    _title(ax, "One work-item merge vs one CPU thread", profile)
-    return fig
+    return _finish(fig, ax, profile, "One work-item combine vs one CPU thread", "combined elements",
+                   "time ratio (one work-item / one core)")
 
 
 def plot_p_fit(profile: Profile, ax=None):
-    """Thread-pool speed-up of the CPU merge with the fitted plateau ``p``. Returns the figure."""
+    """Thread-pool speed-up of the CPU combine step with the fitted plateau ``p``. Returns the figure."""
     m = profile.measurements["p"]
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4))
+    fig, ax = _axes(ax)
     k = np.array(m["threads"])
     ax.plot(k, m["speedup"], "o", label="measured")
     x = np.linspace(1, k.max(), 100)
     ax.plot(x, np.minimum(m["efficiency"] * x, m["p"]), "-", label=f"fit, p = {m['p']:.2f}")
-    ax.set_xlabel("threads")
-    ax.set_ylabel("speed-up over one thread")
-    ax.legend()
-    _title(ax, "CPU merge scaling", profile)
-    return fig
+    return _finish(fig, ax, profile, "CPU combine scaling", "threads", "speed-up over one thread")
 
 
 def plot_transfers(profile: Profile, ax=None):
     """Copy time vs bytes, each direction and host memory kind, with the affine fits. Returns the figure."""
     m = profile.measurements["transfer"]
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(6, 4))
+    fig, ax = _axes(ax)
     b = np.array(m["bytes"])
     for key in ("pageable_h2d", "pageable_d2h", "pinned_h2d", "pinned_d2h"):
         f = m[key]
         line, = ax.loglog(b, np.array(f["seconds"]) * 1e3, "o", ms=3)
         ax.loglog(b, (f["latency"] + f["seconds_per_byte"] * b) * 1e3, "-", color=line.get_color(),
                   label=f"{key.replace('_', ' ')}: {f['bandwidth'] / 1e9:.1f} GB/s, {f['latency'] * 1e6:.0f} us")
-    ax.set_xlabel("bytes")
-    ax.set_ylabel("time (ms)")
-    ax.legend(fontsize=7)
-    _title(ax, "Host-device copies: t = lambda + delta w", profile)
-    return fig
+    return _finish(fig, ax, profile, "Host-device copies: t = lambda + delta w", "bytes", "time (ms)", 7)
 
 
 def calibration_figures(profile: Profile, out_dir: str | Path) -> list[Path]:

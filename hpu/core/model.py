@@ -440,10 +440,8 @@ def advanced_split(
 
     Parameters
     ----------
-    recurrence : Recurrence
-    n : float
-        Problem size (>= 1).
-    profile : Profile
+    recurrence, n, profile
+        As for :func:`basic_split`.
     data_bytes : float, optional
         Bytes of the whole problem's data.  When given, the device share's
         transfer to the device and back (``lambda + delta * w`` each way,

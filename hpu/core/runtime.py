@@ -121,15 +121,7 @@ def list_devices() -> list[DeviceInfo]:
 
     Returns an empty list when pyopencl or an OpenCL driver is missing.
     """
-    out = []
-    for pi, plat in enumerate(_platforms()):
-        try:
-            devs = plat.get_devices()
-        except Exception:
-            continue
-        for di, dev in enumerate(devs):
-            out.append(_describe(dev, f"{pi}:{di}"))
-    return out
+    return [_describe(dev, index) for index, dev in _all_devices()]
 
 
 def _all_devices() -> list[tuple[str, Any]]:
@@ -562,11 +554,6 @@ class Runtime:
         return self.device is not None
 
     @property
-    def closed(self) -> bool:
-        """True once :meth:`close` has been called."""
-        return self._closed
-
-    @property
     def device_name(self) -> str:
         """The device's name, or ``"CPU only"``."""
         return self.device.name.strip() if self.device is not None else "CPU only"
@@ -722,6 +709,11 @@ class Runtime:
         self._generation += 1
 
     # -- life cycle ------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has been called."""
+        return self._closed
+
     def close(self) -> None:
         """Refuse new calls, wait for running ones, then release everything (idempotent, thread-safe)."""
         me = threading.get_ident()

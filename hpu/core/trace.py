@@ -39,14 +39,15 @@ class TraceEvent:
     level: int
     start: float
     end: float
-    count: int = 0
-    size: int = 0
-    nbytes: int = 0
 
     @property
     def duration(self) -> float:
         """``end - start`` in seconds."""
         return self.end - self.start
+
+    count: int = 0
+    size: int = 0
+    nbytes: int = 0
 
 
 @dataclasses.dataclass

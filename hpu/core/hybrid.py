@@ -55,13 +55,19 @@ class DeviceFailure(RuntimeError):
 
 
 def as_device_failure(exc: BaseException) -> DeviceFailure | None:
-    """``exc`` as a :class:`DeviceFailure` (OpenCL errors and ``MemoryError`` are fatal ones); None for other errors."""
+    """``exc`` as a :class:`DeviceFailure`; None for errors that are not the device's.
+
+    OpenCL errors are fatal (the context may be dead: ``LogicError``,
+    ``RuntimeError``, e.g. NVIDIA's ``-9999`` after a kernel fault), except
+    ``pyopencl.MemoryError`` (an allocation the device refused); a host
+    ``MemoryError`` (e.g. while staging) is a non-fatal failure.
+    """
     if isinstance(exc, DeviceFailure):
         return exc
     if cl is not None and isinstance(exc, cl.Error):
-        return DeviceFailure(f"{type(exc).__name__}: {exc}", fatal=True)
+        return DeviceFailure(f"{type(exc).__name__}: {exc}", fatal=not isinstance(exc, cl.MemoryError))
     if isinstance(exc, MemoryError):
-        return DeviceFailure(f"MemoryError: {exc}", fatal=True)
+        return DeviceFailure(f"MemoryError: {exc}")
     return None
 
 
@@ -162,13 +168,13 @@ def run_hybrid(runtime: Any, *, device: Callable[[Any], D] | None, cpu: Callable
         if ok:
             return finish(HybridResult(cpu_value, value))
         err = as_device_failure(value)
+        if lease is not None:  # its queues may still hold work of the failed share: never lent again
+            runtime.release_lease(lease, failure=err or value)
+            lease = None
+        elif err is not None:
+            runtime.report_failure(err)
         if err is None:
             raise value
-        if lease is not None:
-            runtime.release_lease(lease, failure=err)
-            lease = None
-        else:
-            runtime.report_failure(err)
         if on_device_error == "raise":
             raise err from value if err is not value else None
         log.warning("device share failed (%s); the CPU redoes it", err)

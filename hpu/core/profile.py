@@ -121,8 +121,12 @@ class Profile:
         ProfileError
             The stored curves are invalid.
         """
-        d = self.curves.get(workload)
-        return None if d is None else CostCurves.from_dict(d, source=f"profile {self.name!r}, {workload!r} curves")
+        cache = self.__dict__.setdefault("_cost_curves", {})  # parsed once per profile (it is frozen)
+        if workload not in cache:
+            d = self.curves.get(workload)
+            cache[workload] = None if d is None else CostCurves.from_dict(
+                d, source=f"profile {self.name!r}, {workload!r} curves")
+        return cache[workload]
 
     # -- persistence -------------------------------------------------------
     def to_dict(self) -> dict:

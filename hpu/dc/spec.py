@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.kernels import cl_type
+from ..core.kernels import cl_type, define_header, kernel_source
 from ..core.model import Recurrence
 
 __all__ = ["DCSpec", "Level", "Plan"]
@@ -203,73 +203,40 @@ class Plan:
     def device_source(self) -> str:
         """Complete OpenCL C source of the level kernels for this dtype.
 
-        Kernels (all take ``ulong M, ulong S``; one work-item per subproblem):
+        ``kernels_cl/dc_levels.cl`` (the kernels and layout changes) behind a
+        ``#define`` header and the spec's snippets wrapped as functions, as
+        pyopencl's ``ElementwiseKernel`` wraps a map expression.  Kernels (all
+        take ``ulong M, ulong S``; one work-item per subproblem):
         ``<name>_combine(src, dst, M, S)`` and ``<name>_combine_interleaved``
         (reads children in layout ``M*B``, writes in layout ``M``),
         ``<name>_base(x, M, S)`` (contiguous leaves) if the spec has a base
         case, and the layout changes ``interleave(src, dst, M, S)`` /
         ``deinterleave(src, dst, M, S)``.
         """
-        spec, t = self.spec, cl_type(self.dtype)
-        head = [
-            "#pragma OPENCL EXTENSION cl_khr_fp64 : enable" if self.dtype == np.float64 else "",
-            f"typedef {t} T;",
-            f"#define B {spec.branching}UL",
-            f"#define LEAF {spec.leaf_size}UL",
-            f"#define IS_FLOAT {int(self.dtype.kind == 'f')}",
-            spec.preamble,
-        ]
-        name = spec.name
-        body = []
-        for variant, (inp, out) in {
-            "combine": ("src[(K * B + (c)) * CS + (j)]", "dst[K * S + (j)]"),
-            "combine_interleaved": ("src[(j) * (M * B) + K * B + (c)]", "dst[(j) * M + K]"),
-        }.items():
-            body.append(
-                f"""
-__kernel void {name}_{variant}(__global const T *restrict src, __global T *restrict dst, ulong M, ulong S)
-{{
-    const ulong K = get_global_id(0);
-    if (K >= M) return;
-    const ulong CS = S / B;
-#define IN(c, j) {inp}
-#define OUT(j) {out}
-    {{
-{spec.combine_cl}
-    }}
-#undef IN
-#undef OUT
-}}"""
-            )
+        spec = self.spec
+        defines = {"B": f"{spec.branching}UL", "LEAF": f"{spec.leaf_size}UL", "IS_FLOAT": int(self.dtype.kind == "f"),
+                   "DC_NAME": spec.name, "HAS_BASE": int(spec.base_cl is not None)}
+        parts = ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable" if self.dtype == np.float64 else "",
+                 f"typedef {cl_type(self.dtype)} T;", define_header(defines), spec.preamble]
+        for variant, (inp, out) in _LAYOUTS.items():
+            parts.append(_snippet_function(variant, "__global const T *restrict src, __global T *restrict dst, "
+                                           "const ulong K, const ulong M, const ulong S, const ulong CS",
+                                           {"IN(c, j)": inp, "OUT(j)": out}, spec.combine_cl))
         if spec.base_cl is not None:
-            body.append(
-                f"""
-__kernel void {name}_base(__global T *x_, ulong M, ulong S)
-{{
-    const ulong K = get_global_id(0);
-    if (K >= M) return;
-#define X(j) x_[K * S + (j)]
-    {{
-{spec.base_cl}
-    }}
-#undef X
-}}"""
-            )
-        body.append(
-            """
-__kernel void interleave(__global const T *restrict src, __global T *restrict dst, ulong M, ulong S)
-{
-    const ulong g = get_global_id(0);
-    if (g >= M * S) return;
-    const ulong k = g / S, j = g % S;
-    dst[j * M + k] = src[g];
+            parts.append(_snippet_function("dc_base", "__global T *x_, const ulong K, const ulong S",
+                                           {"X(j)": "x_[K * S + (j)]"}, spec.base_cl))
+        return "\n".join(parts) + "\n" + kernel_source("dc_levels")
+
+
+#: Where child element ``j`` of child ``c`` and combined element ``j`` live, per combine variant (paper 6.3).
+_LAYOUTS = {
+    "dc_combine": ("src[(K * B + (c)) * CS + (j)]", "dst[K * S + (j)]"),
+    "dc_combine_interleaved": ("src[(j) * (M * B) + K * B + (c)]", "dst[(j) * M + K]"),
 }
-__kernel void deinterleave(__global const T *restrict src, __global T *restrict dst, ulong M, ulong S)
-{
-    const ulong g = get_global_id(0);
-    if (g >= M * S) return;
-    const ulong k = g / S, j = g % S;
-    dst[g] = src[j * M + k];
-}"""
-        )
-        return "\n".join(head + body) + "\n"
+
+
+def _snippet_function(name: str, params: str, macros: dict[str, str], body: str) -> str:
+    """A user snippet as ``void name(params)``, with its access macros defined around it."""
+    defs = "".join(f"#define {k} {v}\n" for k, v in macros.items())
+    undefs = "".join(f"#undef {k.split('(')[0]}\n" for k in macros)
+    return f"static void {name}({params})\n{{\n{defs}    {{\n{body}\n    }}\n{undefs}}}\n"

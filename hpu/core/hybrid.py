@@ -30,11 +30,21 @@ except Exception:  # pragma: no cover - CPU-only installs
 
 log = logging.getLogger("hpu")
 
-__all__ = ["ON_DEVICE_ERROR", "DeviceFailure", "HybridResult", "as_device_failure", "check_on_device_error",
-           "run_hybrid"]
+__all__ = ["ON_DEVICE_ERROR", "STRATEGIES", "DeviceFailure", "HybridResult", "as_device_failure",
+           "check_on_device_error", "check_strategy", "run_hybrid"]
 
 #: Values of every entry point's ``on_device_error`` argument.
 ON_DEVICE_ERROR = ("fallback", "raise")
+
+#: The one strategy vocabulary: every workload accepts the names that apply to it (:func:`check_strategy`).
+STRATEGIES = {
+    "auto": "the split the model predicts fastest, among every strategy the workload has",
+    "cpu": "the CPU alone (its thread pool)",
+    "gpu": "the device alone",
+    "basic": "the paper's basic division (López-Ortiz et al. 2014, section 5.1): device below the transfer level",
+    "advanced": "the paper's advanced division (section 5.2): a CPU share alpha beside the device's, both bottom-up",
+    "hybrid": "a CPU share and a device share of each step at once, sized by the model",
+}
 
 C = TypeVar("C")
 D = TypeVar("D")
@@ -69,6 +79,19 @@ def as_device_failure(exc: BaseException) -> DeviceFailure | None:
     if isinstance(exc, MemoryError):
         return DeviceFailure(f"MemoryError: {exc}")
     return None
+
+
+def check_strategy(value: str, allowed: tuple[str, ...]) -> str:
+    """Return ``value`` if it is one of ``allowed`` (names of :data:`STRATEGIES`).
+
+    Raises
+    ------
+    ValueError
+        Naming the unknown strategy and the ones this workload accepts.
+    """
+    if value not in allowed:
+        raise ValueError(f"unknown strategy {value!r}; choose one of {', '.join(allowed)}")
+    return value
 
 
 def check_on_device_error(value: str) -> str:

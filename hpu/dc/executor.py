@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.hybrid import DeviceFailure, HybridResult, check_on_device_error, run_hybrid
+from ..core.hybrid import DeviceFailure, HybridResult, check_on_device_error, check_strategy, run_hybrid
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace, event_times
 from .spec import Plan
@@ -45,6 +45,7 @@ log = logging.getLogger("hpu")
 
 __all__ = ["STRATEGIES", "execute"]
 
+#: The strategies the executor runs (:data:`hpu.core.hybrid.STRATEGIES` says what each means).
 STRATEGIES = ("cpu", "gpu", "basic", "advanced")
 
 
@@ -236,8 +237,7 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime, *, strategy: str, al
 
 def _levels(plan: Plan, runtime: Runtime, strategy: str, alpha: float, transfer_level: int | None) -> tuple[int, float]:
     """Check a strategy's arguments; return the transfer level ``y`` and ``alpha`` it runs with."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    check_strategy(strategy, STRATEGIES)
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
     if strategy != "cpu" and not runtime.has_device:

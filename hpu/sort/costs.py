@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.hybrid import check_strategy
 from ..core.model import Recurrence, Split, check_n
 from ..core.profile import Profile
 
@@ -153,8 +154,7 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
         ``n < 1``, unknown strategy, or a profile without fast-mode costs.
     """
     n = check_n(n)
-    if strategy not in ("auto", "cpu", "gpu", "basic", "advanced"):
-        raise ValueError(f"unknown strategy {strategy!r}")
+    check_strategy(strategy, ("auto", "cpu", "gpu", "basic", "advanced"))
     cands: list[tuple[str, float, int, int]] = [("cpu", 1.0, 0, 0)]
     curves = profile.cost_curves("sort")
     if curves is not None and "cpu_sort_1" in curves:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.hybrid import check_on_device_error
+from ..core.hybrid import check_on_device_error, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.model import Split, advanced_split, basic_split
 from ..core.runtime import Runtime, resolve_runtime
@@ -141,8 +141,7 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     arr = as_sortable(a)
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if strategy not in ("auto", *STRATEGIES):
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of auto, {', '.join(STRATEGIES)}")
+    check_strategy(strategy, ("auto", *STRATEGIES))
     if alpha is not None and not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
     n = arr.shape[0]

@@ -29,7 +29,6 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy import optimize
 
 from .profile import Profile
 from .util import check_nonneg, check_positive
@@ -409,6 +408,8 @@ class _Advanced:
             return hi, case
         if budget >= self.t_g(alpha, 0.0, case):
             return 0.0, case
+        from scipy import optimize  # on first use: importing it costs 0.2 s, and most callers never solve
+
         y = optimize.brentq(lambda yy: self.t_g(alpha, yy, case) - budget, 0.0, hi, xtol=1e-10, rtol=1e-12)
         return float(y), case
 
@@ -496,6 +497,8 @@ def _maximise_gpu_work(m: _Advanced, lo: float) -> float:
     a0, a1 = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
     best_a, best_w = float(grid[k]), float(vals[k])
     if a1 > a0:
+        from scipy import optimize
+
         r = optimize.minimize_scalar(lambda a: -m.gpu_work(a), bounds=(a0, a1), method="bounded", options={"xatol": 1e-7})
         if r.success and -r.fun >= best_w:
             best_a = float(r.x)

@@ -94,7 +94,7 @@ def _splitters(runs: Sequence[np.ndarray], nbuckets: int) -> list[np.ndarray]:
 
 
 def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent.futures.Executor,
-                   threads: int, *, buckets: int | None = None) -> None:
+                   threads: int, *, buckets: int | None = None, timsort_max_runs: int = TIMSORT_MAX_RUNS) -> None:
     """Stably merge sorted runs (given in input order) into ``out``, in parallel.
 
     Parameters
@@ -109,12 +109,15 @@ def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent
         The thread pool and how many of its threads to use.
     buckets : int, optional
         Number of independent buckets (default ``2 * threads``).
+    timsort_max_runs : int
+        Buckets gathered from at most this many runs are merged by numpy's
+        timsort, the others re-sorted (default :data:`TIMSORT_MAX_RUNS`).
 
     Notes
     -----
     Each bucket gathers its piece of every run into ``out`` and sorts it
     (:func:`stable_sort_inplace`; numpy's timsort, which merges the runs it
-    finds, when there are at most :data:`TIMSORT_MAX_RUNS` runs).  Bucket ``b`` ends at the
+    finds, when there are at most ``timsort_max_runs`` runs).  Bucket ``b`` ends at the
     ``b``-th splitter, a sample taken at regular positions of the runs and
     ordered by (value, run, position), as in PSRS (Shi and Schaeffer 1992).
     """
@@ -124,7 +127,7 @@ def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent
         raise ValueError(f"out has {out.shape[0]} elements, the runs {total}")
     nb = buckets or max(1, min(2 * threads, total // SERIAL_CUTOFF))
     cuts = [np.zeros(len(runs), dtype=np.int64), *_splitters(runs, nb), np.array([r.size for r in runs])]
-    sort = _merge_runs if len(runs) <= TIMSORT_MAX_RUNS else stable_sort_inplace
+    sort = _merge_runs if len(runs) <= timsort_max_runs else stable_sort_inplace
 
     def bucket(lo: np.ndarray, hi: np.ndarray) -> None:
         o = int(lo.sum())
@@ -146,7 +149,7 @@ def _merge_runs(x: np.ndarray) -> None:
 
 def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int,
                   out: np.ndarray | None = None, scratch: np.ndarray | None = None,
-                  runs: int | None = None) -> np.ndarray:
+                  runs: int | None = None, *, timsort_max_runs: int = TIMSORT_MAX_RUNS) -> np.ndarray:
     """``np.sort(a, kind="stable")`` on ``threads`` threads of ``pool`` (PSRS).
 
     Parameters
@@ -165,6 +168,8 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
         Number of chunks sorted in the first phase (default ``threads``;
         more than ``threads`` balances the load when some threads are slow,
         at the price of more runs to merge).
+    timsort_max_runs : int
+        Passed to :func:`multiway_merge` (default :data:`TIMSORT_MAX_RUNS`).
 
     Returns
     -------
@@ -188,5 +193,5 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
 
     for f in [pool.submit(chunk, i) for i in range(k)]:
         f.result()
-    multiway_merge([tmp[b[i] : b[i + 1]] for i in range(k)], out, pool, threads)
+    multiway_merge([tmp[b[i] : b[i + 1]] for i in range(k)], out, pool, threads, timsort_max_runs=timsort_max_runs)
     return out

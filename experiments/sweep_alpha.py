@@ -74,10 +74,8 @@ def plot(data: dict):
     ax_r.set_ylabel("device share time / CPU share time (measured)")
     ax_r.set_title("Beyond the paper: the model makes the two equal (ratio 1)", fontsize=8)
     ax_r.grid(alpha=0.3, which="both")
-    fig.suptitle(common.title(f"Paper fig. 7: advanced hybrid mergesort, n = 2^{data['log_n']}, "
-                              f"best of {data['meta']['repeats']} rounds", data["meta"]), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return common.finish(fig, f"Paper fig. 7: advanced hybrid mergesort, n = 2^{data['log_n']}, "
+                         f"best of {data['meta']['repeats']} rounds", data["meta"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
 import hpu  # noqa: E402
-from hpu.calibrate import host_description  # noqa: E402
+from hpu.core.util import host_description  # noqa: E402
 
 #: Text used in figures and JSON for the speed-up baseline.
 BASELINE = "numpy.sort on one core, same run"
@@ -155,6 +155,13 @@ def title(text: str, m: dict) -> str:
     else:
         where += " (model only, nothing measured)"
     return f"{text}\n{where}"
+
+
+def finish(fig, text: str, m: dict):
+    """Give ``fig`` the suptitle :func:`title` makes of ``text`` and ``m``, lay it out tightly, and return it."""
+    fig.suptitle(title(text, m), fontsize=9)
+    fig.tight_layout()
+    return fig
 
 
 def plain_log_ticks(ax, which: str = "y") -> None:

@@ -42,9 +42,7 @@ def plot(data: dict, traces: list[hpu.Trace]):
                      "red: copy to the device, orange: back", fontsize=8)
         ax.set_xlabel("")
     axes[-1, 0].set_xlabel("time since the start of the run (ms)")
-    fig.suptitle(common.title(f"Gantt chart of hybrid mergesort runs, n = 2^{data['log_n']}", data["meta"]), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return common.finish(fig, f"Gantt chart of hybrid mergesort runs, n = 2^{data['log_n']}", data["meta"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -92,10 +92,8 @@ def plot_alpha(data: dict):
     ax_y.grid(alpha=0.3)
     ax_w.grid(alpha=0.3)
     ax_w.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
-    fig.suptitle(common.title(f"Paper fig. 3, advanced split for mergesort, n = 2^{data['log_n']} "
-                              "(stars: optimum alpha*)", data["meta"]), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return common.finish(fig, f"Paper fig. 3, advanced split for mergesort, n = 2^{data['log_n']} "
+                         "(stars: optimum alpha*)", data["meta"])
 
 
 def plot_division(data: dict):
@@ -117,10 +115,8 @@ def plot_division(data: dict):
         ax.set_ylabel("recursion level (0 = root, leaves at the bottom)")
         ax.set_title(f"{prof['name']}\nalpha* = {a:.3f}, device work {100 * o['gpu_share']:.1f}%", fontsize=8)
         ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.16))
-    fig.suptitle(common.title(f"Paper fig. 4, advanced work division for mergesort at alpha*, n = 2^{depth}",
-                              data["meta"]), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return common.finish(fig, f"Paper fig. 4, advanced work division for mergesort at alpha*, n = 2^{depth}",
+                         data["meta"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -113,10 +113,8 @@ def plot_speedup(data: dict):
     ax_r.set_title("Paper fig. 8's blue line: the model makes the two equal (ratio 1)", fontsize=8)
     ax_r.legend(fontsize=7)
     ax_r.grid(alpha=0.3, which="both")
-    fig.suptitle(common.title(f"Paper fig. 8: hybrid mergesort speed-up versus n, best of {data['meta']['repeats']} "
-                              "rounds", data["meta"]), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return common.finish(fig, f"Paper fig. 8: hybrid mergesort speed-up versus n, best of {data['meta']['repeats']} "
+                         "rounds", data["meta"])
 
 
 def plot_best(data: dict):
@@ -141,10 +139,8 @@ def plot_best(data: dict):
         ax.xaxis.set_major_locator(common.matplotlib.ticker.MaxNLocator(integer=True))
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-    fig.suptitle(common.title("Paper fig. 10: the (alpha, level) with the smallest measured time versus the model's",
-                              data["meta"]), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return common.finish(fig, "Paper fig. 10: the (alpha, level) with the smallest measured time versus the model's",
+                         data["meta"])
 
 
 def main(argv: list[str] | None = None) -> int:

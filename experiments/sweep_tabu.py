@@ -84,10 +84,8 @@ def plot(data: dict):
     ax_m.set_ylabel("time ratio (1 = the model found the best split)")
     ax_m.legend(fontsize=7)
     ax_m.grid(alpha=0.3, axis="y")
-    fig.suptitle(common.title("Tabu search: neighbourhood evaluation per iteration, hybrid split by the model",
-                              data["meta"]), fontsize=9)
-    fig.tight_layout()
-    return fig
+    return common.finish(fig, "Tabu search: neighbourhood evaluation per iteration, hybrid split by the model",
+                         data["meta"])
 
 
 def main(argv: list[str] | None = None) -> int:

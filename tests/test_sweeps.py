@@ -107,10 +107,11 @@ def test_calibration_sweep_measures_and_saves_a_profile(tmp_path):
     assert f["p"] >= 1 and f["g"] >= 1 and 0 < f["gamma"] <= 1 and f["cpu_op_seconds"] > 0
     m = data["measurements"]
     assert len(m["g"]["work_items"]) == len(m["g"]["seconds"]) >= 3
-    assert len(m["merge"]["sizes"]) == len(m["merge"]["ratio"]) >= 3
+    assert len(m["combine"]["sizes"]) == len(m["combine"]["ratio"]) >= 3  # the merge of paper fig. 6
     assert all(t > 0 for t in m["g"]["seconds"])
     saved = hpu.Profile.load(tmp_path / "profile.json")
     assert (saved.p, saved.g, saved.gamma) == (f["p"], f["g"], f["gamma"])
+    assert saved.cost_curves("sort") is not None  # as python -m hpu.calibrate: fast mode's curves too
     assert data["paper"]["hpu1"] == {"g": 4096, "inv_gamma": pytest.approx(160)}
     assert_figures(tmp_path, "fig5_g", "fig6_gamma", "calib_p", "calib_transfers")
 

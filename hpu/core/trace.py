@@ -156,6 +156,11 @@ class Recorder:
         with self.lock:
             self.events.append(TraceEvent(*args, **kw))
 
+    def finish(self, trace: Trace) -> Trace:
+        """Hand the events (and the deferred device timestamps) to ``trace``, set its wall time; return it."""
+        trace.events, trace.wall, trace._deferred = self.events, self.now(), self.deferred
+        return trace
+
 
 def event_times(ev: Any, rec: Recorder, fallback: float) -> tuple[float, float]:
     """(start, end) of a profiled OpenCL event in seconds of ``rec``'s clock.

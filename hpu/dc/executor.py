@@ -288,5 +288,4 @@ def _run(plan: Plan, data: np.ndarray, runtime: Runtime, strategy: str, y: int, 
         cpu=(lambda: _cpu_levels(runtime, plan, work, cpu_top if n_cpu < total else 0, y if n_cpu < total else depth,
                                  0, n_cpu if n_cpu < total else b**depth, rec)) if n_cpu else None,
         redo=redo, on_device_error=on_device_error, finish=finish)
-    trace.events, trace.wall = rec.events, rec.now()
-    return work, trace
+    return work, rec.finish(trace)

@@ -373,8 +373,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
         threads = min(cpu_threads, rt.threads) if cpu_threads > 0 else rt.threads
         parallel_sort(src, rt.pool, threads, out=out, scratch=rt.host_pool.empty(n, dt))
         rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n, src.nbytes)
-        trace.events, trace.wall, trace._deferred = rec.events, rec.now(), rec.deferred
-        return out, trace
+        return out, rec.finish(trace)
 
     direct = out if n_cpu == 0 and t == 0 else None  # one device run: stream it straight into out
 
@@ -404,5 +403,4 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
 
     run_hybrid(rt, device=lambda lease: _device_share(rt, lease, src[n_cpu:], t, rec, direct, options),
                cpu=cpu_share if n_cpu else None, redo=redo, on_device_error=on_device_error, finish=finish)
-    trace.events, trace.wall, trace._deferred = rec.events, rec.now(), rec.deferred
-    return out, trace
+    return out, rec.finish(trace)

@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import argparse
 import collections
-import datetime
 import json
 import os
 import platform
-import shlex
 import sys
 import tempfile
 import time
@@ -40,6 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from bench_common import command_line, shuffled_rounds, utc_now
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_ROUNDS = 200  # cap of the extra rounds that small sorts get (see _rounds)
@@ -94,10 +94,9 @@ def machine_meta(argv: list[str] | None, profile_dir: str | None) -> dict:
         pyopencl_version = cl.VERSION_TEXT
     except Exception as e:  # recorded, not fatal: CPU-only mode runs without it
         pyopencl_version = f"not importable: {e}"
-    args = sys.argv[1:] if argv is None else argv
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": shlex.join(["python", "experiments/bench_default_runtime.py", *args]),
+        "date": utc_now(),
+        "command": command_line("bench_default_runtime.py", argv),
         "host": host_description(),
         "hpu_profile_dir": profile_dir or os.environ.get("HPU_PROFILE_DIR"),
         "hpu": hpu.__version__,
@@ -292,14 +291,7 @@ def bench_size(lg: int, args: argparse.Namespace, pause: float) -> dict:
     t0 = time.perf_counter()
     runs["default (auto)"]()
     rounds = max(args.rounds, min(MAX_ROUNDS, int(args.target_seconds / max(time.perf_counter() - t0, 1e-9))))
-    samples: dict[str, list[float]] = {name: [] for name in runs}
-    order = np.random.default_rng(args.seed + 100 + lg)
-    for _ in range(rounds):
-        for name in order.permutation(list(runs)):
-            time.sleep(pause)
-            t0 = time.perf_counter()
-            runs[name]()
-            samples[name].append(time.perf_counter() - t0)
+    samples = shuffled_rounds(runs, rounds, np.random.default_rng(args.seed + 100 + lg), pause)
     medians = {name: float(np.median(ts)) for name, ts in samples.items()}
     mins = {name: float(np.min(ts)) for name, ts in samples.items()}
     forced = {k: v for k, v in medians.items() if k != "default (auto)"}

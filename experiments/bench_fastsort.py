@@ -16,7 +16,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import statistics
 import sys
@@ -29,8 +28,9 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 import pyopencl.tools as cl_tools
 
-from hpu.device import Runtime
-from hpu.fastsort import DeviceSorter
+import hpu
+from bench_common import utc_now
+from hpu.sort.device import DeviceSorter
 
 DTYPE = np.dtype(np.int32)
 
@@ -59,7 +59,7 @@ def time_runs(queue: Any, run: Callable[[], Any], prepare: Callable[[], None], r
     return times
 
 
-def baselines(rt: Runtime) -> dict[str, Any]:
+def baselines(rt: hpu.Runtime) -> dict[str, Any]:
     """pyopencl's device sorts that import here: name -> factory of a per-size runner."""
     out: dict[str, Any] = {}
     queue = rt.queue
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
 
-    with Runtime(args.device, profile="hpu1") as rt:  # the profile plays no part here
+    with hpu.Runtime(args.device, profile="hpu1") as rt:  # the profile plays no part here
         rt.require_device()
         info = rt.device_info
         sorter = DeviceSorter(rt, DTYPE, work_group_size=args.work_group_size,
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({
                 "benchmark": "device-resident sort, int32 uniform in [0, 2n)",
-                "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "date": utc_now(),
                 "device": info.name, "platform": info.platform, "device_version": info.version,
                 "driver": info.driver, "pyopencl": cl.VERSION_TEXT, "repeats": args.repeats,
                 "timing": "host wall clock between queue.finish() calls, milliseconds",

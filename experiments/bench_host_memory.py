@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import mmap
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
 
 import hpu
+from bench_common import timings, write_json
 
 
 def thp_array(nbytes: int) -> np.ndarray:
@@ -36,13 +35,8 @@ def thp_array(nbytes: int) -> np.ndarray:
 
 
 def best(fn, repeats: int = 5) -> float:
-    fn()
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return min(out)
+    """Fewest seconds of ``repeats`` calls of ``fn`` after a warm-up call."""
+    return min(timings(fn, repeats))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 "thp": thp.read_text().strip() if thp.exists() else "unknown"}
         print(f"# transparent huge pages: {meta['thp']}")
     if args.json:
-        args.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        write_json(args.json, {"meta": meta, "rows": rows})
     return 0
 
 

@@ -5,7 +5,7 @@ Times each strategy side by side in one run on uniform random int32 in
 a table of times and ratios to numpy.sort (one core, default kind), with the
 machine and versions.  Host array in, host array out.  The strategies and
 numpy.sort run in shuffled rounds, each call after the same idle pause
-(``hpu.calibrate.IDLE_PAUSE``), and each median is reported.  When importable,
+(``hpu.core.calibrate.IDLE_PAUSE``), and each median is reported.  When importable,
 cupy.sort host to host (pageable and pinned host buffers) is timed too.
 ``--variants`` adds other key distributions and dtypes at one size.
 
@@ -15,8 +15,6 @@ cupy.sort host to host (pageable and pinned host buffers) is timed too.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import platform
 import sys
 import time
@@ -26,8 +24,8 @@ import numpy as np
 import pyopencl as cl
 
 import hpu
-from hpu.calibrate import IDLE_PAUSE, host_description
-from hpu.mergesort import hybrid_mergesort
+from bench_common import command_line, shuffled_rounds, timings, utc_now, write_json
+from hpu.core.util import host_description
 
 STRATEGIES = ("cpu", "gpu", "basic", "advanced", "auto")
 SMALL_ROUNDS, SMALL_SECONDS = 49, 0.02  # at most 49 rounds, as many as numpy.sort takes to fill 20 ms
@@ -89,16 +87,11 @@ def _variants(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def _time(fn, repeats: int) -> float:
-    fn()  # warm-up (kernel builds, page faults)
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+    """Median seconds of ``repeats`` calls of ``fn`` after a warm-up call."""
+    return float(np.median(timings(fn, repeats)))
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--min-log", type=int, default=16, help="smallest n = 2^min-log (default 16)")
     ap.add_argument("--max-log", type=int, default=26, help="largest n = 2^max-log (default 26)")
@@ -115,93 +108,118 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     ap.add_argument("--json", type=Path, default=None, help="write the rows and machine facts as JSON")
     args = ap.parse_args(argv)
-    strategies = [s for s in args.strategies.split(",") if s]
-    rng = np.random.default_rng(0)
+    args.strategies = [s for s in args.strategies.split(",") if s]
+    return args
+
+
+def machine_meta(rt: hpu.Runtime, args: argparse.Namespace, argv: list[str] | None) -> dict:
+    """Date, command, device, host, threads, profile and versions; printed as the table's header."""
+    meta = {
+        "date": utc_now(),
+        "command": command_line("bench_mergesort.py", argv),
+        "device": rt.device_name,
+        "host": host_description(),
+        "threads": rt.threads,
+        "profile": rt.profile.name,
+        "profile_values": {k: getattr(rt.profile, k) for k in ("p", "g", "gamma", "cpu_op_seconds")},
+        "numpy": np.__version__,
+        "pyopencl": cl.VERSION_TEXT,
+        "python": platform.python_version(),
+        "hpu": hpu.__version__,
+        "mode": args.mode,
+    }
+    print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items() if k != "profile_values"))
+    print(f"# profile: p={rt.profile.p:.2f} g={rt.profile.g:.0f} 1/gamma={1 / rt.profile.gamma:.1f}")
+    print(f"{'n':>10} {'strategy':>9} {'time ms':>10} {'pred ms':>9} {'numpy ms':>9} {'vs numpy':>9} {'alpha':>6} {'y':>3}")
+    return meta
+
+
+def checked_traces(a: np.ndarray, strategies: list[str], mode: str, rt: hpu.Runtime) -> dict[str, hpu.Trace]:
+    """Run each strategy once on ``a`` (warm-up), check its result against numpy's; return the traces."""
+    ref = np.sort(a, kind="stable")
+    traces = {}
+    for s in strategies:
+        out, traces[s] = hpu.hybrid_mergesort(a, strategy=s, mode=mode, runtime=rt, return_trace=True)
+        if not np.array_equal(out, ref):
+            raise SystemExit(f"wrong result: strategy {s}, n = {a.size}")
+    return traces
+
+
+def time_strategies(a: np.ndarray, strategies: list[str], args: argparse.Namespace, rt: hpu.Runtime,
+                    seed: int) -> dict[str, list[float]]:
+    """Samples of each strategy and of numpy.sort, timed in the same shuffled rounds."""
+    runs = {s: (lambda s=s: hpu.hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt)) for s in strategies}
+    runs["numpy"] = lambda: np.sort(a)
+    # Sub-millisecond sorts scatter by 10-20%: more rounds there (numpy's warm-up time as the yardstick).
+    np.sort(a)
+    t0 = time.perf_counter()
+    np.sort(a)
+    rounds = max(args.repeats, min(SMALL_ROUNDS, int(SMALL_SECONDS / max(time.perf_counter() - t0, 1e-9))))
+    return shuffled_rounds(runs, rounds, np.random.default_rng(seed))
+
+
+def strategy_row(n: int, s: str, tr: hpu.Trace, samples: list[float], numpy_samples: list[float]) -> dict:
+    """One row of the table (printed) and of the JSON: a strategy's median against numpy.sort's, and its split."""
+    t, t_np = float(np.median(samples)), float(np.median(numpy_samples))
+    pred = tr.split.predicted_time if tr.split is not None else None
+    print(f"{n:>10} {s:>9} {t * 1e3:10.2f} {pred * 1e3 if pred else float('nan'):9.2f} "
+          f"{t_np * 1e3:9.2f} {t_np / t:9.3f} {tr.alpha:6.3f} {tr.transfer_level:>3}"
+          + (f"  ({tr.strategy})" if s == "auto" else ""), flush=True)
+    return {"n": n, "strategy": s, "chosen": tr.strategy, "seconds": t, "numpy_seconds": t_np,
+            "numpy_samples": numpy_samples, "predicted_seconds": pred, "samples": samples,
+            "alpha": tr.alpha, "transfer_level": tr.transfer_level, "speedup_vs_numpy": t_np / t,
+            "cpu_threads": getattr(tr.split, "cpu_threads", None),
+            "device_busy": tr.busy("device"), "cpu_busy": tr.busy("cpu"), "bus_busy": tr.busy("bus")}
+
+
+def bench_size(lg: int, a: np.ndarray, strategies: list[str], args: argparse.Namespace, rt: hpu.Runtime) -> list[dict]:
+    """The rows of one size: cupy's baselines (where importable), then every strategy."""
+    n = 1 << lg
+    traces = checked_traces(a, strategies, args.mode, rt)
+    samples = time_strategies(a, strategies, args, rt, seed=lg)
+    t_np = float(np.median(samples["numpy"]))
     rows = []
+    for name, t in _cupy_baselines(a, args.repeats).items():
+        rows.append({"n": n, "strategy": name, "seconds": t, "numpy_seconds": t_np, "speedup_vs_numpy": t_np / t})
+        print(f"{n:>10} {name:>9} {t * 1e3:10.2f} {'':>9} {t_np * 1e3:9.2f} {t_np / t:9.3f}", flush=True)
+    return rows + [strategy_row(n, s, traces[s], samples[s], samples["numpy"]) for s in strategies]
+
+
+def bench_variants(log_n: int, rng: np.random.Generator, args: argparse.Namespace, rt: hpu.Runtime) -> list[dict]:
+    """The default strategy on other distributions and dtypes at n = 2^log_n."""
+    n = 1 << log_n
+    print(f"# other inputs at n = 2^{log_n}, strategy auto")
+    variants = []
+    for name, a in _variants(n, rng).items():
+        ref = np.sort(a, kind="stable")
+        out, tr = hpu.hybrid_mergesort(a, mode=args.mode, runtime=rt, return_trace=True)
+        if not np.array_equal(out.view(np.uint8), ref.view(np.uint8)):
+            raise SystemExit(f"wrong result: {name}")
+        t = _time(lambda: hpu.hybrid_mergesort(a, mode=args.mode, runtime=rt), args.repeats)
+        t_np = _time(lambda: np.sort(a), args.repeats)
+        variants.append({"n": n, "input": name, "seconds": t, "numpy_seconds": t_np, "chosen": tr.strategy,
+                         "alpha": tr.alpha, "transfer_level": tr.transfer_level})
+        print(f"{name:>18} {t * 1e3:10.2f} ms  numpy {t_np * 1e3:9.2f} ms  x{t_np / t:7.2f}  ({tr.strategy})",
+              flush=True)
+    return variants
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    rng = np.random.default_rng(0)
+    rows: list[dict] = []
     slow: set[str] = set()
     with hpu.Runtime(args.device, profile=args.profile, threads=args.threads) as rt:
-        meta = {
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python experiments/bench_mergesort.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "device": rt.device_name,
-            "host": host_description(),
-            "threads": rt.threads,
-            "profile": rt.profile.name,
-            "profile_values": {k: getattr(rt.profile, k) for k in ("p", "g", "gamma", "cpu_op_seconds")},
-            "numpy": np.__version__,
-            "pyopencl": cl.VERSION_TEXT,
-            "python": platform.python_version(),
-            "hpu": hpu.__version__,
-            "mode": args.mode,
-        }
-        print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items() if k != "profile_values"))
-        print(f"# profile: p={rt.profile.p:.2f} g={rt.profile.g:.0f} 1/gamma={1 / rt.profile.gamma:.1f}")
-        head = f"{'n':>10} {'strategy':>9} {'time ms':>10} {'pred ms':>9} {'numpy ms':>9} {'vs numpy':>9} {'alpha':>6} {'y':>3}"
-        print(head)
+        meta = machine_meta(rt, args, argv)
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
             a = rng.integers(0, 2 * n, n).astype(np.int32)
-            ref = np.sort(a, kind="stable")
-            np.sort(a)  # warm-up; numpy.sort is then timed in the same shuffled rounds as the strategies
-            todo = [s for s in strategies if s not in slow]
-            traces = {}
-            for s in todo:  # warm-up and check each strategy once
-                out, traces[s] = hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt, return_trace=True)
-                if not np.array_equal(out, ref):
-                    raise SystemExit(f"wrong result: strategy {s}, n = 2^{lg}")
-            runs = {s: (lambda s=s: hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt)) for s in todo}
-            runs["numpy"] = lambda: np.sort(a)
-            samples: dict[str, list[float]] = {s: [] for s in runs}
-            order = np.random.default_rng(lg)
-            # Sub-millisecond sorts scatter by 10-20%: more rounds there (numpy's warm-up time as the yardstick).
-            t0 = time.perf_counter()
-            np.sort(a)
-            rounds = max(args.repeats, min(SMALL_ROUNDS, int(SMALL_SECONDS / max(time.perf_counter() - t0, 1e-9))))
-            for _ in range(rounds):  # rounds in shuffled order, so that noise and after-effects
-                for s in order.permutation(list(runs)):  # (an OpenCL CPU device still spinning) hit all alike
-                    time.sleep(IDLE_PAUSE)
-                    t0 = time.perf_counter()
-                    runs[s]()
-                    samples[s].append(time.perf_counter() - t0)
-            t_np = float(np.median(samples["numpy"]))
-            for name, t in _cupy_baselines(a, args.repeats).items():
-                rows.append({"n": n, "strategy": name, "seconds": t, "numpy_seconds": t_np, "speedup_vs_numpy": t_np / t})
-                print(f"{n:>10} {name:>9} {t * 1e3:10.2f} {'':>9} {t_np * 1e3:9.2f} {t_np / t:9.3f}", flush=True)
-            for s in todo:
-                tr = traces[s]
-                t = float(np.median(samples[s]))
-                if t > args.slow:
-                    slow.add(s)
-                pred = tr.split.predicted_time if tr.split is not None else None
-                row = {"n": n, "strategy": s, "chosen": tr.strategy, "seconds": t, "numpy_seconds": t_np,
-                       "numpy_samples": samples["numpy"],
-                       "predicted_seconds": pred, "samples": samples[s],
-                       "alpha": tr.alpha, "transfer_level": tr.transfer_level, "speedup_vs_numpy": t_np / t,
-                       "cpu_threads": getattr(tr.split, "cpu_threads", None),
-                       "device_busy": tr.busy("device"), "cpu_busy": tr.busy("cpu"), "bus_busy": tr.busy("bus")}
-                rows.append(row)
-                print(f"{n:>10} {s:>9} {t * 1e3:10.2f} {pred * 1e3 if pred else float('nan'):9.2f} "
-                      f"{t_np * 1e3:9.2f} {t_np / t:9.3f} {tr.alpha:6.3f} {tr.transfer_level:>3}"
-                      + (f"  ({tr.strategy})" if s == "auto" else ""), flush=True)
-        variants = []
-        if args.variants:
-            n = 1 << args.variants
-            print(f"# other inputs at n = 2^{args.variants}, strategy auto")
-            for name, a in _variants(n, rng).items():
-                ref = np.sort(a, kind="stable")
-                out, tr = hybrid_mergesort(a, mode=args.mode, runtime=rt, return_trace=True)
-                if not np.array_equal(out.view(np.uint8), ref.view(np.uint8)):
-                    raise SystemExit(f"wrong result: {name}")
-                t = _time(lambda: hybrid_mergesort(a, mode=args.mode, runtime=rt), args.repeats)
-                t_np = _time(lambda: np.sort(a), args.repeats)
-                variants.append({"n": n, "input": name, "seconds": t, "numpy_seconds": t_np, "chosen": tr.strategy,
-                                 "alpha": tr.alpha, "transfer_level": tr.transfer_level})
-                print(f"{name:>18} {t * 1e3:10.2f} ms  numpy {t_np * 1e3:9.2f} ms  x{t_np / t:7.2f}  ({tr.strategy})",
-                      flush=True)
+            size_rows = bench_size(lg, a, [s for s in args.strategies if s not in slow], args, rt)
+            slow.update(r["strategy"] for r in size_rows if r["strategy"] in args.strategies and r["seconds"] > args.slow)
+            rows += size_rows
+        variants = bench_variants(args.variants, rng, args, rt) if args.variants else []
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"meta": meta, "rows": rows, "variants": variants}, indent=1))
-        print(f"wrote {args.json}")
+        print(f"wrote {write_json(args.json, {'meta': meta, 'rows': rows, 'variants': variants})}")
     return 0
 
 

@@ -47,10 +47,7 @@ import numpy as np
 from tqdm import tqdm
 
 import hpu
-from hpu.tabu import QAP, HWSWPartitioning, calibrate, tabu_search, transfer_levels
-from hpu.tabu.evolution import hybrid_ea
-from hpu.tabu.pfsp import PFSP
-from hpu.tabu.ppp import PPP
+from hpu.tabu import PFSP, PPP, QAP, HWSWPartitioning, calibrate, hybrid_ea, tabu_search, transfer_levels
 
 DATA = Path(__file__).parent / "data" / "qaplib"
 PROBLEMS = {

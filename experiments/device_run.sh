@@ -3,7 +3,8 @@
 #
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | tabu | tabu-more)
 #
-# Needs pyopencl's wheels in .whl/ (see DEVELOPERS.md) and writes results to $OUT (default ./out).
+# Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
+# $OUT (default ./out).
 # cpusort: bench_cpusort (variants of the CPU share's parallel sort against numpy.sort).
 # pipeline: bench_pipeline and bench_host_memory (where a device-only sort spends its time).
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).

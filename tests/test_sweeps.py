@@ -1,9 +1,16 @@
-"""The experiment sweeps (experiments/sweep_*.py) run at their --quick sizes and write sane JSON and figures."""
+"""The experiment sweeps (experiments/sweep_*.py) run at their --quick sizes and write sane JSON and figures.
 
+Every experiment script imports and answers --help, uses only hpu's public names, sets no hpu module global
+(knobs are arguments) and has no function over 80 lines of code (issue 12).
+"""
+
+import ast
 import importlib
+import io
 import json
 import math
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -46,6 +53,74 @@ def assert_meta(data, measured=True, timed=False):
         assert m["threads"] >= 1 and m["device"]
     if timed:
         assert m["seed"] == 0 and m["repeats"] == 1 and "numpy.sort" in m["baseline"]
+
+
+SCRIPTS = sorted(EXPERIMENTS.glob("*.py"))
+HELPERS = {"sweep_common", "bench_common"}  # shared code, no command line
+MAX_FUNCTION_LINES = 80
+
+
+@pytest.mark.parametrize("path", [p for p in SCRIPTS if p.stem not in HELPERS], ids=lambda p: p.stem)
+def test_experiment_imports_and_has_help(path, capsys):
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(path.stem).main(["--help"])
+    assert e.value.code == 0
+    assert "usage:" in capsys.readouterr().out
+
+
+def hpu_imports(tree: ast.AST):
+    """(line, imported name) of every ``from hpu... import name`` and ``import hpu...``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "hpu":
+            for alias in node.names:
+                yield node.lineno, f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "hpu":
+                    yield node.lineno, alias.name
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.stem)
+def test_experiment_uses_public_names_and_sets_no_globals(path):
+    tree = ast.parse(path.read_text())
+    private = [f"{path.name}:{line} {name}" for line, name in hpu_imports(tree)
+               if any(part.startswith("_") for part in name.split("."))]
+    private += [f"{path.name}:{node.lineno} .{node.attr}" for node in ast.walk(tree)
+                if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")]
+    assert not private, "private hpu names used"
+    # No assignment to an attribute of a module (``hpu.x.CONSTANT = ...``): knobs are arguments.
+    modules = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
+               if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    targets = [t for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+               for t in (node.targets if isinstance(node, ast.Assign) else [node.target])]
+    writes = [f"{path.name}:{t.lineno}" for t in targets if isinstance(t, ast.Attribute)
+              and isinstance(t.value, (ast.Name, ast.Attribute)) and ast.unparse(t.value).split(".")[0] in modules]
+    assert not writes, "module globals set"
+    assert "setattr(" not in path.read_text() and "monkeypatch" not in path.read_text()
+
+
+def code_lines(source: str) -> set[int]:
+    """Line numbers that hold code (not comments or blank lines)."""
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+    return {line for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type not in skip
+            for line in range(tok.start[0], tok.end[0] + 1)}
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.stem)
+def test_experiment_functions_are_short(path):
+    source = path.read_text()
+    code = code_lines(source)
+    long = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            doc = (set(range(body[0].lineno, body[0].end_lineno + 1))
+                   if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                   and isinstance(body[0].value.value, str) else set())
+            lines = len((code & set(range(node.lineno, node.end_lineno + 1))) - doc)
+            if lines > MAX_FUNCTION_LINES:
+                long.append(f"{path.name}:{node.lineno} {node.name}: {lines} lines of code")
+    assert not long, f"split these functions (at most {MAX_FUNCTION_LINES} lines of code)"
 
 
 def test_sweeps_are_all_in_the_driver():

@@ -1,6 +1,7 @@
 """Tabu search: trajectories against a brute-force reference, identical across splits, quality, the split model."""
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from hpu.tabu import (
     tabu_search,
     transfer_levels,
 )
+from hpu.core.costs import ProfileError
 from hpu.tabu.split import SIMPLER_MARGIN
 
 DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
@@ -357,5 +359,30 @@ def test_calibration_is_cached_and_drives_the_default_split(rt, tmp_path, monkey
     assert res.split == plan_split(pb.num_moves, c)
     path.write_text("{corrupt")
     assert calibrate(pb, rt, cache=False).kind == "hwsw"
-    with pytest.raises(ValueError, match="corrupt"):
+    with pytest.raises(ProfileError, match="corrupt"):
         TabuCosts.load(path)
+
+
+def test_costs_files_are_versioned_and_every_bad_one_is_a_profile_error(tmp_path):
+    c = costs(device_level_seconds=[2e-4, 1e-4], device_level_moves=10**6, host_seconds=1e-6,
+              measurements={"cpu": {"moves": [1, 4], "seconds": [1e-6, 3e-6]}})
+    path = c.save(tmp_path / "costs.json")
+    d = json.loads(path.read_text())
+    assert (d["kind"], d["schema_version"], d["problem_kind"]) == ("tabu-costs", 4, "qap")
+    assert TabuCosts.load(path) == c and c.to_dict()["kind"] == "qap"
+    bad = {
+        "missing": None,
+        "corrupt": "{not json",
+        "newer": {**d, "schema_version": 5},
+        "older": {**d, "schema_version": 3},
+        "other kind": {**d, "kind": "profile"},
+        "no problem kind": {k: v for k, v in d.items() if k != "problem_kind"},
+        "missing field": {k: v for k, v in d.items() if k != "cpu_move_seconds"},
+        "not an object": [1, 2],
+    }
+    for name, content in bad.items():
+        p = tmp_path / f"{name}.json"
+        if content is not None:
+            p.write_text(content if isinstance(content, str) else json.dumps(content))
+        with pytest.raises(ProfileError):
+            TabuCosts.load(p)

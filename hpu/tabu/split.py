@@ -65,15 +65,15 @@ by 10-20% at 0.2 ms per iteration.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..core.util import atomic_write_text
+from ..core.costs import ProfileError, read_versioned, write_versioned
 
 __all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIES", "SIMPLER_MARGIN"]
 
@@ -81,7 +81,9 @@ __all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIE
 STRATEGIES = ("cpu", "gpu", "hybrid")
 #: A split using both units, or the thread pool, must be predicted faster than the best simpler one by this fraction.
 SIMPLER_MARGIN = 0.05
-COSTS_SCHEMA_VERSION = 3
+#: ``kind`` and ``schema_version`` of :class:`TabuCosts` files (:func:`hpu.core.costs.write_versioned`; version 4:
+#: the problem kind under ``problem_kind``, the file's kind under ``kind``).
+COSTS_KIND, COSTS_SCHEMA_VERSION = "tabu-costs", 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,14 +237,37 @@ class TabuCosts:
 
     # -- persistence -------------------------------------------------------------
     def to_dict(self) -> dict:
-        """JSON-ready dict with a ``schema_version`` key."""
-        d = dataclasses.asdict(self)
-        d["schema_version"] = COSTS_SCHEMA_VERSION
-        return d
+        """The fields as a JSON-ready dict (what :meth:`save` writes, besides ``kind`` and ``schema_version``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, source: str = "<dict>") -> TabuCosts:
+        """Inverse of :meth:`to_dict` (unknown keys, such as ``kind`` and ``schema_version``, are ignored).
+
+        Raises
+        ------
+        hpu.ProfileError
+            A field is missing or of the wrong type.
+        """
+        fields = {f.name for f in dataclasses.fields(cls)}
+        try:
+            return cls(**{k: v for k, v in d.items() if k in fields})
+        except (TypeError, ValueError) as e:
+            raise ProfileError(f"{source}: invalid tabu costs: {e}") from None
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write as JSON atomically; returns the path."""
-        return atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True, default=float))
+        """Write as a versioned JSON file (kind ``"tabu-costs"``, :func:`hpu.core.costs.write_versioned`), atomically.
+
+        The fields are :meth:`to_dict`'s, with the problem kind under ``problem_kind``.
+
+        Returns
+        -------
+        pathlib.Path
+            The path written.
+        """
+        d = self.to_dict()
+        d["problem_kind"] = d.pop("kind")
+        return write_versioned(path, COSTS_KIND, COSTS_SCHEMA_VERSION, d)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TabuCosts:
@@ -250,23 +275,14 @@ class TabuCosts:
 
         Raises
         ------
-        ValueError
-            If the file is not JSON, from another schema version, or lacks fields.
-        FileNotFoundError
-            If it does not exist.
+        hpu.ProfileError
+            The file is missing, unreadable, not JSON, of another kind or
+            schema version (:func:`hpu.core.costs.read_versioned`), or lacks fields.
         """
-        path = Path(path)
-        try:
-            d = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: corrupt tabu costs (not JSON: {e})") from None
-        if not isinstance(d, dict) or d.get("schema_version") != COSTS_SCHEMA_VERSION:
-            raise ValueError(f"{path}: not tabu costs of schema version {COSTS_SCHEMA_VERSION}")
-        fields = {f.name for f in dataclasses.fields(cls)}
-        try:
-            return cls(**{k: v for k, v in d.items() if k in fields})
-        except TypeError as e:
-            raise ValueError(f"{path}: invalid tabu costs: {e}") from None
+        d = read_versioned(path, COSTS_KIND, COSTS_SCHEMA_VERSION, oldest=COSTS_SCHEMA_VERSION)
+        if "problem_kind" not in d:
+            raise ProfileError(f"{path}: tabu costs without a 'problem_kind'")
+        return cls.from_dict({**d, "kind": d["problem_kind"]}, source=str(path))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -233,16 +233,16 @@ def test_device_table_after_random_moves_with_fewer_work_items_than_machines(rt,
     rng = np.random.default_rng(7)
     q = random_pfsp(rng, 5, 9, nb)
     pi = q.random_solution(rng)
-    ev = Evaluator(q.state(pi), rt, cpu_moves=0, groups=3, work_group_size=2)
-    assert ev.state.apply_range(2) == ((2,), (2,))
-    for it in range(1, 30):
-        ref = brute_force_deltas(q, pi)
-        best = int(np.argmin(ref))
-        assert ev.evaluate(it, np.iinfo(np.int64).max) == (ADMISSIBLE, ref[best], best)
-        k = int(rng.integers(q.num_moves))
-        ev.apply(k, int(ref[k]), 0)
-        pi = q.apply_move(pi, k)
-        assert ev.state.value == makespan(q.processing_times, pi)
+    with Evaluator(q.state(pi), rt, cpu_moves=0, groups=3, work_group_size=2, on_device_error="raise") as ev:
+        assert ev.state.apply_range(2) == ((2,), (2,))
+        for it in range(1, 30):
+            ref = brute_force_deltas(q, pi)
+            best = int(np.argmin(ref))
+            assert ev.evaluate(it, np.iinfo(np.int64).max) == (ADMISSIBLE, ref[best], best)
+            k = int(rng.integers(q.num_moves))
+            ev.apply(k, int(ref[k]), 0)
+            pi = q.apply_move(pi, k)
+            assert ev.state.value == makespan(q.processing_times, pi)
 
 
 # -- prefix sharing off: the whole table from column 0 (Czapinski and Barnes, seed 003's table 2) --------------

@@ -17,20 +17,39 @@ commutative, so every split returns the same move.
 
 Tabu status is one "tabu until iteration" integer per move, kept on the host
 and on the device and updated in place, one entry per iteration.
+
+Each :class:`Evaluator` with a device share borrows a
+:class:`~hpu.core.runtime.DeviceLease` of the runtime for its whole life (its
+own command queue; its buffers and kernel objects are its own too), so that
+any number of searches may run on one runtime at once.  The host copy of the
+state is the reference: when the device fails mid-search (an OpenCL error,
+see :func:`hpu.core.hybrid.as_device_failure`), the lease goes back with the
+failure, and the search either goes on with the CPU alone from the same
+state, taking the same moves (the CPU evaluation is exact), or raises
+:class:`~hpu.core.hybrid.DeviceFailure` (``on_device_error``).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 import numpy as np
 
+from ..core.hybrid import as_device_failure, check_on_device_error
 from ..core.kernels import define_header, kernel_source
-from ..core.runtime import Runtime
+from ..core.runtime import Runtime, resolve_runtime
 from .problem import NeighbourhoodState, TabuProblem
 
+try:  # a dependency, but CPU-only installs must import the tabu search
+    import pyopencl as cl
+except Exception:  # pragma: no cover
+    cl = None
+
 __all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "Evaluator", "evaluate_neighbourhood", "default_work_group_size"]
+
+log = logging.getLogger("hpu")
 
 #: Move classes, in order of preference.
 ADMISSIBLE, TABU, INFEASIBLE, _EMPTY = 0, 1, 2, 3
@@ -89,6 +108,13 @@ def _best_of(cls: np.ndarray, delta: np.ndarray, index: np.ndarray) -> tuple[int
     return int(cls[sel][0]), int(d), int(index[sel].min())
 
 
+def _columns(parts: list[tuple[int, int, int]]) -> list[np.ndarray]:
+    """``(class, delta, index)`` triples as three int64 arrays."""
+    if not parts:
+        return [np.empty(0, np.int64)] * 3
+    return [np.array(v, dtype=np.int64) for v in zip(*parts)]
+
+
 class Evaluator:
     """One search's neighbourhood evaluation, split between CPU and device.
 
@@ -106,15 +132,16 @@ class Evaluator:
         Work-groups of the fused kernel = partial minima read back.
     work_group_size : int, optional
         Default :func:`default_work_group_size`.
-    queue : pyopencl.CommandQueue, optional
-        Command queue of the device share (default ``runtime.queue``).  Give
-        each of several concurrent searches its own queue so that their
-        launches and read-backs overlap.
+    on_device_error : {"fallback", "raise"}
+        When the device fails: go on with the CPU alone from the same state
+        (:attr:`fallback` then says why), or raise :class:`hpu.DeviceFailure`.
 
     Raises
     ------
     hpu.NoDeviceError
         If the device has moves but the runtime is CPU-only.
+    hpu.DeviceFailure
+        The device failed while setting up and ``on_device_error="raise"``.
     ValueError
         On out-of-range split parameters.
 
@@ -126,6 +153,14 @@ class Evaluator:
         Seconds spent so far: the CPU share (wall), the device (kernel,
         read-back and apply events when the queue profiles, else wall time
         waited), and the host's combine and bookkeeping.
+    fallback : str
+        Empty, or why the device failed and the CPU took over its share.
+
+    Notes
+    -----
+    With a device share the evaluator holds a :class:`hpu.DeviceLease` (its
+    own command queue) until :meth:`close`: use it as a context manager.  It
+    serves one thread at a time; concurrent searches each make their own.
     """
 
     def __init__(
@@ -137,24 +172,35 @@ class Evaluator:
         cpu_chunks: int = 1,
         groups: int = 1,
         work_group_size: int | None = None,
-        queue: Any = None,
+        on_device_error: str = "fallback",
     ):
         self.state = state
         self.runtime = runtime
-        self._queue = queue
+        self.on_device_error = check_on_device_error(on_device_error)
         self.n = state.problem.n
         self.num_moves = state.problem.num_moves
         if self.num_moves >= 1 << _CLASS_SHIFT:
             raise ValueError(f"a neighbourhood of {self.num_moves} moves is too large (at most 2**{_CLASS_SHIFT} - 1)")
         self.tabu_until = np.zeros(self.num_moves, dtype=np.int32)
         self.cpu_time = self.device_time = self.host_time = 0.0
-        self._device = False
+        self.fallback = ""
+        self._lease = None
         self._events: list = []
         self.configure(cpu_moves, cpu_chunks, groups, work_group_size)
 
-    # -- set-up ----------------------------------------------------------------
+    # -- set-up and life cycle -----------------------------------------------------
     def configure(self, cpu_moves: int, cpu_chunks: int, groups: int, work_group_size: int | None = None) -> None:
-        """Change the split (the state and tabu status are kept)."""
+        """Change the split (the state and tabu status are kept); a device share borrows a lease if none is held.
+
+        Raises
+        ------
+        ValueError
+            Out-of-range values.
+        hpu.NoDeviceError
+            A device share on a CPU-only runtime.
+        hpu.DeviceFailure
+            The device failed setting up, with ``on_device_error="raise"``.
+        """
         N = self.num_moves
         cpu_moves, cpu_chunks, groups = int(cpu_moves), int(cpu_chunks), int(groups)
         if not 0 <= cpu_moves <= N:
@@ -168,25 +214,35 @@ class Evaluator:
         self._cpu_ranges = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
         if cpu_moves < N:
             self.runtime.require_device()
-            if not self._device:
-                self._setup_device(work_group_size)
-            self._set_device_range(cpu_moves, N, groups)
+            try:
+                if self._lease is None:
+                    self._setup_device(work_group_size)
+                self.set_device_range(cpu_moves, N, groups)
+            except Exception as e:
+                if as_device_failure(e) is None:  # not the device's: no half-made device state is kept
+                    self._drop_device(e)
+                    raise
+                self._device_failed(e)
+
+    @property
+    def has_device_share(self) -> bool:
+        """Whether the device evaluates some of the moves (False after a fallback)."""
+        return self._lease is not None and self.cpu_moves < self.num_moves
 
     def _setup_device(self, work_group_size: int | None) -> None:
-        import pyopencl as cl
-
-        rt, st = self.runtime, self.state
-        self.work_group_size = int(work_group_size or default_work_group_size(rt.device))
-        w = self.work_group_size
+        """Borrow a lease; build the fused kernel on its context; copy the state and tabu status to the device."""
+        st = self.state
+        w = int(work_group_size or default_work_group_size(self.runtime.device))
         if w < 1 or w & (w - 1):
             raise ValueError(f"work_group_size must be a power of two, got {w}")
+        self.work_group_size = w
+        lease = self._lease = self.runtime.acquire_lease()
         source = define_header({"WG": w, **st.defines()}) + "".join(
             kernel_source(name) for name in ("tabu_pairs", st.kernel, "tabu_reduce"))
-        program = rt.build(source)
-        ctx, mf = rt.context, cl.mem_flags
-        self._queue = self._queue or rt.queue
+        program = lease.build(source)
+        ctx, mf = lease.context, cl.mem_flags
+        self._queue = lease.queue
         self._profiling = bool(self._queue.properties & cl.command_queue_properties.PROFILING_ENABLE)
-        self._profiling_info = cl.profiling_info
         self._pargs = st.device_args(ctx)
         self._tabu_d = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self.tabu_until)
         self._partial_d = None
@@ -197,23 +253,74 @@ class Evaluator:
         self._apply_k.set_args(np.uint64(self.n), np.uint32(0), np.uint32(0), np.uint64(0), np.int32(0),
                                self._tabu_d, *self._pargs)
         self._apply_range = st.apply_range(w)
-        self._device = True
 
-    def _set_device_range(self, lo: int, hi: int, groups: int) -> None:
-        import pyopencl as cl
+    def _drop_device(self, failure: BaseException | None) -> None:
+        """Give the lease back (discarded and reported after ``failure``) and forget the device objects."""
+        lease, self._lease = self._lease, None
+        self._events.clear()
+        self._eval = self._apply_k = self._pargs = self._tabu_d = self._partial_d = None
+        if lease is not None:
+            if failure is None:
+                self.runtime.release_lease(lease)
+            else:
+                self.runtime.release_lease(lease, failure=as_device_failure(failure) or failure)
 
+    def _device_failed(self, exc: Exception, *, fallback: bool = True) -> None:
+        """Handle ``exc`` raised by device work: the CPU takes over (``fallback``), or :class:`DeviceFailure`.
+
+        Must be called while ``exc`` is being handled.  Errors that are not
+        the device's are re-raised unchanged (the lease is kept: :meth:`close`
+        gives it back).
+        """
+        err = as_device_failure(exc)
+        if err is None:
+            raise exc
+        self._drop_device(err)
+        if not fallback or self.on_device_error == "raise":
+            if err is exc:
+                raise exc
+            raise err from exc
+        self.fallback = str(err)
+        log.warning("device failed in a tabu search (%s); the CPU evaluates the whole neighbourhood from now on", err)
+        N = self.num_moves
+        self.configure(N, self.cpu_chunks or min(self.runtime.threads, N), 0)
+
+    def close(self, failure: BaseException | None = None) -> None:
+        """Wait for the device's last commands and give the lease back (discarded after ``failure``); idempotent.
+
+        A device error met while waiting is reported to the runtime and
+        logged, not raised: every result read back so far was complete.
+        """
+        if self._lease is not None and failure is None:
+            try:
+                self._queue.finish()
+            except Exception as e:
+                failure = e
+                log.warning("device failed after a tabu search's last iteration: %s", e)
+        self._drop_device(failure)
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.close(exc)
+
+    # -- the two units' parts --------------------------------------------------------
+    def set_device_range(self, lo: int, hi: int, groups: int) -> None:
+        """Let the fused kernel evaluate moves ``[lo, hi)`` in ``min(groups, hi - lo)`` work-groups.
+
+        For calibration; :meth:`configure` sets the split of a search.
+        """
         groups = min(groups, hi - lo)
         self.groups = groups
         if self._partial_d is None or self._partial.size < 2 * groups:
             self._partial = np.empty(2 * groups, dtype=np.int64)
-            self._partial_d = cl.Buffer(self.runtime.context, cl.mem_flags.WRITE_ONLY, size=self._partial.nbytes)
+            self._partial_d = cl.Buffer(self._lease.context, cl.mem_flags.WRITE_ONLY, size=self._partial.nbytes)
             self._eval.set_arg(7, self._partial_d)
         self._eval.set_arg(1, np.uint64(lo))
         self._eval.set_arg(2, np.uint64(hi))
         self._eval.set_arg(3, np.uint64(-(-(hi - lo) // groups)))
-        self._device_range = (lo, hi)
 
-    # -- one iteration -----------------------------------------------------------
     def _cpu_range(self, lo: int, hi: int, iteration: int, aspiration: int) -> tuple[int, int, int]:
         """Evaluate and reduce moves ``[lo, hi)`` block by block (the CPU's leaves and lower levels)."""
         st, tabu, step = self.state, self.tabu_until, self.state.block_moves
@@ -231,9 +338,23 @@ class Evaluator:
         futures = [pool.submit(self._cpu_range, lo, hi, iteration, aspiration) for lo, hi in ranges]
         return [f.result() for f in futures]
 
-    def _launch(self, iteration: int, aspiration: int) -> Any:
-        import pyopencl as cl
+    def best_of_ranges(self, ranges: list[tuple[int, int]], iteration: int, aspiration: int) -> tuple[int, int, int]:
+        """The CPU's side of :meth:`evaluate` over ``ranges`` (one: the calling thread; more: the pool), combined.
 
+        Parameters
+        ----------
+        ranges : list of (lo, hi)
+            Non-empty ranges of move indices.
+        iteration, aspiration : int
+            As for :meth:`evaluate`.
+
+        Returns
+        -------
+        (class, delta, index) : tuple of int
+        """
+        return _best_of(*_columns(self._cpu_parts(ranges, iteration, aspiration)))
+
+    def _launch(self, iteration: int, aspiration: int) -> Any:
         k = self._eval
         k.set_arg(4, np.int64(min(aspiration, _NO_ASPIRATION)))
         k.set_arg(5, np.int32(iteration))
@@ -246,11 +367,11 @@ class Evaluator:
         self._events += [evt, read]
         return read
 
-    def _device_result(self, read: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _device_result(self, read: Any) -> list[np.ndarray]:
         t0 = time.perf_counter()
         read.wait()
         if self._profiling:
-            info = self._profiling_info
+            info = cl.profiling_info
             self.device_time += sum(e.get_profiling_info(info.END) - e.get_profiling_info(info.START)
                                     for e in self._events) * 1e-9
         else:
@@ -258,8 +379,43 @@ class Evaluator:
         self._events.clear()
         part = self._partial[: 2 * self.groups]
         keys = part[1::2]
-        return keys >> _CLASS_SHIFT, part[0::2], keys & _INDEX_MASK
+        return [keys >> _CLASS_SHIFT, part[0::2], keys & _INDEX_MASK]
 
+    def device_partials(self, iteration: int, aspiration: int) -> list[np.ndarray]:
+        """Run the fused kernel on the device's range and wait: one partial minimum per work-group.
+
+        Parameters
+        ----------
+        iteration, aspiration : int
+            As for :meth:`evaluate`.
+
+        Returns
+        -------
+        [class, delta, index] : list of numpy.ndarray of int64, shape (groups,)
+            The best move of each work-group's chunk (views of a buffer the
+            next call overwrites).
+
+        Raises
+        ------
+        ValueError
+            No device share.
+        hpu.DeviceFailure
+            The device failed (whatever ``on_device_error`` says: there is no
+            CPU share to fall back to); the lease is given back.
+        """
+        if not self.has_device_share:
+            raise ValueError("this evaluator has no device share")
+        try:
+            return self._device_result(self._launch(iteration, aspiration))
+        except Exception as e:
+            self._device_failed(e, fallback=False)
+            raise  # not reached: _device_failed raised
+
+    def best_of_device(self, iteration: int, aspiration: int) -> tuple[int, int, int]:
+        """The device's side of :meth:`evaluate`: :meth:`device_partials` and the host's combine of them."""
+        return _best_of(*self.device_partials(iteration, aspiration))
+
+    # -- one iteration -----------------------------------------------------------
     def evaluate(self, iteration: int, aspiration: int) -> tuple[int, int, int]:
         """Best move of the whole neighbourhood.
 
@@ -276,12 +432,26 @@ class Evaluator:
         (class, delta, index) : tuple of int
             ``class`` is :data:`ADMISSIBLE`, :data:`TABU` (every feasible move
             is tabu) or :data:`INFEASIBLE` (no feasible move).
+
+        Raises
+        ------
+        hpu.DeviceFailure
+            The device failed and ``on_device_error="raise"`` (with
+            ``"fallback"`` the CPU evaluates this and every later neighbourhood).
         """
-        read = self._launch(iteration, aspiration) if self.cpu_moves < self.num_moves else None
+        if self.has_device_share:
+            try:
+                return self._evaluate(iteration, aspiration)
+            except Exception as e:
+                self._device_failed(e)
+        return self._evaluate(iteration, aspiration)
+
+    def _evaluate(self, iteration: int, aspiration: int) -> tuple[int, int, int]:
+        read = self._launch(iteration, aspiration) if self.has_device_share else None
         t0 = time.perf_counter()
-        parts = self._cpu_parts(self._cpu_ranges, iteration, aspiration)
+        parts = self._cpu_parts(self._cpu_ranges, iteration, aspiration) if self._cpu_ranges else []
         self.cpu_time += time.perf_counter() - t0 if parts else 0.0
-        cls, delta, index = (np.array(v, dtype=np.int64) for v in zip(*parts)) if parts else [np.empty(0, np.int64)] * 3
+        cls, delta, index = _columns(parts)
         if read is not None:
             dcls, ddelta, dindex = self._device_result(read)
             cls, delta, index = (np.concatenate(pair) for pair in ((cls, dcls), (delta, ddelta), (index, dindex)))
@@ -291,17 +461,26 @@ class Evaluator:
         return best
 
     def apply(self, index: int, delta: int, until: int) -> None:
-        """Move to neighbour ``index`` (objective change ``delta``); the move is tabu until iteration ``until``."""
+        """Move to neighbour ``index`` (objective change ``delta``); the move is tabu until iteration ``until``.
+
+        The host's state changes first: a device failure here leaves it
+        right (see :meth:`evaluate` for what follows).
+        """
         t0 = time.perf_counter()
         self.state.apply(index, delta)
         self.tabu_until[index] = until
-        if self._device:
-            self._enqueue_apply(index, until)
+        if self._lease is not None:
+            try:
+                self.apply_on_device(index, until)
+            except Exception as e:
+                self._device_failed(e)
         self.host_time += time.perf_counter() - t0
 
-    def _enqueue_apply(self, index: int, until: int) -> None:
-        import pyopencl as cl
+    def apply_on_device(self, index: int, until: int) -> None:
+        """Enqueue the device's part of :meth:`apply` only (the ``tabu_apply`` kernel; no wait).
 
+        For calibration, which times a search's iteration without moving the host's state.
+        """
         i, j = self.state.apply_params(index)
         k = self._apply_k
         k.set_arg(1, np.uint32(i))
@@ -313,8 +492,11 @@ class Evaluator:
     def reset(self, solution: np.ndarray) -> None:
         """Jump to ``solution`` (a restart); the tabu status is kept."""
         self.state.reset(solution)
-        if self._device:
-            self.state.upload(self._queue, self._pargs)
+        if self._lease is not None:
+            try:
+                self.state.upload(self._queue, self._pargs)
+            except Exception as e:
+                self._device_failed(e)
 
 
 def evaluate_neighbourhood(
@@ -332,7 +514,8 @@ def evaluate_neighbourhood(
     solution : array_like
     unit : {"cpu", "device"}
     runtime : hpu.Runtime, optional
-        Needed for ``unit="device"`` (default: a new ``Runtime()``, closed after).
+        The device for ``unit="device"`` (default :func:`hpu.default_runtime`);
+        thread-safe (the call borrows a lease).
 
     Returns
     -------
@@ -346,6 +529,8 @@ def evaluate_neighbourhood(
         If ``unit`` is unknown or ``solution`` invalid.
     hpu.NoDeviceError
         For ``unit="device"`` without a device.
+    hpu.DeviceFailure
+        For ``unit="device"`` when the device fails (no fallback: the device is what is asked for).
     """
     if unit not in ("cpu", "device"):
         raise ValueError(f"unit must be 'cpu' or 'device', got {unit!r}")
@@ -360,13 +545,8 @@ def evaluate_neighbourhood(
             if f is not None:
                 feasible[lo:hi] = f
         return delta, feasible
-    own = runtime is None
-    rt = Runtime() if own else runtime
-    try:
-        ev = Evaluator(state, rt, cpu_moves=0, groups=N)
-        cls, delta, index = ev._device_result(ev._launch(1, _NO_ASPIRATION))
-    finally:
-        if own:
-            rt.close()
-    order = np.argsort(index)
-    return delta[order].copy(), cls[order] != INFEASIBLE
+    rt = resolve_runtime(runtime)
+    with rt.call(), Evaluator(state, rt, cpu_moves=0, groups=N, on_device_error="raise") as ev:
+        cls, delta, index = ev.device_partials(1, _NO_ASPIRATION)
+        order = np.argsort(index)
+        return delta[order].copy(), cls[order] != INFEASIBLE

@@ -25,7 +25,7 @@ The paper's neighbourhood is the Hamming ball of radius 3 (two swaps,
 one after another and names "one LS per GPU in parallel, each CPU core
 executing one individual" as future work (section V).  Here the ``lambda``
 local searches of a generation run concurrently, one Python thread and one
-OpenCL command queue each, so that their launches and read-backs overlap and
+:class:`hpu.DeviceLease` (OpenCL command queue) each, so that their launches and read-backs overlap and
 the device stays busy between one search's iterations.
 
 >>> from hpu.tabu import QAP
@@ -41,15 +41,15 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import math
-import queue as queue_module
 import time
 from typing import Any
 
 import numpy as np
 
-from ..core.runtime import Runtime
+from ..core.hybrid import check_on_device_error
+from ..core.runtime import Runtime, resolve_runtime
 from .problem import TabuProblem
-from .search import choose_split, tabu_search
+from .search import check_tenure, choose_split_or_cpu, tabu_search
 from .split import STRATEGIES, TabuSplit
 
 __all__ = ["EvolutionResult", "crossover", "hybrid_ea", "paper_tenure"]
@@ -92,14 +92,17 @@ class EvolutionResult:
         of each generation); ``wall_time - search_time`` is the evolutionary
         process (selection, crossover, replacement) and the thread hand-offs.
     setup_time : float
-        Seconds before the first generation: runtime, split (calibration),
-        command queues and the initial population.
+        Seconds before the first generation: runtime, split (calibration)
+        and the initial population.
     cpu_time, device_time : float
         Busy seconds of the CPU share and of the device (kernels, read-backs,
         applies), summed over the searches: with concurrent searches they
         overlap, and can exceed ``search_time``.
     num_moves : int
         Neighbourhood size ``N``.
+    fallbacks : int
+        Local searches in which the device failed and the CPU evaluated the
+        rest (each took the moves the device would have).
     """
 
     best_solution: np.ndarray
@@ -119,6 +122,7 @@ class EvolutionResult:
     cpu_time: float
     device_time: float
     num_moves: int
+    fallbacks: int = 0
 
     @property
     def moves_per_second(self) -> float:
@@ -204,6 +208,46 @@ def _count(name: str, value: Any, low: int) -> int:
     return int(value)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """Checked arguments of :func:`hybrid_ea`."""
+
+    mu: int
+    generations: int
+    lam: int
+    tournament: int
+    ils_iterations: int
+    ls_iterations: int
+    tenure: int
+    most_swaps: int
+    workers: int
+    time_limit: float | None
+    strategy: str
+    on_device_error: str
+
+
+def _settings(problem: TabuProblem, population: Any, generations: Any, offspring: Any, tournament: Any,
+              ils_iterations: Any, ls_iterations: Any, tenure: Any, perturbation: Any, concurrency: Any,
+              time_limit: Any, strategy: str, on_device_error: str) -> _Settings:
+    """Check :func:`hybrid_ea`'s arguments (``ValueError`` naming the bad one) and fill in the defaults."""
+    mu = _count("population", population, 2)
+    generations = _count("generations", generations, 1)
+    lam = mu if offspring is None else _count("offspring", offspring, 1)
+    tournament = _count("tournament", tournament, 1)
+    ils_iterations = _count("ils_iterations", ils_iterations, 1)
+    ls_iterations = _count("ls_iterations", ls_iterations, 1)
+    N = problem.num_moves
+    tenure = paper_tenure(N) if tenure is None else check_tenure(tenure, N)
+    most_swaps = max(1, problem.n // 4) if perturbation is None else _count("perturbation", perturbation, 1)
+    workers = lam if concurrency is None else min(_count("concurrency", concurrency, 1), lam)
+    if time_limit is not None and not time_limit > 0:
+        raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    return _Settings(mu, generations, lam, tournament, ils_iterations, ls_iterations, tenure, most_swaps,
+                     workers, time_limit, strategy, check_on_device_error(on_device_error))
+
+
 @dataclasses.dataclass
 class _Mutation:
     """Outcome of one offspring's ILS-TS."""
@@ -214,46 +258,116 @@ class _Mutation:
     iterations: int = 0
     cpu_time: float = 0.0
     device_time: float = 0.0
+    fallbacks: int = 0
 
 
 class _IteratedTabuSearch:
     """The mutation: an ILS of tabu searches (section IV-A), callable on ``(generation, index, child)``.
 
-    Each call takes a command queue from ``queues`` (None: CPU only) for its
-    searches and puts it back; its random stream derives from ``root``, the
-    generation and the offspring index only.
+    Every search borrows its own lease of the runtime (in :func:`tabu_search`);
+    a call's random stream derives from ``root``, the generation and the
+    offspring index only.
     """
 
-    def __init__(self, problem: TabuProblem, runtime: Runtime, root: np.random.SeedSequence,
-                 queues: queue_module.SimpleQueue, ils_iterations: int, ls_iterations: int, tenure: int,
-                 most_swaps: int, strategy: str, forced: dict[str, Any], deadline: float | None):
-        self.problem, self.runtime, self.root, self.queues = problem, runtime, root, queues
-        self.ils_iterations, self.ls_iterations, self.tenure = ils_iterations, ls_iterations, tenure
-        self.most_swaps, self.strategy, self.forced, self.deadline = most_swaps, strategy, forced, deadline
+    def __init__(self, problem: TabuProblem, runtime: Runtime, root: np.random.SeedSequence, cfg: _Settings,
+                 forced: dict[str, Any]):
+        self.problem, self.runtime, self.root, self.cfg, self.forced = problem, runtime, root, cfg, forced
+        self.deadline: float | None = None
 
     def __call__(self, job: tuple[int, int, np.ndarray]) -> _Mutation:
         g, k, child = job
+        cfg = self.cfg
         rng = _stream(self.root, 1, g, k)
         out = _Mutation(child, self.problem.objective(child))
-        q = self.queues.get()
-        try:
-            for i in range(self.ils_iterations):
-                left = None if self.deadline is None else self.deadline - time.perf_counter()
-                if left is not None and left <= 0:
-                    break
-                initial = child if i == 0 else _perturb(out.solution, self.most_swaps, rng)
-                res = tabu_search(self.problem, iterations=self.ls_iterations, tenure=self.tenure, seed=rng,
-                                  strategy=self.strategy, runtime=self.runtime, time_limit=left, initial=initial,
-                                  queue=q, **self.forced)
-                out.searches += 1
-                out.iterations += res.iterations
-                out.cpu_time += res.cpu_time
-                out.device_time += res.device_time
-                if res.best_value < out.value:
-                    out.solution, out.value = res.best_solution, res.best_value
-        finally:
-            self.queues.put(q)
+        for i in range(cfg.ils_iterations):
+            left = None if self.deadline is None else self.deadline - time.perf_counter()
+            if left is not None and left <= 0:
+                break
+            initial = child if i == 0 else _perturb(out.solution, cfg.most_swaps, rng)
+            res = tabu_search(self.problem, iterations=cfg.ls_iterations, tenure=cfg.tenure, seed=rng,
+                              runtime=self.runtime, time_limit=left, initial=initial,
+                              on_device_error=cfg.on_device_error, **self.forced)
+            out.searches += 1
+            out.iterations += res.iterations
+            out.cpu_time += res.cpu_time
+            out.device_time += res.device_time
+            out.fallbacks += bool(res.fallback)
+            if res.best_value < out.value:
+                out.solution, out.value = res.best_solution, res.best_value
         return out
+
+
+def _forced(split: TabuSplit) -> dict[str, Any]:
+    """:func:`tabu_search` arguments that force ``split`` on every local search."""
+    return {
+        "strategy": split.strategy,
+        "alpha": split.alpha if split.strategy == "hybrid" else None,
+        "transfer_level": split.transfer_level if split.transfer_level >= 0 else None,
+        "cpu_chunks": split.cpu_chunks or None,
+    }
+
+
+@dataclasses.dataclass
+class _Evolution:
+    """A run's population (best first), its objectives and what the generations did."""
+
+    pop: np.ndarray
+    values: np.ndarray
+    history: list[int]
+    searches: int = 0
+    iterations: int = 0
+    fallbacks: int = 0
+    search_time: float = 0.0
+    cpu_time: float = 0.0
+    device_time: float = 0.0
+    generations: int = 0
+    stop: str = "generations"
+
+    @classmethod
+    def initial(cls, problem: TabuProblem, mu: int, rng: np.random.Generator) -> _Evolution:
+        """``mu`` random permutations, sorted by objective."""
+        pop = np.stack([_permutation(problem, problem.random_solution(rng)) for _ in range(mu)])
+        values = np.array([problem.objective(p) for p in pop], dtype=np.int64)
+        order = np.argsort(values, kind="stable")
+        return cls(pop[order], values[order], [int(values[order][0])])
+
+    def offspring(self, problem: TabuProblem, g: int, cfg: _Settings,
+                  rng: np.random.Generator) -> list[tuple[int, int, np.ndarray]]:
+        """Generation ``g``'s children: tournament-selected parents and :func:`crossover`, as mutation jobs."""
+        jobs = []
+        for k in range(cfg.lam):
+            a, b = _tournament(self.values, cfg.tournament, rng), _tournament(self.values, cfg.tournament, rng)
+            jobs.append((g, k, problem.check_solution(crossover(self.pop[a], self.pop[b], rng))))
+        return jobs
+
+    def replace(self, mutants: list[_Mutation], mu: int) -> None:
+        """``(mu + lambda)`` replacement, parents first among equals (a stable sort); count the searches."""
+        for m in mutants:
+            self.searches += m.searches
+            self.iterations += m.iterations
+            self.fallbacks += m.fallbacks
+            self.cpu_time += m.cpu_time
+            self.device_time += m.device_time
+        pop = np.concatenate([self.pop, np.stack([m.solution for m in mutants])])
+        values = np.concatenate([self.values, np.array([m.value for m in mutants], dtype=np.int64)])
+        order = np.argsort(values, kind="stable")[:mu]
+        self.pop, self.values = pop[order], values[order]
+        self.history.append(int(self.values[0]))
+
+
+def _evolve(problem: TabuProblem, run: _Evolution, rng: np.random.Generator, mutate: _IteratedTabuSearch,
+            pool: concurrent.futures.Executor | None, cfg: _Settings) -> None:
+    """Run the generations (until the last, or the deadline) on ``run``."""
+    for g in range(1, cfg.generations + 1):
+        jobs = run.offspring(problem, g, cfg, rng)
+        t0 = time.perf_counter()
+        mutants = list(pool.map(mutate, jobs) if pool else map(mutate, jobs))
+        run.search_time += time.perf_counter() - t0
+        run.replace(mutants, cfg.mu)
+        run.generations = g
+        if g < cfg.generations and mutate.deadline is not None and time.perf_counter() >= mutate.deadline:
+            run.stop = "time_limit"
+            break
 
 
 def hybrid_ea(
@@ -272,6 +386,7 @@ def hybrid_ea(
     concurrency: int | None = None,
     runtime: Runtime | None = None,
     time_limit: float | None = None,
+    on_device_error: str = "fallback",
 ) -> EvolutionResult:
     """Hybrid evolutionary algorithm with an iterated tabu search as mutation (Luong, Melab and Talbi 2010).
 
@@ -286,7 +401,7 @@ def hybrid_ea(
     QAP configuration (section IV-A; ``lambda = mu``).
 
     The local searches of a generation run ``concurrency`` at a time, each on
-    its own thread and OpenCL command queue; the split of the neighbourhood
+    its own thread and :class:`hpu.DeviceLease` (command queue); the split of the neighbourhood
     between CPU and device is chosen once (:func:`hpu.tabu.choose_split`,
     calibrating if needed) and forced on every search.
 
@@ -323,12 +438,18 @@ def hybrid_ea(
     concurrency : int, optional
         Local searches run at once (>= 1; default and at most ``offspring``).
     runtime : hpu.Runtime, optional
-        Default: a new runtime (CPU-only for ``"cpu"``), closed after.  Its
-        thread pool evaluates CPU shares; the searches run on threads of their own.
+        Default :func:`hpu.default_runtime`.  Its thread pool evaluates CPU
+        shares; the searches run on threads of their own.  Other threads may
+        use the runtime meanwhile.
     time_limit : float, optional
         Seconds: searches running when it passes stop, the rest of the
         mutations are skipped, the generation's replacement completes and no
         further generation starts.
+    on_device_error : {"fallback", "raise"}
+        When the device fails, a local search goes on with the CPU alone
+        from the same state (same trajectory; counted in
+        :attr:`EvolutionResult.fallbacks`), or :class:`hpu.DeviceFailure`
+        is raised (see :func:`hpu.tabu.tabu_search`).
 
     Returns
     -------
@@ -344,110 +465,47 @@ def hybrid_ea(
         random solutions are not permutations of ``0..n-1``.
     hpu.NoDeviceError
         ``strategy="gpu"`` without an OpenCL device.
+    hpu.DeviceFailure
+        The device failed and ``on_device_error="raise"``.
     """
-    mu = _count("population", population, 2)
-    generations = _count("generations", generations, 1)
-    lam = mu if offspring is None else _count("offspring", offspring, 1)
-    tournament = _count("tournament", tournament, 1)
-    ils_iterations = _count("ils_iterations", ils_iterations, 1)
-    ls_iterations = _count("ls_iterations", ls_iterations, 1)
-    N = problem.num_moves
-    tenure = paper_tenure(N) if tenure is None else tenure
-    if isinstance(tenure, bool) or not isinstance(tenure, (int, np.integer)) or not 0 <= tenure < N:
-        raise ValueError(f"tenure must be an integer in [0, {N}) (the number of moves), got {tenure!r}")
-    most_swaps = max(1, problem.n // 4) if perturbation is None else _count("perturbation", perturbation, 1)
-    workers = lam if concurrency is None else min(_count("concurrency", concurrency, 1), lam)
-    if time_limit is not None and not time_limit > 0:
-        raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    cfg = _settings(problem, population, generations, offspring, tournament, ils_iterations, ls_iterations, tenure,
+                    perturbation, concurrency, time_limit, strategy, on_device_error)
     root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     rng = _stream(root, 0)
-
     t_setup = time.perf_counter()
-    own = runtime is None
-    rt = Runtime("none" if strategy == "cpu" else None) if own else runtime
-    try:
+    rt = resolve_runtime(runtime)
+    with rt.call():
+        split, _ = choose_split_or_cpu(problem, rt, on_device_error=cfg.on_device_error, strategy=strategy)
+        run = _Evolution.initial(problem, cfg.mu, rng)
+        mutate = _IteratedTabuSearch(problem, rt, root, cfg, _forced(split))
         with contextlib.ExitStack() as stack:
-            split = choose_split(problem, rt, strategy=strategy)
-            forced = {
-                "alpha": split.alpha if strategy == "hybrid" else None,
-                "transfer_level": split.transfer_level if split.transfer_level >= 0 else None,
-                "cpu_chunks": split.cpu_chunks or None,
-            }
-            queues: queue_module.SimpleQueue = queue_module.SimpleQueue()
-            for _ in range(workers):
-                queues.put(stack.enter_context(_profiling_queue(rt)) if split.device_moves else None)
-            pop = np.stack([_permutation(problem, problem.random_solution(rng)) for _ in range(mu)])
-            values = np.array([problem.objective(p) for p in pop], dtype=np.int64)
-            order = np.argsort(values, kind="stable")
-            pop, values = pop[order], values[order]
             pool = None
-            if workers > 1:
-                pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(workers, "hpu-ea"))
+            if cfg.workers > 1:
+                pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(cfg.workers, "hpu-ea"))
             start = time.perf_counter()
-            setup_time = start - t_setup
-            deadline = None if time_limit is None else start + time_limit
-            mutate = _IteratedTabuSearch(problem, rt, root, queues, ils_iterations, ls_iterations, int(tenure),
-                                         most_swaps, strategy, forced, deadline)
-
-            history = [int(values[0])]
-            searches = iterations = 0
-            search_time = cpu_time = device_time = 0.0
-            stop, done = "generations", 0
-            for g in range(1, generations + 1):
-                jobs = []
-                for k in range(lam):
-                    a, b = _tournament(values, tournament, rng), _tournament(values, tournament, rng)
-                    jobs.append((g, k, problem.check_solution(crossover(pop[a], pop[b], rng))))
-                t0 = time.perf_counter()
-                mutants = list(pool.map(mutate, jobs) if pool else map(mutate, jobs))
-                search_time += time.perf_counter() - t0
-                for m in mutants:
-                    searches += m.searches
-                    iterations += m.iterations
-                    cpu_time += m.cpu_time
-                    device_time += m.device_time
-                # (mu + lambda) replacement: parents first among equals (stable sort).
-                pop = np.concatenate([pop, np.stack([m.solution for m in mutants])])
-                values = np.concatenate([values, np.array([m.value for m in mutants], dtype=np.int64)])
-                order = np.argsort(values, kind="stable")[:mu]
-                pop, values = pop[order], values[order]
-                history.append(int(values[0]))
-                done = g
-                if g < generations and deadline is not None and time.perf_counter() >= deadline:
-                    stop = "time_limit"
-                    break
+            mutate.deadline = None if time_limit is None else start + time_limit
+            _evolve(problem, run, rng, mutate, pool, cfg)
             wall = time.perf_counter() - start
-    finally:
-        if own:
-            rt.close()
     return EvolutionResult(
-        best_solution=pop[0].copy(),
-        best_value=int(values[0]),
-        history=np.array(history, dtype=np.int64),
-        population=pop,
-        values=values,
-        generations=done,
-        stop=stop,
-        local_searches=searches,
-        ls_iterations=iterations,
-        concurrency=workers,
+        best_solution=run.pop[0].copy(),
+        best_value=int(run.values[0]),
+        history=np.array(run.history, dtype=np.int64),
+        population=run.pop,
+        values=run.values,
+        generations=run.generations,
+        stop=run.stop,
+        local_searches=run.searches,
+        ls_iterations=run.iterations,
+        concurrency=cfg.workers,
         split=split,
         wall_time=wall,
-        search_time=search_time,
-        setup_time=setup_time,
-        cpu_time=cpu_time,
-        device_time=device_time,
-        num_moves=N,
+        search_time=run.search_time,
+        setup_time=start - t_setup,
+        cpu_time=run.cpu_time,
+        device_time=run.device_time,
+        num_moves=problem.num_moves,
+        fallbacks=run.fallbacks,
     )
-
-
-def _profiling_queue(rt: Runtime) -> Any:
-    """A new profiling command queue on the runtime's context (a context manager: finished and released on exit)."""
-    import pyopencl as cl
-
-    return cl.CommandQueue(rt.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
 
 
 def _permutation(problem: TabuProblem, solution: np.ndarray) -> np.ndarray:

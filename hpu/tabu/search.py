@@ -1,4 +1,11 @@
-"""The tabu-search driver: best-improvement moves, per-move tabu tenure, aspiration, restarts."""
+"""The tabu-search driver: best-improvement moves, per-move tabu tenure, aspiration, restarts.
+
+A search runs on a shared :class:`hpu.Runtime` (by default
+:func:`hpu.default_runtime`): any number of threads may search on one runtime
+at once, each search with its own :class:`hpu.DeviceLease` (command queue)
+held by its :class:`~hpu.tabu.engine.Evaluator`, and each takes the moves it
+would take alone.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from ..core.runtime import Runtime
+from ..core.hybrid import DeviceFailure, check_on_device_error
+from ..core.runtime import Runtime, resolve_runtime
 from .calibrate import calibrate
 from .engine import INFEASIBLE, Evaluator, default_work_group_size
 from .problem import TabuProblem
 from .split import STRATEGIES, TabuCosts, TabuSplit, plan_split
 
-__all__ = ["TabuResult", "tabu_search", "choose_split"]
+__all__ = ["TabuResult", "check_tenure", "choose_split", "choose_split_or_cpu", "tabu_search"]
 
 log = logging.getLogger("hpu")
 
@@ -55,6 +63,9 @@ class TabuResult:
         profiling), and the host's combine and move bookkeeping.
     num_moves : int
         Neighbourhood size ``N``.
+    fallback : str
+        Empty, or why the device failed and the CPU evaluated the rest of the
+        search (the trajectory is the same: the CPU evaluation is exact).
     """
 
     best_solution: np.ndarray | None
@@ -71,6 +82,7 @@ class TabuResult:
     device_time: float
     host_time: float
     num_moves: int
+    fallback: str = ""
 
     @property
     def time_per_iteration(self) -> float:
@@ -87,7 +99,8 @@ class TabuResult:
         return (
             f"TabuResult(best_value={self.best_value}, iterations={self.iterations}, stop={self.stop!r}, "
             f"restarts={self.restarts}, strategy={s.strategy!r}, alpha={s.alpha:.3g}, "
-            f"transfer_level={s.transfer_level}, time_per_iteration={self.time_per_iteration * 1e3:.3g} ms)"
+            f"transfer_level={s.transfer_level}, time_per_iteration={self.time_per_iteration * 1e3:.3g} ms"
+            + (f", fallback={self.fallback!r})" if self.fallback else ")")
         )
 
 
@@ -105,7 +118,7 @@ def _needs_costs(strategy: str, alpha: float | None, transfer_level: int | None,
 
 def choose_split(
     problem: TabuProblem,
-    runtime: Runtime,
+    runtime: Runtime | None = None,
     *,
     strategy: str = "hybrid",
     alpha: float | None = None,
@@ -118,30 +131,88 @@ def choose_split(
     Calibrates (:func:`hpu.tabu.calibrate`, cached) when the model must
     choose something and ``costs`` is not given.
 
+    Parameters
+    ----------
+    problem : TabuProblem
+    runtime : hpu.Runtime, optional
+        Default :func:`hpu.default_runtime`.
+    strategy, alpha, transfer_level, cpu_chunks, costs
+        As for :func:`tabu_search`.
+
+    Returns
+    -------
+    TabuSplit
+
     Raises
     ------
     ValueError
         Unknown strategy or out-of-range forced values.
     hpu.NoDeviceError
         ``strategy="gpu"`` (or a forced device share) on a CPU-only runtime.
+    hpu.DeviceFailure
+        The device failed during the calibration.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    if strategy == "gpu" or (alpha is not None and alpha < 1):
-        runtime.require_device()
-    if costs is None and _needs_costs(strategy, alpha, transfer_level, cpu_chunks, runtime):
-        costs = calibrate(problem, runtime)
-    return plan_split(
-        problem.num_moves,
-        costs,
-        strategy=strategy,
-        alpha=alpha,
-        transfer_level=transfer_level,
-        cpu_chunks=1 if cpu_chunks is None and runtime.threads == 1 else cpu_chunks,
-        threads=runtime.threads,
-        work_group_size=default_work_group_size(runtime.device) if runtime.has_device else 0,
-        has_device=runtime.has_device,
-    )
+    runtime = resolve_runtime(runtime)
+    with runtime.call():
+        if strategy == "gpu" or (alpha is not None and alpha < 1):
+            runtime.require_device()
+        if costs is None and _needs_costs(strategy, alpha, transfer_level, cpu_chunks, runtime):
+            costs = calibrate(problem, runtime)
+        device = runtime.device  # read once: another thread's failure may take it away
+        return plan_split(
+            problem.num_moves,
+            costs,
+            strategy=strategy,
+            alpha=alpha,
+            transfer_level=transfer_level,
+            cpu_chunks=1 if cpu_chunks is None and runtime.threads == 1 else cpu_chunks,
+            threads=runtime.threads,
+            work_group_size=default_work_group_size(device) if device is not None else 0,
+            has_device=device is not None,
+        )
+
+
+def check_tenure(tenure: Any, num_moves: int) -> int:
+    """``tenure`` as an int, if it is an integer in ``[0, num_moves)`` (a tabu tenure in iterations).
+
+    Raises
+    ------
+    ValueError
+        Naming the range, for anything else.
+    """
+    if isinstance(tenure, bool) or not isinstance(tenure, (int, np.integer)) or not 0 <= tenure < num_moves:
+        raise ValueError(f"tenure must be an integer in [0, {num_moves}) (the number of moves), got {tenure!r}")
+    return int(tenure)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stops:
+    """The stopping rules of one search (checked arguments of :func:`tabu_search`)."""
+
+    iterations: int
+    tenure: int
+    time_limit: float | None
+    max_no_improve: int | None
+    target: int | None
+
+
+def _check_stops(problem: TabuProblem, iterations: Any, tenure: Any, time_limit: Any, max_no_improve: Any,
+                 target: Any) -> _Stops:
+    """Check :func:`tabu_search`'s iteration, tenure and stopping arguments (``ValueError`` naming the bad one)."""
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    tenure = check_tenure(tenure, problem.num_moves)
+    if iterations + tenure >= 2**31:
+        raise ValueError("iterations + tenure must be < 2**31 (the tabu status is int32)")
+    if time_limit is not None and not time_limit > 0:
+        raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+    if max_no_improve is not None and (isinstance(max_no_improve, bool) or int(max_no_improve) < 1):
+        raise ValueError(f"max_no_improve must be an integer >= 1, got {max_no_improve!r}")
+    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, np.integer))):
+        raise ValueError(f"target must be an integer objective value, got {target!r}")
+    return _Stops(int(iterations), tenure, time_limit, max_no_improve, target)
 
 
 def tabu_search(
@@ -160,7 +231,7 @@ def tabu_search(
     transfer_level: int | None = None,
     cpu_chunks: int | None = None,
     costs: TabuCosts | None = None,
-    queue: Any = None,
+    on_device_error: str = "fallback",
 ) -> TabuResult:
     """Tabu search with the whole neighbourhood evaluated each iteration on the CPU and the device.
 
@@ -190,7 +261,9 @@ def tabu_search(
         Who evaluates the neighbourhood: both units split by the model, the
         CPU only, or the device only.
     runtime : hpu.Runtime, optional
-        Default: a new runtime for this call (CPU-only for ``"cpu"``), closed after.
+        Default :func:`hpu.default_runtime`.  Any number of threads may
+        search on one runtime at once: each search borrows its own
+        :class:`hpu.DeviceLease` (command queue) for its device share.
     time_limit : float, optional
         Stop after this many seconds of iterations.
     max_no_improve : int, optional
@@ -207,9 +280,13 @@ def tabu_search(
         ranges instead of letting the model choose (see :func:`hpu.tabu.plan_split`).
     costs : TabuCosts, optional
         Use these costs instead of :func:`hpu.tabu.calibrate`'s (cached) ones.
-    queue : pyopencl.CommandQueue, optional
-        Command queue for the device share (default ``runtime.queue``; one per
-        concurrent search lets their device work overlap).
+    on_device_error : {"fallback", "raise"}
+        When the device fails (an OpenCL error, during the calibration or
+        mid-search): the CPU evaluates every later neighbourhood from the same
+        state, so the trajectory is the one the device would have taken
+        (:attr:`TabuResult.fallback` says why), or :class:`hpu.DeviceFailure`
+        is raised.  Either way the runtime is told, and rebuilds its context
+        before its next device call if the failure was fatal.
 
     Returns
     -------
@@ -222,47 +299,66 @@ def tabu_search(
         ``iterations + tenure >= 2**31``, a bad
         ``initial`` solution (e.g. not a permutation), ``time_limit`` or
         ``max_no_improve`` not positive, a ``target`` that is not an integer,
-        unknown strategy or bad forced split.
+        unknown strategy or ``on_device_error``, or a bad forced split.
     hpu.NoDeviceError
         ``strategy="gpu"`` without an OpenCL device.
+    hpu.DeviceFailure
+        The device failed and ``on_device_error="raise"``.
     """
-    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
-    N = problem.num_moves
-    if isinstance(tenure, bool) or not isinstance(tenure, (int, np.integer)) or not 0 <= tenure < N:
-        raise ValueError(f"tenure must be an integer in [0, {N}) (the number of moves), got {tenure!r}")
-    if iterations + tenure >= 2**31:
-        raise ValueError("iterations + tenure must be < 2**31 (the tabu status is int32)")
-    if time_limit is not None and not time_limit > 0:
-        raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
-    if max_no_improve is not None and (isinstance(max_no_improve, bool) or int(max_no_improve) < 1):
-        raise ValueError(f"max_no_improve must be an integer >= 1, got {max_no_improve!r}")
-    if target is not None and (isinstance(target, bool) or not isinstance(target, (int, np.integer))):
-        raise ValueError(f"target must be an integer objective value, got {target!r}")
+    stops = _check_stops(problem, iterations, tenure, time_limit, max_no_improve, target)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    check_on_device_error(on_device_error)
     rng = np.random.default_rng(seed)
     solution = problem.check_solution(initial) if initial is not None else problem.random_solution(rng)
-
-    own = runtime is None
-    rt = Runtime("none" if strategy == "cpu" else None) if own else runtime
-    try:
+    rt = resolve_runtime(runtime)
+    with rt.call():
         t_setup = time.perf_counter()
-        split = choose_split(problem, rt, strategy=strategy, alpha=alpha, transfer_level=transfer_level,
-                             cpu_chunks=cpu_chunks, costs=costs)
-        ev = Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
-                       groups=max(split.groups, 1), queue=queue)
-        setup_time = time.perf_counter() - t_setup
-        return _run(problem, ev, split, rng, iterations, int(tenure), time_limit, max_no_improve, target, setup_time)
-    finally:
-        if own:
-            rt.close()
+        split, fallback = choose_split_or_cpu(problem, rt, on_device_error=on_device_error, costs=costs,
+                                              strategy=strategy, alpha=alpha, transfer_level=transfer_level,
+                                              cpu_chunks=cpu_chunks)
+        with Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
+                       groups=max(split.groups, 1), on_device_error=on_device_error) as ev:
+            setup_time = time.perf_counter() - t_setup
+            result = _run(problem, ev, split, rng, stops, setup_time)
+    return dataclasses.replace(result, fallback=fallback) if fallback and not result.fallback else result
 
 
-def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.Generator, iterations: int,
-         tenure: int, time_limit: float | None, max_no_improve: int | None, target: int | None,
+def choose_split_or_cpu(problem: TabuProblem, runtime: Runtime, *, on_device_error: str,
+                        costs: TabuCosts | None = None, **forced: Any) -> tuple[TabuSplit, str]:
+    """:func:`choose_split`, or the CPU alone after a device failure during the calibration.
+
+    Parameters
+    ----------
+    problem : TabuProblem
+    runtime : hpu.Runtime
+    on_device_error : {"fallback", "raise"}
+        ``"raise"`` lets :class:`hpu.DeviceFailure` through.
+    costs : TabuCosts, optional
+    **forced
+        ``strategy``, ``alpha``, ``transfer_level``, ``cpu_chunks`` as for :func:`choose_split`.
+
+    Returns
+    -------
+    split : TabuSplit
+        After a failure: ``strategy="cpu"`` in ``cpu_chunks`` ranges (default
+        one per thread of the pool).
+    fallback : str
+        Empty, or why the device is not used.
+    """
+    try:
+        return choose_split(problem, runtime, costs=costs, **forced), ""
+    except DeviceFailure as e:
+        if on_device_error == "raise":
+            raise
+        log.warning("device failed calibrating the tabu search (%s); searching on the CPU", e)
+        chunks = forced.get("cpu_chunks") or min(runtime.threads, problem.num_moves)
+        return plan_split(problem.num_moves, None, strategy="cpu", cpu_chunks=chunks, has_device=False), str(e)
+
+
+def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.Generator, stops: _Stops,
          setup_time: float) -> TabuResult:
-    state = ev.state
+    state, iterations = ev.state, stops.iterations
     feasible = problem.feasible(state.solution)
     best_value = state.value if feasible else None
     best_solution = state.solution if feasible else None
@@ -286,17 +382,17 @@ def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.G
                 best_value, best_solution, last_improvement = state.value, state.solution, it
             aspiration = np.iinfo(np.int64).max if best_value is None else best_value - state.value
             cls, delta, index = ev.evaluate(it, aspiration)
-        ev.apply(index, delta, it + tenure)
+        ev.apply(index, delta, it + stops.tenure)
         history[it - 1], moves[it - 1] = state.value, index
         if best_value is None or state.value < best_value:
             best_value, best_solution, last_improvement = state.value, state.solution, it
-        if target is not None and best_value is not None and best_value <= target:
+        if stops.target is not None and best_value is not None and best_value <= stops.target:
             stop = "target"
             break
-        if max_no_improve is not None and it - last_improvement >= max_no_improve:
+        if stops.max_no_improve is not None and it - last_improvement >= stops.max_no_improve:
             stop = "no_improvement"
             break
-        if time_limit is not None and time.perf_counter() - start >= time_limit:
+        if stops.time_limit is not None and time.perf_counter() - start >= stops.time_limit:
             stop = "time_limit"
             break
     wall = time.perf_counter() - start
@@ -315,4 +411,5 @@ def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.G
         device_time=ev.device_time,
         host_time=ev.host_time,
         num_moves=problem.num_moves,
+        fallback=ev.fallback,
     )

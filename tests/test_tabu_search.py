@@ -357,6 +357,9 @@ def test_calibration_is_cached_and_drives_the_default_split(rt, tmp_path, monkey
     res = tabu_search(pb, iterations=20, tenure=10, seed=1, runtime=rt)  # uses the cached costs
     assert res.split.predicted_time > 0 and 0 <= res.split.alpha <= 1
     assert res.split == plan_split(pb.num_moves, c)
+    assert calibrate(pb, rt) is c  # the runtime keeps the costs: measured (or loaded) once
+    forced = calibrate(pb, rt, force=True)
+    assert forced is not c and calibrate(pb, rt) is forced and TabuCosts.load(path) == forced
     path.write_text("{corrupt")
     assert calibrate(pb, rt, cache=False).kind == "hwsw"
     with pytest.raises(ProfileError, match="corrupt"):

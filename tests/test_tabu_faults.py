@@ -1,0 +1,178 @@
+"""A device that fails mid-search: the CPU takes the same moves (or DeviceFailure), and the runtime is not poisoned.
+
+Faults are injected into pyopencl's enqueue calls, as the NVIDIA driver gave one (-9999, a dead context): the call
+number ``after`` raises, and so does every later call on that context, so that only a runtime that rebuilds its
+context gets the device back.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hpu
+from hpu.tabu import QAP, HWSWPartitioning, calibrate, costs_path, hybrid_ea, tabu_search
+
+cl = pytest.importorskip("pyopencl")
+
+DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
+DEVICE_SPLITS = [dict(strategy="gpu", transfer_level=2), dict(strategy="hybrid", alpha=0.4, transfer_level=1,
+                                                              cpu_chunks=2)]
+KW = dict(iterations=60, tenure=8)
+
+
+def _lost_context():
+    return cl.LogicError("clEnqueueNDRangeKernel failed: <unknown error -9999>")
+
+
+#: (pyopencl function, calls that work before the fault, error raised, its text, whether the context is rebuilt);
+#: each iteration launches the fused kernel, reads its partial minima back and launches the apply kernel.
+FAULTS = {
+    "evaluate": ("enqueue_nd_range_kernel", 20, _lost_context, "-9999", True),
+    "apply": ("enqueue_nd_range_kernel", 21, _lost_context, "-9999", True),
+    "read": ("enqueue_copy", 20, lambda: hpu.DeviceFailure("injected fault", fatal=True), "injected fault", True),
+    "memory": ("enqueue_nd_range_kernel", 20, lambda: MemoryError("no staging memory"), "MemoryError", False),
+}
+
+
+def _fault(monkeypatch, name: str, error, after: int = 0, always: bool = False) -> list:
+    """Make ``pyopencl.<name>(queue, ...)`` raise ``error()`` on call number ``after`` (every call if ``always``)
+    and on every later call on that call's context; returns the list of calls made."""
+    real, calls, dead = getattr(cl, name), [], []
+
+    def faulty(queue, *args, **kw):
+        calls.append(name)
+        ctx = queue.context
+        if always or len(calls) == after + 1 or any(ctx == d for d in dead):
+            dead.append(ctx)
+            raise error()
+        return real(queue, *args, **kw)
+
+    monkeypatch.setattr(cl, name, faulty)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    """The module's own runtime: each fault rebuilds its context (or not), and every later test must find it right."""
+    with hpu.Runtime(threads=2) as rt:
+        if not rt.has_device:
+            pytest.skip("no OpenCL device")
+        yield rt
+
+
+@pytest.fixture(scope="module")
+def tai12a():
+    return QAP.from_qaplib(DATA / "tai12a.dat")
+
+
+def _same_trajectory(res, ref) -> None:
+    np.testing.assert_array_equal(res.moves, ref.moves)
+    np.testing.assert_array_equal(res.history, ref.history)
+    assert res.best_value == ref.best_value and res.restarts == ref.restarts
+
+
+def _later_searches_right(rt, problem, split, tenure: int = 8) -> None:
+    """Three more searches on ``rt`` use the device again and take the CPU's moves."""
+    for seed in range(3):
+        kw = dict(iterations=30, tenure=tenure, seed=seed, runtime=rt)
+        again = tabu_search(problem, **split, **kw)
+        _same_trajectory(again, tabu_search(problem, strategy="cpu", cpu_chunks=1, **kw))
+        assert again.fallback == "" and again.device_time > 0
+
+
+@pytest.mark.parametrize("split", DEVICE_SPLITS, ids=["gpu", "hybrid"])
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_fault_mid_search_continues_on_the_cpu_on_the_same_trajectory(fresh, monkeypatch, tai12a, fault, split):
+    name, after, error, text, fatal = FAULTS[fault]
+    ref = tabu_search(tai12a, strategy="cpu", cpu_chunks=1, seed=5, runtime=fresh, **KW)
+    context = fresh.context
+    with monkeypatch.context() as m:
+        calls = _fault(m, name, error, after=after)
+        res = tabu_search(tai12a, seed=5, runtime=fresh, **split, **KW)
+    assert len(calls) == after + 1  # that call failed (at iteration 11 or 21 of 60), and none came after
+    assert text in res.fallback and res.device_time > 0
+    _same_trajectory(res, ref)
+    _later_searches_right(fresh, tai12a, split)
+    assert (fresh.context != context) == fatal  # a fatal failure was reported: the context was rebuilt
+
+
+def test_a_fault_in_a_restart_upload_continues_on_the_cpu(fresh, monkeypatch):
+    """HW/SW restarts copy the new state to the device (enqueue_copy of the state's buffers)."""
+    pb = HWSWPartitioning.random(40, ccr=1.0, constraint="low", seed=8)
+    kw = dict(iterations=60, tenure=20, seed=3, runtime=fresh)
+    ref = tabu_search(pb, strategy="cpu", cpu_chunks=1, **kw)
+    assert ref.restarts >= 1
+    with monkeypatch.context() as m:
+        _fault(m, "enqueue_copy", _lost_context, after=1)  # the first read-back works, the restart's upload fails
+        res = tabu_search(pb, strategy="gpu", transfer_level=0, **kw)
+    assert "-9999" in res.fallback
+    _same_trajectory(res, ref)
+    _later_searches_right(fresh, pb, dict(strategy="gpu", transfer_level=0), tenure=20)
+
+
+@pytest.mark.parametrize("split", DEVICE_SPLITS, ids=["gpu", "hybrid"])
+def test_a_fault_raises_device_failure_when_asked(fresh, monkeypatch, tai12a, split):
+    with monkeypatch.context() as m:
+        _fault(m, "enqueue_nd_range_kernel", _lost_context, after=20)
+        with pytest.raises(hpu.DeviceFailure, match="-9999") as info:
+            tabu_search(tai12a, seed=5, runtime=fresh, on_device_error="raise", **split, **KW)
+    assert info.value.fatal and isinstance(info.value.__cause__, cl.LogicError)
+    _later_searches_right(fresh, tai12a, split)
+    with pytest.raises(ValueError, match="on_device_error"):
+        tabu_search(tai12a, seed=5, runtime=fresh, on_device_error="ignore", **KW)
+
+
+def test_a_fault_while_calibrating_searches_on_the_cpu(fresh, monkeypatch, tmp_path, tai12a):
+    monkeypatch.setenv("HPU_PROFILE_DIR", str(tmp_path))
+    kw = dict(seed=2, runtime=fresh, **KW)
+    ref = tabu_search(tai12a, strategy="cpu", cpu_chunks=1, **kw)
+    with monkeypatch.context() as m:
+        _fault(m, "enqueue_nd_range_kernel", _lost_context, always=True)
+        with pytest.raises(hpu.DeviceFailure, match="-9999"):
+            calibrate(tai12a, fresh)
+        res = tabu_search(tai12a, **kw)  # the model must choose: it calibrates, and the device fails again
+        with pytest.raises(hpu.DeviceFailure, match="-9999"):
+            tabu_search(tai12a, on_device_error="raise", **kw)
+    assert "-9999" in res.fallback and res.split.strategy == "cpu" and res.device_time == 0
+    _same_trajectory(res, ref)
+    assert not costs_path(tai12a, fresh).exists()  # nothing half-measured was kept
+    assert calibrate(tai12a, fresh).has_device
+    assert tabu_search(tai12a, **kw).fallback == ""
+
+
+def test_hybrid_ea_with_a_fault_gives_the_cpu_result(fresh, monkeypatch, tai12a):
+    kw = dict(population=3, generations=2, offspring=3, ils_iterations=2, ls_iterations=30, seed=3, runtime=fresh)
+    cpu = hybrid_ea(tai12a, strategy="cpu", concurrency=1, **kw)
+    with monkeypatch.context() as m:
+        _fault(m, "enqueue_nd_range_kernel", _lost_context, after=40)
+        gpu = hybrid_ea(tai12a, strategy="gpu", concurrency=3, **kw)
+    assert gpu.fallbacks >= 1 and cpu.fallbacks == 0
+    assert gpu.best_value == cpu.best_value and np.array_equal(gpu.history, cpu.history)
+    assert np.array_equal(gpu.population, cpu.population) and gpu.ls_iterations == cpu.ls_iterations
+    again = hybrid_ea(tai12a, strategy="gpu", concurrency=3, **kw)
+    assert again.fallbacks == 0 and again.device_time > 0 and np.array_equal(again.population, cpu.population)
+
+
+def test_a_fault_while_eight_threads_search_leaves_every_result_right(fresh, monkeypatch, tai12a):
+    """The context dies under all of them: each search falls back (or finishes first); all take the CPU's moves."""
+    refs = {s: tabu_search(tai12a, strategy="cpu", cpu_chunks=1, seed=s, runtime=fresh, **KW) for s in range(8)}
+
+    def search(s: int):
+        return tabu_search(tai12a, seed=s, runtime=fresh, **DEVICE_SPLITS[s % 2], **KW)
+
+    with monkeypatch.context() as m:
+        _fault(m, "enqueue_nd_range_kernel", _lost_context, after=100)
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            results = list(ex.map(search, range(8)))
+    assert any(r.fallback for r in results)
+    for s, r in enumerate(results):
+        _same_trajectory(r, refs[s])
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        results = list(ex.map(search, range(8)))
+    for s, r in enumerate(results):
+        _same_trajectory(r, refs[s])
+        assert r.fallback == "" and r.device_time > 0

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import operator
 import os
 import platform
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "check_nonneg", "check_positive", "host_description"]
+__all__ = ["atomic_write_text", "check_int", "check_nonneg", "check_positive", "host_description"]
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -62,6 +63,27 @@ def check_nonneg(name: str, value: float) -> float:
     v = _real(name, value)
     if v < 0:
         raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    return v
+
+
+def check_int(name: str, value: object, low: int, high: int | None = None, what: str = "") -> int:
+    """``value`` as an int, checked to be an integer (Python or numpy, not bool) in ``[low, high)``.
+
+    ``high=None`` means no upper bound; ``what`` is appended to the range in
+    the message (e.g. ``" (the number of moves)"``).
+
+    Raises
+    ------
+    ValueError
+        Anything else; the message names ``name`` and the range.
+    """
+    bounds = f">= {low}" if high is None else f"in [{low}, {high}){what}"
+    try:
+        v = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        v = None
+    if v is None or v < low or (high is not None and v >= high):
+        raise ValueError(f"{name} must be an integer {bounds}, got {value!r}")
     return v
 
 

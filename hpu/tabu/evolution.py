@@ -48,6 +48,7 @@ import numpy as np
 
 from ..core.hybrid import check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
+from ..core.util import check_int
 from .problem import TabuProblem
 from .search import check_tenure, choose_split_or_cpu, tabu_search
 from .split import STRATEGIES, TabuSplit
@@ -202,12 +203,6 @@ def _stream(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=root.spawn_key + key))
 
 
-def _count(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
 @dataclasses.dataclass(frozen=True)
 class _Settings:
     """Checked arguments of :func:`hybrid_ea`."""
@@ -230,16 +225,16 @@ def _settings(problem: TabuProblem, population: Any, generations: Any, offspring
               ils_iterations: Any, ls_iterations: Any, tenure: Any, perturbation: Any, concurrency: Any,
               time_limit: Any, strategy: str, on_device_error: str) -> _Settings:
     """Check :func:`hybrid_ea`'s arguments (``ValueError`` naming the bad one) and fill in the defaults."""
-    mu = _count("population", population, 2)
-    generations = _count("generations", generations, 1)
-    lam = mu if offspring is None else _count("offspring", offspring, 1)
-    tournament = _count("tournament", tournament, 1)
-    ils_iterations = _count("ils_iterations", ils_iterations, 1)
-    ls_iterations = _count("ls_iterations", ls_iterations, 1)
+    mu = check_int("population", population, 2)
+    generations = check_int("generations", generations, 1)
+    lam = mu if offspring is None else check_int("offspring", offspring, 1)
+    tournament = check_int("tournament", tournament, 1)
+    ils_iterations = check_int("ils_iterations", ils_iterations, 1)
+    ls_iterations = check_int("ls_iterations", ls_iterations, 1)
     N = problem.num_moves
     tenure = paper_tenure(N) if tenure is None else check_tenure(tenure, N)
-    most_swaps = max(1, problem.n // 4) if perturbation is None else _count("perturbation", perturbation, 1)
-    workers = lam if concurrency is None else min(_count("concurrency", concurrency, 1), lam)
+    most_swaps = max(1, problem.n // 4) if perturbation is None else check_int("perturbation", perturbation, 1)
+    workers = lam if concurrency is None else min(check_int("concurrency", concurrency, 1), lam)
     if time_limit is not None and not time_limit > 0:
         raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
     if strategy not in STRATEGIES:
@@ -249,16 +244,27 @@ def _settings(problem: TabuProblem, population: Any, generations: Any, offspring
 
 
 @dataclasses.dataclass
+class _Tally:
+    """What local searches did, summed (the counters of :class:`EvolutionResult`)."""
+
+    searches: int = 0
+    iterations: int = 0
+    fallbacks: int = 0
+    cpu_time: float = 0.0
+    device_time: float = 0.0
+
+    def add(self, other: _Tally) -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclasses.dataclass
 class _Mutation:
     """Outcome of one offspring's ILS-TS."""
 
     solution: np.ndarray
     value: int
-    searches: int = 0
-    iterations: int = 0
-    cpu_time: float = 0.0
-    device_time: float = 0.0
-    fallbacks: int = 0
+    tally: _Tally = dataclasses.field(default_factory=_Tally)
 
 
 class _IteratedTabuSearch:
@@ -287,11 +293,7 @@ class _IteratedTabuSearch:
             res = tabu_search(self.problem, iterations=cfg.ls_iterations, tenure=cfg.tenure, seed=rng,
                               runtime=self.runtime, time_limit=left, initial=initial,
                               on_device_error=cfg.on_device_error, **self.forced)
-            out.searches += 1
-            out.iterations += res.iterations
-            out.cpu_time += res.cpu_time
-            out.device_time += res.device_time
-            out.fallbacks += bool(res.fallback)
+            out.tally.add(_Tally(1, res.iterations, int(bool(res.fallback)), res.cpu_time, res.device_time))
             if res.best_value < out.value:
                 out.solution, out.value = res.best_solution, res.best_value
         return out
@@ -314,12 +316,8 @@ class _Evolution:
     pop: np.ndarray
     values: np.ndarray
     history: list[int]
-    searches: int = 0
-    iterations: int = 0
-    fallbacks: int = 0
+    tally: _Tally = dataclasses.field(default_factory=_Tally)
     search_time: float = 0.0
-    cpu_time: float = 0.0
-    device_time: float = 0.0
     generations: int = 0
     stop: str = "generations"
 
@@ -343,11 +341,7 @@ class _Evolution:
     def replace(self, mutants: list[_Mutation], mu: int) -> None:
         """``(mu + lambda)`` replacement, parents first among equals (a stable sort); count the searches."""
         for m in mutants:
-            self.searches += m.searches
-            self.iterations += m.iterations
-            self.fallbacks += m.fallbacks
-            self.cpu_time += m.cpu_time
-            self.device_time += m.device_time
+            self.tally.add(m.tally)
         pop = np.concatenate([self.pop, np.stack([m.solution for m in mutants])])
         values = np.concatenate([self.values, np.array([m.value for m in mutants], dtype=np.int64)])
         order = np.argsort(values, kind="stable")[:mu]
@@ -494,17 +488,17 @@ def hybrid_ea(
         values=run.values,
         generations=run.generations,
         stop=run.stop,
-        local_searches=run.searches,
-        ls_iterations=run.iterations,
+        local_searches=run.tally.searches,
+        ls_iterations=run.tally.iterations,
         concurrency=cfg.workers,
         split=split,
         wall_time=wall,
         search_time=run.search_time,
         setup_time=start - t_setup,
-        cpu_time=run.cpu_time,
-        device_time=run.device_time,
+        cpu_time=run.tally.cpu_time,
+        device_time=run.tally.device_time,
         num_moves=problem.num_moves,
-        fallbacks=run.fallbacks,
+        fallbacks=run.tally.fallbacks,
     )
 
 

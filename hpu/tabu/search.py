@@ -19,6 +19,7 @@ import numpy as np
 
 from ..core.hybrid import DeviceFailure, check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
+from ..core.util import check_int
 from .calibrate import calibrate
 from .engine import INFEASIBLE, Evaluator, default_work_group_size
 from .problem import TabuProblem
@@ -116,16 +117,9 @@ def _needs_costs(strategy: str, alpha: float | None, transfer_level: int | None,
     return (alpha > 0 and cpu_free) or (alpha < 1 and transfer_level is None)
 
 
-def choose_split(
-    problem: TabuProblem,
-    runtime: Runtime | None = None,
-    *,
-    strategy: str = "hybrid",
-    alpha: float | None = None,
-    transfer_level: int | None = None,
-    cpu_chunks: int | None = None,
-    costs: TabuCosts | None = None,
-) -> TabuSplit:
+def choose_split(problem: TabuProblem, runtime: Runtime | None = None, *, strategy: str = "hybrid",
+                 alpha: float | None = None, transfer_level: int | None = None, cpu_chunks: int | None = None,
+                 costs: TabuCosts | None = None) -> TabuSplit:
     """The split :func:`tabu_search` uses: forced values, the rest chosen by the model.
 
     Calibrates (:func:`hpu.tabu.calibrate`, cached) when the model must
@@ -142,6 +136,7 @@ def choose_split(
     Returns
     -------
     TabuSplit
+        :func:`hpu.tabu.plan_split`'s choice for ``problem.num_moves`` moves.
 
     Raises
     ------
@@ -161,17 +156,10 @@ def choose_split(
         if costs is None and _needs_costs(strategy, alpha, transfer_level, cpu_chunks, runtime):
             costs = calibrate(problem, runtime)
         device = runtime.device  # read once: another thread's failure may take it away
-        return plan_split(
-            problem.num_moves,
-            costs,
-            strategy=strategy,
-            alpha=alpha,
-            transfer_level=transfer_level,
-            cpu_chunks=1 if cpu_chunks is None and runtime.threads == 1 else cpu_chunks,
-            threads=runtime.threads,
-            work_group_size=default_work_group_size(device) if device is not None else 0,
-            has_device=device is not None,
-        )
+        return plan_split(problem.num_moves, costs, strategy=strategy, alpha=alpha, transfer_level=transfer_level,
+                          cpu_chunks=1 if cpu_chunks is None and runtime.threads == 1 else cpu_chunks,
+                          threads=runtime.threads, has_device=device is not None,
+                          work_group_size=default_work_group_size(device) if device is not None else 0)
 
 
 def check_tenure(tenure: Any, num_moves: int) -> int:
@@ -182,9 +170,7 @@ def check_tenure(tenure: Any, num_moves: int) -> int:
     ValueError
         Naming the range, for anything else.
     """
-    if isinstance(tenure, bool) or not isinstance(tenure, (int, np.integer)) or not 0 <= tenure < num_moves:
-        raise ValueError(f"tenure must be an integer in [0, {num_moves}) (the number of moves), got {tenure!r}")
-    return int(tenure)
+    return check_int("tenure", tenure, 0, num_moves, " (the number of moves)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,18 +187,17 @@ class _Stops:
 def _check_stops(problem: TabuProblem, iterations: Any, tenure: Any, time_limit: Any, max_no_improve: Any,
                  target: Any) -> _Stops:
     """Check :func:`tabu_search`'s iteration, tenure and stopping arguments (``ValueError`` naming the bad one)."""
-    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    iterations = check_int("iterations", iterations, 1)
     tenure = check_tenure(tenure, problem.num_moves)
     if iterations + tenure >= 2**31:
         raise ValueError("iterations + tenure must be < 2**31 (the tabu status is int32)")
     if time_limit is not None and not time_limit > 0:
         raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
-    if max_no_improve is not None and (isinstance(max_no_improve, bool) or int(max_no_improve) < 1):
-        raise ValueError(f"max_no_improve must be an integer >= 1, got {max_no_improve!r}")
+    if max_no_improve is not None:
+        max_no_improve = check_int("max_no_improve", max_no_improve, 1)
     if target is not None and (isinstance(target, bool) or not isinstance(target, (int, np.integer))):
         raise ValueError(f"target must be an integer objective value, got {target!r}")
-    return _Stops(int(iterations), tenure, time_limit, max_no_improve, target)
+    return _Stops(iterations, tenure, time_limit, max_no_improve, target)
 
 
 def tabu_search(

@@ -1,5 +1,9 @@
+import ast
+import io
 import logging
 import os
+import tokenize
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -74,3 +78,21 @@ def same_trajectories(search, problem, ref, splits, **kw) -> None:
         np.testing.assert_array_equal(res.moves, ref.moves, err_msg=str(split))
         np.testing.assert_array_equal(res.history, ref.history, err_msg=str(split))
         assert res.best_value == ref.best_value
+
+
+def long_functions(path: Path, limit: int) -> list[str]:
+    """The functions of ``path`` with more than ``limit`` lines of code (docstrings, comments, blank lines aside)."""
+    source = path.read_text()
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+    code = {line for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type not in skip
+            for line in range(tok.start[0], tok.end[0] + 1)}
+    long = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0]
+            doc = (set(range(first.lineno, first.end_lineno + 1)) if isinstance(first, ast.Expr)
+                   and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str) else set())
+            lines = len((code & set(range(node.lineno, node.end_lineno + 1))) - doc)
+            if lines > limit:
+                long.append(f"{path.name}:{node.lineno} {node.name}: {lines} lines of code")
+    return long

@@ -6,14 +6,13 @@ Every experiment script imports and answers --help, uses only hpu's public names
 
 import ast
 import importlib
-import io
 import json
 import math
 import sys
-import tokenize
 from pathlib import Path
 
 import pytest
+from conftest import long_functions
 
 import hpu
 
@@ -99,28 +98,9 @@ def test_experiment_uses_public_names_and_sets_no_globals(path):
     assert "setattr(" not in path.read_text() and "monkeypatch" not in path.read_text()
 
 
-def code_lines(source: str) -> set[int]:
-    """Line numbers that hold code (not comments or blank lines)."""
-    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
-    return {line for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type not in skip
-            for line in range(tok.start[0], tok.end[0] + 1)}
-
-
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.stem)
 def test_experiment_functions_are_short(path):
-    source = path.read_text()
-    code = code_lines(source)
-    long = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            doc = (set(range(body[0].lineno, body[0].end_lineno + 1))
-                   if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                   and isinstance(body[0].value.value, str) else set())
-            lines = len((code & set(range(node.lineno, node.end_lineno + 1))) - doc)
-            if lines > MAX_FUNCTION_LINES:
-                long.append(f"{path.name}:{node.lineno} {node.name}: {lines} lines of code")
-    assert not long, f"split these functions (at most {MAX_FUNCTION_LINES} lines of code)"
+    assert not long_functions(path, MAX_FUNCTION_LINES), f"split these functions (at most {MAX_FUNCTION_LINES} lines)"
 
 
 def test_sweeps_are_all_in_the_driver():
@@ -264,7 +244,8 @@ def test_gantt_sweep_with_the_runtimes_own_profile(tmp_path):
             assert -1 <= e["level"] <= tr["depth"]
             assert e["unit"] in ("device", "bus") or e["unit"].startswith("cpu:")
         kinds = {e["kind"] for e in tr["events"] if e["unit"] == "bus"}
-        assert kinds == {"h2d", "d2h"}
+        # The runtime's own profile may give the CPU everything (alpha = 1: an uncalibrated GPU); then nothing moves.
+        assert kinds == ({"h2d", "d2h"} if tr["alpha"] < 1 else set())
     gpu = data["runs"][1]
     assert gpu["busy_seconds"]["cpu"] == 0 and gpu["predicted"] is None
     adv = data["runs"][0]

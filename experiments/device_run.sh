@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Runs benchmark stages on the H100 benchmark machine (a bare machine with python3 3.12, no pyopencl).
 #
-#   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | tabu | tabu-more)
+#   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | stress | default-runtime |
+#                                            tests | tabu | tabu-more)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
 # $OUT (default ./out).
 # cpusort: bench_cpusort (variants of the CPU share's parallel sort against numpy.sort).
 # pipeline: bench_pipeline and bench_host_memory (where a device-only sort spends its time).
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
+# sort-check: bench_mergesort at 2^24 only (the README's figure), with the same profile.
+# stress: tests/test_stress.py as a script (16 threads x 100 calls on one runtime with the calibrated profile).
+# default-runtime: bench_default_runtime (calls without runtime= against an explicit runtime; the uncalibrated default).
+# tests: the test suite with the GPU as hpu's default device (PYOPENCL_CTX=gpu; notebooks left out: no Jupyter
+#        kernel there).
 # tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
 # tabu-more: bench_tabu on flow shop, permuted perceptron and the hybrid EA.
 set -euo pipefail
@@ -22,8 +28,10 @@ export PYTHONPATH=/tmp/site HPU_PROFILE_DIR=/tmp/hpu-profiles
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 profile=$OUT/h100.json
-calibrate() {
-    [ -f "$profile" ] || python3 -m hpu.calibrate --device gpu --out "$profile" --no-progress --force 2>&1 | tee "$OUT/calibrate.log"
+calibrate() {  # into the user cache too (HPU_PROFILE_DIR), where Runtime("gpu") finds it
+    [ -f "$profile" ] && return
+    python3 -m hpu.calibrate --device gpu --no-progress --force 2>&1 | tee "$OUT/calibrate.log"
+    cp "$HPU_PROFILE_DIR"/*.json "$profile"
 }
 for stage in "$@"; do
     case $stage in
@@ -38,6 +46,25 @@ for stage in "$@"; do
         calibrate
         python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 16 --max-log 27 \
             --repeats 11 --variants 24 --json "$OUT/bench_mergesort_fast.json" 2>&1 | tee "$OUT/bench_mergesort.log"
+        ;;
+    sort-check)
+        calibrate
+        python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 24 --max-log 24 \
+            --repeats 11 --variants 24 --json "$OUT/bench_mergesort_check.json" 2>&1 | tee "$OUT/bench_mergesort_check.log"
+        ;;
+    stress)
+        calibrate
+        python3 tests/test_stress.py --threads 16 --calls 100 --device gpu 2>&1 | tee "$OUT/stress.log"
+        ;;
+    default-runtime)
+        calibrate
+        python3 experiments/bench_default_runtime.py --machine h100 --parts calls --use-cached-profile \
+            --out "$OUT/default_runtime_calls.json" 2>&1 | tee "$OUT/default_runtime.log"
+        python3 experiments/bench_default_runtime.py --machine h100 --parts uncalibrated \
+            --out "$OUT/default_runtime_uncalibrated.json" 2>&1 | tee -a "$OUT/default_runtime.log"
+        ;;
+    tests)
+        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider --ignore tests/test_notebooks.py 2>&1 | tee "$OUT/tests.log"
         ;;
     tabu)
         python3 experiments/bench_tabu.py --device gpu --json "$OUT/bench_tabu.json" 2>&1 | tee "$OUT/bench_tabu.log"

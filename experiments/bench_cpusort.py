@@ -4,7 +4,7 @@ For uniform random int32 of size n, times in shuffled rounds (each run after
 ``hpu.core.calibrate.IDLE_PAUSE``, as ``bench_mergesort.py`` does):
 
 * ``numpy``: ``numpy.sort`` on one core;
-* ``psrs T q``: :func:`hpu.sort.cpu.parallel_sort` on T threads, buckets
+* ``psrs T q``: :func:`hpu.sorting.cpu.parallel_sort` on T threads, buckets
   re-sorted by numpy's quicksort (``timsort_max_runs=2``, the default);
 * ``psrs T t``: the same, buckets merged by numpy's timsort, which finds
   the sorted runs (``timsort_max_runs`` unbounded);
@@ -30,7 +30,7 @@ import numpy as np
 import hpu
 from bench_common import command_line, shuffled_rounds, utc_now, write_json
 from hpu.core.util import host_description
-from hpu.sort.cpu import parallel_sort
+from hpu.sorting.cpu import parallel_sort
 
 #: ``timsort_max_runs`` of the "t" variants: every bucket merged by timsort.
 UNBOUNDED = 1 << 30

@@ -30,7 +30,7 @@ import pyopencl.tools as cl_tools
 
 import hpu
 from bench_common import utc_now
-from hpu.sort.device import DeviceSorter
+from hpu.sorting.device import DeviceSorter
 
 DTYPE = np.dtype(np.int32)
 

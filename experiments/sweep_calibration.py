@@ -25,7 +25,7 @@ import hpu
 import sweep_common as common
 from hpu import plots
 from hpu.core.calibrate import calibrate, format_profile
-from hpu.sort.calibrate import MERGE_BENCHMARK, measure_costs
+from hpu.sorting.calibrate import MERGE_BENCHMARK, measure_costs
 
 PAPER = {name: {"g": hpu.reference_profile(name).g, "inv_gamma": 1 / hpu.reference_profile(name).gamma}
          for name in ("hpu1", "hpu2")}

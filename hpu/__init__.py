@@ -7,7 +7,7 @@ calibrated on the machine at hand by ``python -m hpu.calibrate``.
 
 Layout: :mod:`hpu.core` is the runtime, model, split search, hybrid driver
 and trace, and knows no workload; :mod:`hpu.dc` is the breadth-first
-transformer for any D&C spec (paper section 4); :mod:`hpu.sort` and
+transformer for any D&C spec (paper section 4); :mod:`hpu.sorting` and
 :mod:`hpu.tabu` are workloads built on the core.
 
 Names are imported lazily: ``from hpu import Profile, advanced_split`` needs
@@ -47,10 +47,10 @@ _EXPORTS = {
     "Plan": "hpu.dc.spec",
     "execute": "hpu.dc.executor",
     "array_sum_spec": "hpu.arraysum",
-    "mergesort_spec": "hpu.sort.paper",
-    "fast_split": "hpu.sort.costs",
-    "hybrid_mergesort": "hpu.sort.mergesort",
-    "PipelineOptions": "hpu.sort.pipeline",
+    "mergesort_spec": "hpu.sorting.paper",
+    "fast_split": "hpu.sorting.costs",
+    "hybrid_mergesort": "hpu.sorting.mergesort",
+    "PipelineOptions": "hpu.sorting.pipeline",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,7 +1,7 @@
 """The paper's divide-and-conquer array sum as a spec (López-Ortiz et al. 2014, algorithms 4 and 5).
 
 A second, constant-time-combine example for the transformer of :mod:`hpu.dc`
-(``f(n) = 1``), beside the mergesort of :mod:`hpu.sort.paper`.
+(``f(n) = 1``), beside the mergesort of :mod:`hpu.sorting.paper`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The core's microbenchmarks (:func:`hpu.core.calibrate.calibrate`: p, g,
 gamma, lambda, delta, launch cost; López-Ortiz et al. 2014, section 6.4)
 with the paper's merge as the combine step, and the sort's cost curves
-(:func:`hpu.sort.calibrate.measure_costs`).  Run with ``--help``.
+(:func:`hpu.sorting.calibrate.measure_costs`).  Run with ``--help``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from .core.calibrate import calibrate, format_profile
 from .core.profile import Profile
 from .core.runtime import Runtime, default_profile_path
-from .sort.calibrate import MERGE_BENCHMARK, measure_costs
+from .sorting.calibrate import MERGE_BENCHMARK, measure_costs
 
 __all__ = ["main"]
 

@@ -27,7 +27,7 @@ def _devices(args: argparse.Namespace) -> int:
 
 
 def _sort(args: argparse.Namespace) -> int:
-    from .sort.mergesort import hybrid_mergesort
+    from .sorting.mergesort import hybrid_mergesort
 
     if args.input:
         data = np.load(args.input, allow_pickle=False)

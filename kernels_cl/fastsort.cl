@@ -1,6 +1,6 @@
 /* Stable device-resident merge sort ("fast mode", device half).
  *
- * Pipeline for n keys (host: hpu/sort/device.py):
+ * Pipeline for n keys (host: hpu/sorting/device.py):
  *   1. leaf_sort: each work-group sorts one block of TILE = WG * ITEMS keys in
  *      local memory (register sort of ITEMS keys per work-item, then log2(WG)
  *      merge-path merges in local memory).  One launch for all blocks.

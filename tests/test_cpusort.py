@@ -8,8 +8,8 @@ from conftest import same_bits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpu.sort import cpu as cpusort
-from hpu.sort.cpu import multiway_merge, parallel_sort, stable_sort_inplace
+from hpu.sorting import cpu as cpusort
+from hpu.sorting.cpu import multiway_merge, parallel_sort, stable_sort_inplace
 
 DTYPES = [np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64]
 

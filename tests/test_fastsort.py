@@ -1,4 +1,4 @@
-"""The device merge sort (hpu.sort.device) against numpy.sort(kind="stable"), bit for bit."""
+"""The device merge sort (hpu.sorting.device) against numpy.sort(kind="stable"), bit for bit."""
 
 import numpy as np
 import pyopencl as cl
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from hpu import NoDeviceError
-from hpu.sort.device import SUPPORTED_DTYPES, DeviceSorter, device_sort, merge_buffers, sort_buffer
+from hpu.sorting.device import SUPPORTED_DTYPES, DeviceSorter, device_sort, merge_buffers, sort_buffer
 
 DTYPES = [np.dtype(d) for d in (np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64)]
 PATTERNS = ["bits", "small", "sorted", "reversed", "equal", "few", "special", "runs"]

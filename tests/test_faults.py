@@ -13,7 +13,7 @@ from conftest import same_bits
 import hpu
 import hpu.core.runtime as core_runtime
 import hpu.dc.executor as dc_executor
-import hpu.sort.device as sort_device
+import hpu.sorting.device as sort_device
 
 cl = pytest.importorskip("pyopencl")
 

@@ -92,7 +92,7 @@ def test_unresolved_traces_do_not_hold_results(runtime):
     """A trace whose device times are not read yet keeps no result alive: the pool recycles one block."""
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
-    import hpu.sort.pipeline as fm
+    import hpu.sorting.pipeline as fm
 
     with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2) as rt:
         a = np.random.default_rng(1).standard_normal(N_POOLED)

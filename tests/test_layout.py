@@ -1,7 +1,7 @@
 """The architecture rules of issue 12, checked on the source of ``hpu/``.
 
 The core (``hpu/core``) and the D&C transformer (``hpu/dc``) import no workload
-(``hpu.sort``, ``hpu.tabu``); no module imports another module's underscore
+(``hpu.sorting``, ``hpu.tabu``); no module imports another module's underscore
 name; no function has more than 80 lines of code.  (The experiments' rules are
 in ``test_sweeps.py``.)
 """
@@ -16,7 +16,7 @@ from conftest import long_functions
 
 HPU = Path(__file__).resolve().parents[1] / "hpu"
 MODULES = sorted(HPU.rglob("*.py"))
-WORKLOADS = ("sort", "tabu")
+WORKLOADS = ("sorting", "tabu")
 
 
 def imports(path: Path, root: Path = HPU) -> list[tuple[int, str, str]]:
@@ -61,6 +61,6 @@ def test_the_checks_can_fail(tmp_path):
     """Control: a planted module's workload import of a private name and its long function are found."""
     planted = tmp_path / "hpu" / "core" / "planted.py"
     planted.parent.mkdir(parents=True)
-    planted.write_text("from ..sort.cpu import _merge\n\n\ndef f():\n" + "    x = 1\n" * 81)
-    assert imports(planted, tmp_path / "hpu") == [(1, "hpu.sort.cpu", "_merge")]
+    planted.write_text("from ..sorting.cpu import _merge\n\n\ndef f():\n" + "    x = 1\n" * 81)
+    assert imports(planted, tmp_path / "hpu") == [(1, "hpu.sorting.cpu", "_merge")]
     assert long_functions(planted, 80) == ["planted.py:4 f: 82 lines of code"]

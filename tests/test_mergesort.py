@@ -206,7 +206,7 @@ def test_injected_device_failure(runtime, monkeypatch, strategy):
 def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy, n):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
-    import hpu.sort.pipeline as fm
+    import hpu.sorting.pipeline as fm
 
     real = fm._device_share
 
@@ -239,14 +239,14 @@ def test_device_sort_in_waves(runtime, monkeypatch, dtype, n):
     assert same_bits(out, np.sort(a, kind="stable"))
     steps = [e.kind for e in tr.events if e.unit == "device"]
     pieces = -(-n * a.itemsize // 4096)
-    waves = -(-pieces // min(runtime.threads, (pieces + 1) // 2))  # as hpu.sort.pipeline._stage shares them out
+    waves = -(-pieces // min(runtime.threads, (pieces + 1) // 2))  # as hpu.sorting.pipeline._stage shares them out
     assert steps.count("sort") == waves >= 2 and steps[-1] == "merge"
 
 
 def test_failed_staging_raises_and_leaves_input(runtime, monkeypatch):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
-    import hpu.sort.pipeline as fm
+    import hpu.sorting.pipeline as fm
 
     small = hpu.PipelineOptions(chunk_bytes=4096)
     real, calls = np.copyto, []

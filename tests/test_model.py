@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hpu import Profile, ProfileError, Recurrence, advanced_split, basic_split, reference_profile
 from hpu.core.model import level_sum
 from hpu.core.profile import PROFILE_SCHEMA_VERSION
-from hpu.sort.costs import mergesort_closed_forms
+from hpu.sorting.costs import mergesort_closed_forms
 
 MERGESORT = Recurrence(a=2, b=2, f=1)
 HPU1 = Profile(p=4, g=2**12, gamma=1 / 160)
@@ -219,7 +219,7 @@ FAST = {
 
 
 def test_fast_cost_interpolates_the_measured_curve():
-    from hpu.sort.costs import fast_cost
+    from hpu.sorting.costs import fast_cost
 
     prof = HPU1.replace(curves={"sort": FAST})
     for i, n in enumerate(_SIZES):
@@ -232,7 +232,7 @@ def test_fast_cost_interpolates_the_measured_curve():
 
 
 def test_fast_split_picks_the_lowest_prediction():
-    from hpu.sort.costs import _fast_time, fast_split
+    from hpu.sorting.costs import _fast_time, fast_split
 
     prof = HPU1.replace(curves={"sort": FAST})
     for n in (2**12, 2**16, 2**20, 2**24):
@@ -247,7 +247,7 @@ def test_fast_split_picks_the_lowest_prediction():
 
 
 def test_fast_split_on_shared_cores_adds_the_shares():
-    from hpu.sort.costs import _fast_time, fast_split
+    from hpu.sorting.costs import _fast_time, fast_split
 
     prof = HPU1.replace(curves={"sort": FAST})
     for n in (2**16, 2**20, 2**24):
@@ -265,7 +265,7 @@ def test_fast_split_on_shared_cores_adds_the_shares():
 
 
 def test_fast_split_one_cpu_thread_where_it_is_measured_faster():
-    from hpu.sort.costs import fast_split
+    from hpu.sorting.costs import fast_split
 
     # One thread 20% faster than the pool up to 2^18 keys, twice as slow above (a crossover).
     one = [t * (0.8 if n <= 2**18 else 2.0) for n, t in zip(_SIZES, FAST["cpu_sort"])]
@@ -280,14 +280,14 @@ def test_fast_split_one_cpu_thread_where_it_is_measured_faster():
 
 
 def test_fast_split_needs_calibration():
-    from hpu.sort.costs import fast_split
+    from hpu.sorting.costs import fast_split
 
     with pytest.raises(ValueError, match="fast-mode cost"):
         fast_split(2**20, HPU1)
 
 
 def test_fast_split_speedup_is_over_mergesort_on_one_core():
-    from hpu.sort.costs import fast_split
+    from hpu.sorting.costs import fast_split
 
     prof = HPU1.replace(curves={"sort": FAST}, cpu_op_seconds=2e-9)
     s = fast_split(2**20, prof)

@@ -29,7 +29,7 @@ Modules
 
 The workload contract
 ---------------------
-A workload (the sort in :mod:`hpu.sort`, tabu search in :mod:`hpu.tabu`, a
+A workload (the sort in :mod:`hpu.sorting`, tabu search in :mod:`hpu.tabu`, a
 user's :class:`hpu.DCSpec` through :mod:`hpu.dc`) supplies:
 
 1. **Its cost model**: closed forms over the profile (a :class:`Recurrence`

@@ -22,7 +22,7 @@ section 6.4 and go beyond it:
   numpy arrays (used by the executor) and pinned buffers (recorded).
 * **launch_seconds**: an empty kernel launch plus wait.
 * **workload cost curves** (beyond the paper): each workload's own
-  measurements of its fast paths (for the sort, :func:`hpu.sort.calibrate.measure_costs`),
+  measurements of its fast paths (for the sort, :func:`hpu.sorting.calibrate.measure_costs`),
   stored in ``Profile.curves`` under the workload's name.
 
 The core knows no workload: the combine step and the cost-curve

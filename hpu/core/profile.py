@@ -53,7 +53,7 @@ class Profile:
         Host-side cost of one kernel launch (seconds); the paper neglects it.
     curves : dict
         Measured cost curves of the workloads' fast paths, keyed by workload
-        name (``"sort"``: see :mod:`hpu.sort.costs`); each value is a
+        name (``"sort"``: see :mod:`hpu.sorting.costs`); each value is a
         :meth:`hpu.core.costs.CostCurves.to_dict` dict.  Empty when not
         calibrated.
     name, device, host : str

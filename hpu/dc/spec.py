@@ -9,7 +9,7 @@ kernels in which a work-item finds its subproblem from its global id
 (algorithm 3, paper 4.2), one kernel launch per recursion level.  The
 executor (:mod:`hpu.dc.executor`) runs a plan under a :class:`~hpu.core.model.Split`.
 The transformer knows no algorithm: the paper's mergesort and array sum are
-specs of their workloads (:func:`hpu.sort.paper.mergesort_spec`,
+specs of their workloads (:func:`hpu.sorting.paper.mergesort_spec`,
 :func:`hpu.arraysum.array_sum_spec`).
 
 Data layout.  The problem is a 1-D array of ``n`` elements, padded to

@@ -1,11 +1,11 @@
 """The sort workload: ``hybrid_mergesort`` in the paper's mode and the fast pipeline (López-Ortiz et al. 2014, section 6).
 
 Built on :mod:`hpu.core` as every workload is (see its docstring for the
-contract): :mod:`~hpu.sort.costs` (cost curves and the fast-mode split),
-:mod:`~hpu.sort.calibrate` (their measurement), :mod:`~hpu.sort.pipeline`
+contract): :mod:`~hpu.sorting.costs` (cost curves and the fast-mode split),
+:mod:`~hpu.sorting.calibrate` (their measurement), :mod:`~hpu.sorting.pipeline`
 (the device share and CPU share of one call, run by the core's driver),
-:mod:`~hpu.sort.device` (the device sorter), :mod:`~hpu.sort.cpu` (the
-parallel CPU sort) and :mod:`~hpu.sort.paper` (the paper's mergesort spec).
+:mod:`~hpu.sorting.device` (the device sorter), :mod:`~hpu.sorting.cpu` (the
+parallel CPU sort) and :mod:`~hpu.sorting.paper` (the paper's mergesort spec).
 """
 
 from .costs import FAST_COSTS, fast_cost, fast_split, mergesort_closed_forms

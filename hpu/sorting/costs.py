@@ -4,7 +4,7 @@ The paper's model (López-Ortiz et al. 2014, section 5) predicts the
 breadth-first scheme; fast mode's steps (local-memory leaf sorts,
 merge-path merges, pinned staged copies, the CPU's parallel sort and
 multiway merge) are predicted from cost curves measured by
-:func:`hpu.sort.calibrate.measure_costs` and stored in the profile under
+:func:`hpu.sorting.calibrate.measure_costs` and stored in the profile under
 ``"sort"``.  Also here: the closed forms of paper section 5.2.2 for
 mergesort, which check the general level sums of :mod:`hpu.core.model`.
 """
@@ -57,7 +57,7 @@ FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "me
 def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     """Predicted seconds of one fast-mode step on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
 
-    ``cpu_sort``: :func:`hpu.sort.cpu.parallel_sort` on all threads;
+    ``cpu_sort``: :func:`hpu.sorting.cpu.parallel_sort` on all threads;
     ``cpu_sort_1``: the same on one thread (numpy's sort);
     ``device_sort``: the device-resident sort; ``transfer``: everything
     else of a device-only sort of ``n`` elements (staging, copies to the

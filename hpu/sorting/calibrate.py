@@ -2,7 +2,7 @@
 
 :data:`MERGE_BENCHMARK` is the merge the paper times for ``gamma`` (López-Ortiz
 et al. 2014, section 6.4, fig. 6); :func:`measure_costs` measures fast mode's
-steps over sizes, the curves :func:`hpu.sort.costs.fast_cost` interpolates.
+steps over sizes, the curves :func:`hpu.sorting.costs.fast_cost` interpolates.
 ``python -m hpu.calibrate`` passes both to :func:`hpu.core.calibrate.calibrate`.
 """
 
@@ -35,7 +35,7 @@ MERGE_BENCHMARK = CombineBenchmark(mergesort_spec(), sorted_runs)
 
 
 def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurves:
-    """Fast-mode step costs over sizes (int32 keys): the curves of :data:`hpu.sort.costs.FAST_COSTS`.
+    """Fast-mode step costs over sizes (int32 keys): the curves of :data:`hpu.sorting.costs.FAST_COSTS`.
 
     Each cost is the median of calls made after an idle pause
     (:func:`hpu.core.calibrate.median_time` with ``idle=True``): the model

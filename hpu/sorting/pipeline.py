@@ -4,8 +4,8 @@ Where the paper-faithful scheme (:mod:`hpu.dc.executor`) runs one work-item per
 merge and one launch per level, fast mode uses
 
 * a base-case cutoff: the device sorts leaf blocks in work-group local
-  memory (:class:`hpu.sort.device.DeviceSorter`), the CPU sorts its chunks with
-  numpy in the thread pool (:func:`hpu.sort.cpu.parallel_sort`);
+  memory (:class:`hpu.sorting.device.DeviceSorter`), the CPU sorts its chunks with
+  numpy in the thread pool (:func:`hpu.sorting.cpu.parallel_sort`);
 * merge-path (co-rank) partitioned merges on the device, and a multiway
   merge split into balanced buckets on the CPU, so that top levels with few
   subproblems still use every work-group and every core;
@@ -26,7 +26,7 @@ segments (levels ``t`` and below of its subtree) and the CPU merges every
 sorted run (its own and the device's ``2**t``) in one multiway merge (the
 levels above).  ``"cpu"`` is ``alpha = 1``, ``"gpu"`` is ``alpha = 0, t = 0``,
 ``"basic"`` is ``alpha = 0`` with ``t >= 1`` (paper 5.1), ``"advanced"`` any
-pair (paper 5.2).  :func:`hpu.sort.costs.fast_split` predicts the time of
+pair (paper 5.2).  :func:`hpu.sorting.costs.fast_split` predicts the time of
 each pair from the profile's measured cost curves and picks the fastest.
 
 Each call's device share runs through the core's driver

@@ -6,8 +6,8 @@ and the OpenCL device by the HPU model.  Two modes:
 ``"fast"`` (default)
     leaf blocks sorted in work-group local memory and merge-path merges on
     the device, a parallel sort-and-multiway-merge on the CPU, pinned chunked
-    transfers (:mod:`hpu.sort.pipeline`); the split comes from
-    :func:`hpu.sort.costs.fast_split` (predicted time).
+    transfers (:mod:`hpu.sorting.pipeline`); the split comes from
+    :func:`hpu.sorting.costs.fast_split` (predicted time).
 ``"paper"``
     the breadth-first mergesort of paper algorithm 7 with one work-item per
     merge, the interleaved layout of paper 6.3, and the basic / advanced
@@ -109,7 +109,7 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         Also return the :class:`~hpu.core.trace.Trace`.
     on_device_error : {"fallback", "raise"}
         On a device failure, finish on the CPU with a logged warning, or raise.
-    options : hpu.sort.PipelineOptions, optional
+    options : hpu.sorting.PipelineOptions, optional
         Fast mode's tuning knobs (staging piece size, wave sorting).
 
     Returns

@@ -50,6 +50,9 @@ _EXPORTS = {
     "mergesort_spec": "hpu.sorting.paper",
     "fast_split": "hpu.sorting.costs",
     "hybrid_mergesort": "hpu.sorting.mergesort",
+    "sort": "hpu.sorting.api",
+    "argsort": "hpu.sorting.api",
+    "sort_by_key": "hpu.sorting.api",
     "PipelineOptions": "hpu.sorting.pipeline",
 }
 

@@ -36,7 +36,7 @@ from .pipeline import DEFAULT_OPTIONS, PipelineOptions, fast_sort
 
 log = logging.getLogger("hpu")
 
-__all__ = ["hybrid_mergesort", "as_sortable"]
+__all__ = ["hybrid_mergesort", "as_sortable", "planned_strategy"]
 
 _SPEC = mergesort_spec()
 
@@ -176,12 +176,8 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
     n = arr.shape[0]
     if transfer_level is not None and not 0 <= int(transfer_level) <= max(0, int(np.ceil(np.log2(n)))):
         raise ValueError(f"transfer_level must lie in [0, ceil(log2 n)] for n={n}, got {transfer_level}")
-    usable = rt.has_device and rt.supports(arr.dtype)
-    if not usable or (strategy == "auto" and rt.profile.cost_curves("sort") is None):
-        strategy = "cpu"  # uncalibrated: never slower than the CPU alone (hpu.Runtime.calibrated)
-    split = None
-    if rt.profile.cost_curves("sort") is not None:
-        split = _split_memo(rt)(n, arr.dtype.itemsize, strategy, usable)
+    strategy, split = _plan(n, arr.dtype, rt, strategy)
+    if split is not None:
         strategy, a_cpu, y = split.strategy, split.alpha, split.transfer_level
     else:
         a_cpu = {"cpu": 1.0, "gpu": 0.0, "basic": 0.0}.get(strategy, 0.5)
@@ -195,6 +191,26 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
                            cpu_threads=split.cpu_threads if split is not None and alpha is None else 0,
                            options=options or DEFAULT_OPTIONS)
     return (out, trace.resolve()) if return_trace else out
+
+
+def planned_strategy(n: int, dtype: Any, runtime: Runtime, strategy: str = "auto") -> str:
+    """The strategy fast-mode :func:`hybrid_mergesort` runs for ``n`` keys of ``dtype`` on ``runtime``.
+
+    ``"cpu"`` without a usable device or, for ``"auto"``, without a
+    calibrated profile; otherwise the model's choice
+    (:func:`hpu.sorting.costs.fast_split`) for ``strategy``.
+    """
+    return _plan(int(n), np.dtype(dtype), runtime, strategy)[0]
+
+
+def _plan(n: int, dtype: np.dtype, rt: Runtime, strategy: str) -> tuple[str, Split | None]:
+    usable = rt.has_device and rt.supports(dtype)
+    if not usable or (strategy == "auto" and rt.profile.cost_curves("sort") is None):
+        strategy = "cpu"  # uncalibrated: never slower than the CPU alone (hpu.Runtime.calibrated)
+    if rt.profile.cost_curves("sort") is None:
+        return strategy, None
+    split = _split_memo(rt)(n, dtype.itemsize, strategy, usable)
+    return split.strategy, split
 
 
 def _split_memo(rt: Runtime) -> Callable[[int, int, str, bool], Split]:

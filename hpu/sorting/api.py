@@ -1,0 +1,361 @@
+"""numpy's signatures on the hybrid sort: :func:`sort`, :func:`argsort` and the key-value :func:`sort_by_key`.
+
+Every dtype numpy sorts by value (bool, int8 to uint64, float16 to float64,
+datetime64, timedelta64) in numpy's order (NaN and NaT last, -0.0 equal to
++0.0), stably, along any axis.  How:
+
+- 1-D :func:`sort` runs :func:`hpu.hybrid_mergesort` (the model splits the
+  work between the CPU pool and the device) on the keys themselves, widened
+  to a 32-bit type for bool, 8- and 16-bit integers and float16 (exact and
+  order-preserving), and on order-preserving uint64 keys for datetime64 and
+  timedelta64 (:func:`hpu.sorting.keys.to_unsigned`, one-to-one there).
+- :func:`argsort` packs each key with its position into one integer
+  (:mod:`hpu.sorting.keys`), sorts the packed integers with
+  :func:`hpu.hybrid_mergesort` and keeps the positions: the device sorts its
+  (key, index) pairs and the CPU share its own, in the same pipeline, pools
+  and split as the sort.  64-bit keys take two such passes, least significant
+  32 bits first (an LSD radix sort with 32-bit digits, each pass stable).
+- Several rows (``axis`` of an N-D array): when the model gives the device a
+  share of the packed sort, row numbers go into the packed integers too and
+  one sort orders every row (a segmented sort); otherwise the CPU pool sorts
+  blocks of rows with numpy.
+- :func:`sort_by_key` is the stable argsort of the keys and a gather of the
+  keys and of every value array (in the thread pool).  Gathering from the
+  input keeps every bit: the two zeros and NaN payloads stay as numpy leaves
+  them.
+
+Positions are packed in ``bits(n - 1)`` bits, so an argsort row holds fewer
+than ``2**32`` elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..core.hybrid import check_on_device_error, check_strategy
+from ..core.kernels import CL_TYPES
+from ..core.runtime import Runtime, resolve_runtime
+from ..dc.executor import STRATEGIES
+from .keys import check_sort_dtype, key_bits, pack, packed_bits, to_unsigned, unpack_positions
+from .mergesort import hybrid_mergesort, planned_strategy
+
+__all__ = ["KINDS", "argsort", "sort", "sort_by_key"]
+
+#: ``kind`` values accepted for numpy compatibility; every one gives the stable result.
+KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
+
+#: Fewest elements a thread-pool task handles (smaller work runs on the calling thread).
+_TASK_ELEMENTS = 1 << 16
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Runtime | None = None,
+         strategy: str = "auto", alpha: float | None = None, transfer_level: int | None = None,
+         on_device_error: str = "fallback") -> np.ndarray:
+    """A sorted copy of ``a``, like ``numpy.sort(a, axis, kind="stable")``, on the CPU pool and the device.
+
+    Parameters
+    ----------
+    a : array_like
+        Any shape; bool, (u)int8-64, float16/32/64, datetime64 or timedelta64
+        (either byte order).  Never modified.
+    axis : int or None
+        Axis to sort along (default -1, the last); ``None`` sorts the
+        flattened array.
+    kind : {None, "quicksort", "mergesort", "heapsort", "stable"}
+        Accepted for numpy compatibility; the result is always the stable one.
+    runtime : hpu.Runtime, optional
+        Default :func:`hpu.default_runtime`.
+    strategy : {"auto", "advanced", "basic", "gpu", "cpu"}
+        As for :func:`hpu.hybrid_mergesort`; for several rows, ``"cpu"`` sorts
+        blocks of rows in the pool and the others one packed segmented sort.
+    alpha, transfer_level : optional
+        Force the split of the underlying :func:`hpu.hybrid_mergesort`.
+    on_device_error : {"fallback", "raise"}
+        As for :func:`hpu.hybrid_mergesort`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``a``'s shape (flattened for ``axis=None``) and dtype, equal bit for bit
+        to ``numpy.sort(a, axis, kind="stable")``: NaN and NaT last, -0.0 and
+        +0.0 in input order.
+
+    Raises
+    ------
+    TypeError
+        Complex, object, string, structured or other unsupported dtypes.
+    numpy.exceptions.AxisError
+        ``axis`` out of range (a ``ValueError``); ValueError also for an
+        unknown ``kind`` or strategy.
+    hpu.DeviceFailure
+        With ``on_device_error="raise"`` when the device fails.
+    """
+    arr, axis = _prepare(a, axis, kind, "hpu.sort")
+    opts = _options(runtime, strategy, alpha, transfer_level, on_device_error)
+    rows = _rows(arr, axis)
+    if rows.size == 0:
+        out = rows.copy()
+    elif rows.shape[0] == 1:
+        out = _sort_1d(rows[0], opts).reshape(1, -1)
+    elif _packed_segmented(*rows.shape, key_bits(rows.dtype), opts):
+        out = _take_rows(rows, _argsort_rows(rows, opts), opts.runtime)
+    else:
+        out = _cpu_rows(rows, opts.runtime, _sort_block, rows.dtype)
+    return _unrows(out, arr.shape, axis).astype(arr.dtype, copy=False)  # the input's byte order
+
+
+def argsort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Runtime | None = None,
+            strategy: str = "auto", alpha: float | None = None, transfer_level: int | None = None,
+            on_device_error: str = "fallback") -> np.ndarray:
+    """The stable permutation that sorts ``a``, like ``numpy.argsort(a, axis, kind="stable")``.
+
+    Parameters are those of :func:`sort`.
+
+    Returns
+    -------
+    numpy.ndarray of int64 (``numpy.intp``)
+        ``a``'s shape (flattened for ``axis=None``): indices along ``axis``,
+        equal element for element to ``numpy.argsort(a, axis, kind="stable")``.
+
+    Raises
+    ------
+    TypeError, ValueError, numpy.exceptions.AxisError, hpu.DeviceFailure
+        As for :func:`sort`; ``ValueError`` also for rows of ``2**32`` or more
+        elements.
+    """
+    arr, axis = _prepare(a, axis, kind, "hpu.argsort")
+    opts = _options(runtime, strategy, alpha, transfer_level, on_device_error)
+    rows = _rows(arr, axis)
+    if rows.size == 0:
+        return np.zeros(arr.shape, np.int64)
+    return _unrows(_argsort_rows(rows, opts), arr.shape, axis)
+
+
+def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strategy: str = "auto",
+                alpha: float | None = None, transfer_level: int | None = None,
+                on_device_error: str = "fallback") -> tuple[np.ndarray, Any]:
+    """Sort ``keys`` stably and carry ``values`` along: a key-value sort.
+
+    Parameters
+    ----------
+    keys : array_like, shape (n,)
+        A dtype :func:`sort` accepts.  Never modified.
+    values : array_like of shape (n,), or a tuple of them
+        Any dtype (structured records included), each one-dimensional with
+        ``n`` elements; a tuple carries several arrays at once (a list is one
+        array, as for numpy).  Never modified.
+    runtime, strategy, alpha, transfer_level, on_device_error
+        As for :func:`sort`.
+
+    Returns
+    -------
+    sorted_keys : numpy.ndarray, shape (n,)
+        ``numpy.sort(keys, kind="stable")``, bit for bit.
+    sorted_values : numpy.ndarray, or a tuple of them
+        Each value array in the same order, ``v[numpy.argsort(keys,
+        kind="stable")]`` (a tuple when ``values`` is one).
+
+    Raises
+    ------
+    TypeError
+        Unsupported key dtype.
+    ValueError
+        ``keys`` not 1-D, a value array not 1-D, or of another length than
+        ``keys``.
+    """
+    arr, _ = _prepare(keys, -1, None, "hpu.sort_by_key keys")
+    if arr.ndim != 1:
+        raise ValueError(f"sort_by_key sorts 1-D keys; got shape {arr.shape}")
+    many = isinstance(values, tuple)
+    vals = [np.asarray(v) for v in (values if many else [values])]
+    for i, v in enumerate(vals):
+        name = f"values[{i}]" if many else "values"
+        if v.ndim != 1:
+            raise ValueError(f"{name} must be one-dimensional (one value per key), got shape {v.shape}")
+        if v.shape[0] != arr.shape[0]:
+            raise ValueError(f"{name} has {v.shape[0]} elements but keys has {arr.shape[0]}")
+    opts = _options(runtime, strategy, alpha, transfer_level, on_device_error)
+    perm = _argsort_rows(arr.reshape(1, -1), opts)
+    out = [_take_rows(x.reshape(1, -1), perm, opts.runtime)[0] for x in [arr, *vals]]
+    return out[0], (tuple(out[1:]) if many else out[1])
+
+
+# -- arguments and layout ------------------------------------------------------
+
+
+class _Options:
+    """One call's checked runtime and split arguments."""
+
+    def __init__(self, runtime: Runtime, strategy: str, alpha: float | None, transfer_level: int | None,
+                 on_device_error: str):
+        self.runtime, self.strategy = runtime, strategy
+        self.hybrid = dict(strategy=strategy, alpha=alpha, transfer_level=transfer_level, runtime=runtime,
+                           on_device_error=on_device_error)
+
+
+def _options(runtime: Runtime | None, strategy: str, alpha: float | None, transfer_level: int | None,
+             on_device_error: str) -> _Options:
+    check_strategy(strategy, ("auto", *STRATEGIES))
+    check_on_device_error(on_device_error)
+    return _Options(resolve_runtime(runtime), strategy, alpha, transfer_level, on_device_error)
+
+
+def _prepare(a: Any, axis: int | None, kind: str | None, what: str) -> tuple[np.ndarray, int]:
+    """The input as an array of a sortable dtype and the axis as a non-negative int (``None``: flattened)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
+    try:
+        arr = np.asarray(a)
+    except Exception as e:
+        raise TypeError(f"cannot convert input of type {type(a).__name__} to an array: {e}") from None
+    check_sort_dtype(arr.dtype, what)
+    if axis is None:
+        return arr.reshape(-1), 0
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"axis must be an integer or None, got {axis!r}")
+    if not -arr.ndim <= axis < arr.ndim:
+        raise np.exceptions.AxisError(int(axis), arr.ndim)
+    return arr, int(axis) % arr.ndim
+
+
+def _rows(arr: np.ndarray, axis: int) -> np.ndarray:
+    """``arr`` with ``axis`` last, as a C-contiguous ``(rows, m)`` array in native byte order (a view if it can)."""
+    moved = np.moveaxis(arr, axis, -1)
+    m = moved.shape[-1]
+    rows = int(np.prod(moved.shape[:-1], dtype=np.int64))
+    return np.ascontiguousarray(moved.reshape(rows, m), dtype=arr.dtype.newbyteorder("="))
+
+
+def _unrows(out: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    """Undo :func:`_rows`: a C-contiguous array of ``shape`` (with ``out``'s dtype)."""
+    moved = shape[:axis] + shape[axis + 1:] + shape[axis:axis + 1]
+    return np.ascontiguousarray(np.moveaxis(out.reshape(moved), -1, axis))
+
+
+# -- sorting -------------------------------------------------------------------
+
+
+def _sort_1d(x: np.ndarray, opts: _Options) -> np.ndarray:
+    """``np.sort(x, kind="stable")`` through :func:`hybrid_mergesort` on a native, widened or mapped dtype."""
+    dt = x.dtype
+    if dt in CL_TYPES:
+        return hybrid_mergesort(x, **opts.hybrid)
+    if dt.kind in "Mm":  # one-to-one uint64 keys (keys.to_unsigned), mapped back
+        k = hybrid_mergesort(to_unsigned(x), **opts.hybrid)
+        k += np.uint64(1)
+        k ^= np.uint64(1 << 63)
+        return k.view(dt)
+    wide = np.float32 if dt.kind == "f" else np.int32 if dt.kind == "i" else np.uint32
+    return hybrid_mergesort(x.astype(wide), **opts.hybrid).astype(dt)
+
+
+def _sort_block(block: np.ndarray) -> np.ndarray:
+    """``np.sort(block, axis=-1, kind="stable")`` by numpy's faster default sort where that gives the same bits.
+
+    Equal keys of different bits exist only among floats (-0.0 and +0.0, NaN
+    payloads): rows holding a negative zero or a NaN are sorted again stably.
+    """
+    out = np.sort(block, axis=-1)
+    if block.dtype.kind == "f":
+        redo = (np.isnan(block) | ((block == 0) & np.signbit(block))).any(axis=-1)
+        if redo.any():
+            out[redo] = np.sort(block[redo], axis=-1, kind="stable")
+    return out
+
+
+def _packed_segmented(r: int, m: int, width: int, opts: _Options) -> bool:
+    """Whether ``r`` rows of ``m`` keys of ``width`` bits are sorted by one packed sort (the model gives the device
+    a share of it) rather than by blocks of rows on the CPU."""
+    bits = packed_bits(width, m, r)
+    if opts.strategy == "cpu" or bits > 64:
+        return False
+    return planned_strategy(r * m, np.uint64 if bits > 32 else np.uint32, opts.runtime, opts.strategy) != "cpu"
+
+
+def _argsort_rows(rows: np.ndarray, opts: _Options) -> np.ndarray:
+    """Each row's stable argsort, int64 ``(rows, m)``."""
+    r, m = rows.shape
+    if m >= 1 << 32:
+        raise ValueError(f"argsort sorts rows of fewer than 2**32 elements, got {m}")
+    keys = to_unsigned(rows)
+    width = key_bits(rows.dtype)
+    if width == 64:  # two stable passes of 32-bit digits, least significant first
+        first = _argsort_keys((keys & _LOW32).astype(np.uint32), 32, opts)
+        high = (keys >> np.uint64(32)).astype(np.uint32)
+        if (high == high.flat[0]).all():
+            return first
+        second = _argsort_keys(_take_rows(high, first, opts.runtime), 32, opts)
+        return _take_rows(first, second, opts.runtime)
+    return _argsort_keys(keys, width, opts)
+
+
+def _argsort_keys(keys: np.ndarray, width: int, opts: _Options) -> np.ndarray:
+    """The stable argsort of each row of unsigned ``keys`` (``width`` bits): packed, then sorted."""
+    r, m = keys.shape
+    rt = opts.runtime
+    if r == 1 or _packed_segmented(r, m, width, opts):
+        dtype = np.uint32 if packed_bits(width, m, r) <= 32 else np.uint64
+        packed = np.empty((r, m), dtype)
+        _in_pool(rt, r, m, lambda rs, cs: pack(keys[rs, cs], width, packed[rs, cs], m, cs.start, rs.start))
+        ordered = hybrid_mergesort(packed.reshape(-1), **opts.hybrid).reshape(r, m)
+        out = np.empty((r, m), np.int64)
+        _in_pool(rt, r, m, lambda rs, cs: unpack_positions(ordered[rs, cs], m, out[rs, cs]))
+        return out
+
+    def block(k: np.ndarray) -> np.ndarray:
+        dtype = np.uint32 if packed_bits(width, m) <= 32 else np.uint64
+        p = pack(k, width, np.empty(k.shape, dtype))
+        p.sort(axis=-1)
+        return unpack_positions(p, m)
+
+    return _cpu_rows(keys, rt, block, np.dtype(np.int64))
+
+
+def _take_rows(src: np.ndarray, perm: np.ndarray, rt: Runtime) -> np.ndarray:
+    """``np.take_along_axis(src, perm, axis=-1)`` in the thread pool."""
+    out = np.empty(perm.shape, src.dtype)
+
+    def take(rs: slice, cs: slice) -> None:
+        if src.shape[0] == 1:
+            np.take(src[0], perm[0, cs], out=out[0, cs])
+        else:
+            out[rs] = np.take_along_axis(src[rs], perm[rs], axis=-1)
+
+    _in_pool(rt, *perm.shape, take)
+    return out
+
+
+def _cpu_rows(rows: np.ndarray, rt: Runtime, fn: Callable[[np.ndarray], np.ndarray], dtype: np.dtype) -> np.ndarray:
+    """``fn`` applied to blocks of rows in the thread pool (numpy's sorts release the GIL), stacked."""
+    out = np.empty(rows.shape, dtype)
+
+    def run(rs: slice, cs: slice) -> None:
+        out[rs] = fn(rows[rs])
+
+    _in_pool(rt, rows.shape[0], rows.shape[1], run, split_columns=False)
+    return out
+
+
+def _in_pool(rt: Runtime, r: int, m: int, fn: Callable[[slice, slice], Any], split_columns: bool = True) -> None:
+    """``fn(row_slice, column_slice)`` over blocks covering ``(r, m)``, one task a block in ``rt``'s pool.
+
+    Blocks of whole rows; a single row (``split_columns``) in column chunks.
+    At least :data:`_TASK_ELEMENTS` elements a task, at most one task a thread.
+    """
+    tasks = max(1, min(rt.threads, (r * m) // _TASK_ELEMENTS))
+    if r == 1 and split_columns:
+        b = np.linspace(0, m, tasks + 1).astype(np.int64)
+        blocks = [(slice(0, 1), slice(int(b[i]), int(b[i + 1]))) for i in range(tasks)]
+    else:
+        b = np.linspace(0, r, min(tasks, r) + 1).astype(np.int64)
+        blocks = [(slice(int(b[i]), int(b[i + 1])), slice(0, m)) for i in range(len(b) - 1)]
+    with rt.call():
+        if len(blocks) == 1:
+            fn(*blocks[0])
+            return
+        for f in [rt.pool.submit(fn, rs, cs) for rs, cs in blocks]:
+            f.result()

@@ -286,7 +286,7 @@ def _argsort_rows(rows: np.ndarray, opts: _Options) -> np.ndarray:
     if width == 64:  # two stable passes of 32-bit digits, least significant first
         first = _argsort_keys((keys & _LOW32).astype(np.uint32), 32, opts)
         high = (keys >> np.uint64(32)).astype(np.uint32)
-        if (high == high.flat[0]).all():
+        if high.size == 0 or (high == high.flat[0]).all():
             return first
         second = _argsort_keys(_take_rows(high, first, opts.runtime), 32, opts)
         return _take_rows(first, second, opts.runtime)

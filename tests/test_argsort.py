@@ -1,0 +1,194 @@
+"""hpu.sort, hpu.argsort and hpu.sort_by_key against numpy's stable results (issue 16).
+
+Property tests: hypothesis draws the dtype, the shape, the kind of input and a
+seed; numpy's generator makes the array (fast also at 10^5 elements, and
+hypothesis still shrinks the drawn parameters).  Every result must equal
+``numpy.sort / numpy.argsort(kind="stable")`` bit for bit, under every
+strategy and forced split, and the input must be left as it was.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import same_bits
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hpu
+from hpu.sorting.keys import to_unsigned
+
+DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32",
+          "float64", "datetime64[ns]", "datetime64[D]", "timedelta64[s]", ">i4", ">f8"]
+INPUTS = ["random", "few-unique", "all-equal", "specials", "sorted", "reversed"]
+SPLITS = [dict(strategy="auto"), dict(strategy="cpu"), dict(strategy="gpu"), dict(strategy="basic"),
+          dict(strategy="advanced"), dict(strategy="advanced", alpha=0.3, transfer_level=0),
+          dict(strategy="advanced", alpha=0.7, transfer_level=1)]
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def make(dtype: str, shape: tuple[int, ...], kind: str, seed: int) -> np.ndarray:
+    """An array of ``shape`` and ``dtype``: random bits, few distinct values, one value, special values, or ordered."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    size = int(np.prod(shape))
+    bits = rng.integers(0, 256, size * dt.itemsize, dtype=np.uint8).view(dt).reshape(shape).copy()
+    if dt.kind == "b":
+        bits = rng.random(shape) < 0.5
+    if kind == "few-unique" and size:
+        bits = bits.reshape(-1)[rng.integers(0, min(size, 3), size)].reshape(shape)
+    elif kind == "all-equal" and size:
+        bits = np.full(shape, bits.reshape(-1)[0], dtype=bits.dtype)
+    elif kind == "specials" and size:
+        bits = bits.copy()
+        special = _specials(dt)
+        mask = rng.random(shape) < 0.4
+        bits[mask] = special[rng.integers(0, len(special), int(mask.sum()))]
+    elif kind == "sorted":
+        bits = np.sort(bits, axis=-1)
+    elif kind == "reversed":
+        bits = np.sort(bits, axis=-1)[..., ::-1].copy()
+    return bits
+
+
+def _specials(dt: np.dtype) -> np.ndarray:
+    if dt.kind == "f":
+        nan_bits = {2: [0x7E01, 0xFE00], 4: [0x7FC00001, 0xFFC00000], 8: [0x7FF8000000000001, 0xFFF8000000000000]}
+        payload_nans = np.array(nan_bits[dt.itemsize], dtype=f"u{dt.itemsize}").view(dt.newbyteorder("="))
+        base = np.array([np.nan, 0.0, -0.0, np.inf, -np.inf, 1.0, -1.0], dtype=dt)
+        return np.concatenate([base, payload_nans.astype(dt)])
+    if dt.kind in "Mm":  # NaT (the int64 minimum), the extremes and values around 0
+        i64 = np.iinfo(np.int64)
+        return np.array([i64.min, i64.min + 1, -1, 0, 1, i64.max], dtype=np.int64).view(dt)
+    if dt.kind == "b":
+        return np.array([True, False])
+    info = np.iinfo(dt)
+    return np.array([info.min, info.max, 0, 1], dtype=dt)
+
+
+def check_sort_and_argsort(a: np.ndarray, axis: int | None, runtime, **split) -> None:
+    before = a.copy()
+    out = hpu.sort(a, axis=axis, runtime=runtime, **split)
+    assert same_bits(out, np.sort(a, axis=axis, kind="stable")), split
+    perm = hpu.argsort(a, axis=axis, runtime=runtime, **split)
+    ref = np.argsort(a, axis=axis, kind="stable")
+    assert perm.dtype == ref.dtype and perm.shape == ref.shape and np.array_equal(perm, ref), split
+    assert same_bits(a, before), "input modified"
+
+
+def lengths() -> st.SearchStrategy[int]:
+    """0 to 10^5, most of them small, some near powers of two."""
+    return st.one_of(st.integers(0, 40), st.integers(41, 5000), st.integers(5001, 100_000),
+                     st.sampled_from([255, 256, 257, 4095, 4096, 65537]))
+
+
+@SETTINGS
+@given(dtype=st.sampled_from(DTYPES), n=lengths(), kind=st.sampled_from(INPUTS), seed=st.integers(0, 2**32 - 1),
+       split=st.sampled_from(SPLITS))
+def test_one_dimensional(runtime, dtype, n, kind, seed, split):
+    a = make(dtype, (n,), kind, seed)
+    if n < 4:
+        split = {k: v for k, v in split.items() if k != "transfer_level"}
+    check_sort_and_argsort(a, -1, runtime, **split)
+
+
+@SETTINGS
+@given(dtype=st.sampled_from(DTYPES), rows=st.integers(0, 6), cols=st.integers(0, 5000),
+       kind=st.sampled_from(INPUTS), seed=st.integers(0, 2**32 - 1),
+       split=st.sampled_from([s for s in SPLITS if "transfer_level" not in s]))
+def test_rows(runtime, dtype, rows, cols, kind, seed, split):
+    check_sort_and_argsort(make(dtype, (rows, cols), kind, seed), -1, runtime, **split)
+
+
+@SETTINGS
+@given(dtype=st.sampled_from(DTYPES), n=lengths(), kind=st.sampled_from(INPUTS), seed=st.integers(0, 2**32 - 1),
+       split=st.sampled_from([s for s in SPLITS if "transfer_level" not in s]))
+def test_sort_by_key(runtime, dtype, n, kind, seed, split):
+    keys = make(dtype, (n,), kind, seed)
+    rng = np.random.default_rng(seed)
+    records = np.zeros(n, dtype=[("id", "i4"), ("w", "f8"), ("tag", "S3")])
+    records["id"] = np.arange(n)
+    records["w"] = rng.random(n)
+    values = (rng.integers(0, 1 << 40, n), records, rng.random(n).astype(np.float16))
+    before = [keys.copy(), *(v.copy() for v in values)]
+    sk, sv = hpu.sort_by_key(keys, values, runtime=runtime, **split)
+    order = np.argsort(keys, kind="stable")
+    assert same_bits(sk, np.sort(keys, kind="stable"))
+    assert isinstance(sv, tuple) and len(sv) == 3
+    for got, v in zip(sv, values):
+        assert same_bits(got, v[order])
+    for old, now in zip(before, [keys, *values]):
+        assert same_bits(old, now)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, -3, None])
+@pytest.mark.parametrize("dtype", ["int16", "float32", "datetime64[s]", "uint64"])
+def test_any_axis(runtime, axis, dtype):
+    a = make(dtype, (7, 33, 5), "specials", 3)
+    for split in SPLITS[:5]:
+        check_sort_and_argsort(a, axis, runtime, **split)
+
+
+def test_kind_is_accepted_and_always_stable(runtime):
+    a = make("float64", (3000,), "specials", 7)
+    for kind in hpu.sorting.api.KINDS:
+        assert np.array_equal(hpu.argsort(a, kind=kind, runtime=runtime), np.argsort(a, kind="stable"))
+
+
+def test_cpu_only_runtime_and_default_runtime(cpu_runtime):
+    a = make("int32", (2, 5000), "few-unique", 1)
+    check_sort_and_argsort(a, -1, cpu_runtime)
+    assert np.array_equal(hpu.argsort(a[0]), np.argsort(a[0], kind="stable"))
+
+
+def test_scalars_and_lists(runtime):
+    assert np.array_equal(hpu.sort([3, 1, 2], runtime=runtime), [1, 2, 3])
+    assert hpu.sort(np.float32(2.0), axis=None, runtime=runtime).shape == (1,)
+    keys, vals = hpu.sort_by_key([2, 1, 2], [10, 20, 30], runtime=runtime)
+    assert np.array_equal(keys, [1, 2, 2]) and np.array_equal(vals, [20, 10, 30])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_unsigned_keys_follow_numpy_order_on_every_special(dtype):
+    """The key map (independent of the sort): equal keys exactly for numpy-equal values, order as numpy's."""
+    s = _specials(np.dtype(dtype))
+    k = to_unsigned(s)
+    for i in range(s.size):
+        for j in range(s.size):
+            numpy_less = np.argsort(np.array([s[j], s[i]]), kind="stable")[0] == 1  # s[i] strictly first
+            equal = (s[i] == s[j]) or (np.isnan(s[i]) and np.isnan(s[j]))
+            assert (k[i] == k[j]) == equal
+            assert (k[i] < k[j]) == (numpy_less and not equal)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: hpu.sort(np.zeros(3, np.complex64)),
+    lambda: hpu.argsort(np.array(["a", "b"])),
+    lambda: hpu.argsort(np.array([object(), object()])),
+    lambda: hpu.sort(np.zeros(3, dtype=[("a", "i4")])),
+    lambda: hpu.sort_by_key(np.zeros(2, np.complex128), np.zeros(2)),
+])
+def test_unsupported_dtypes_raise_type_error(call):
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        call()
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: hpu.sort(np.zeros((2, 3)), axis=2), "axis 2 is out of bounds"),
+    (lambda: hpu.argsort(np.zeros(3), axis=-2), "out of bounds"),
+    (lambda: hpu.sort(np.float64(1.0)), "out of bounds"),
+    (lambda: hpu.sort(np.zeros(3), kind="bogo"), "kind must be one of"),
+    (lambda: hpu.sort(np.zeros(3), strategy="fastest"), "strategy"),
+    (lambda: hpu.sort_by_key(np.zeros(3), np.zeros(4)), "values has 4 elements but keys has 3"),
+    (lambda: hpu.sort_by_key(np.zeros(3), (np.zeros(3), np.zeros(2))), r"values\[1\] has 2 elements"),
+    (lambda: hpu.sort_by_key(np.zeros(3), np.zeros((3, 2))), "one-dimensional"),
+    (lambda: hpu.sort_by_key(np.zeros((3, 2)), np.zeros(3)), "1-D keys"),
+])
+def test_bad_arguments_raise_value_error(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_axis_error_is_numpys():
+    with pytest.raises(np.exceptions.AxisError):
+        hpu.argsort(np.zeros((2, 2)), axis=5)

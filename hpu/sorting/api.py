@@ -302,7 +302,9 @@ def _argsort_keys(keys: np.ndarray, width: int, opts: _Options) -> np.ndarray:
         packed = np.empty((r, m), dtype)
         _in_pool(rt, r, m, lambda rs, cs: pack(keys[rs, cs], width, packed[rs, cs], m, cs.start, rs.start))
         ordered = hybrid_mergesort(packed.reshape(-1), **opts.hybrid).reshape(r, m)
-        out = np.empty((r, m), np.int64)
+        del packed
+        # 64-bit packed integers become their positions in place (no second array to allocate and fault in).
+        out = ordered.view(np.int64) if dtype is np.uint64 else np.empty((r, m), np.int64)
         _in_pool(rt, r, m, lambda rs, cs: unpack_positions(ordered[rs, cs], m, out[rs, cs]))
         return out
 

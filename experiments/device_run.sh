@@ -2,7 +2,7 @@
 # Runs benchmark stages on the H100 benchmark machine (a bare machine with python3 3.12, no pyopencl).
 #
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | stress | default-runtime |
-#                                            tests | tabu | tabu-more)
+#                                            tests | argsort | tabu | tabu-more)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
 # $OUT (default ./out).
@@ -12,6 +12,7 @@
 # sort-check: bench_mergesort at 2^24 only (the README's figure), with the same profile.
 # stress: tests/test_stress.py as a script (16 threads x 100 calls on one runtime with the calibrated profile).
 # default-runtime: bench_default_runtime (calls without runtime= against an explicit runtime; the uncalibrated default).
+# argsort: bench_argsort (hpu.argsort, hpu.sort_by_key, 2-D hpu.sort against numpy, cupy and torch), 2^22-2^26.
 # tests: the test suite with the GPU as hpu's default device (PYOPENCL_CTX=gpu; notebooks left out: no Jupyter
 #        kernel there).
 # tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
@@ -62,6 +63,11 @@ for stage in "$@"; do
             --out "$OUT/default_runtime_calls.json" 2>&1 | tee "$OUT/default_runtime.log"
         python3 experiments/bench_default_runtime.py --machine h100 --parts uncalibrated \
             --out "$OUT/default_runtime_uncalibrated.json" 2>&1 | tee -a "$OUT/default_runtime.log"
+        ;;
+    argsort)
+        calibrate
+        python3 experiments/bench_argsort.py --device gpu --profile "$profile" --min-log 22 --max-log 26 --slow 1.5 \
+            --json "$OUT/bench_argsort.json" 2>&1 | tee "$OUT/bench_argsort.log"
         ;;
     tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider --ignore tests/test_notebooks.py 2>&1 | tee "$OUT/tests.log"

@@ -15,10 +15,13 @@ datetime64, timedelta64) in numpy's order (NaN and NaT last, -0.0 equal to
   (key, index) pairs and the CPU share its own, in the same pipeline, pools
   and split as the sort.  64-bit keys take two such passes, least significant
   32 bits first (an LSD radix sort with 32-bit digits, each pass stable).
-- Several rows (``axis`` of an N-D array): when the model gives the device a
-  share of the packed sort, row numbers go into the packed integers too and
-  one sort orders every row (a segmented sort); otherwise the CPU pool sorts
-  blocks of rows with numpy.
+- bool and 8- and 16-bit integer keys (float16's too, for argsort, as
+  uint16 keys) go to numpy's own stable sort, a radix sort in O(n), on the
+  CPU unless a device strategy is forced (:func:`_radix`).
+- Several rows (``axis`` of an N-D array): the CPU pool sorts blocks of rows
+  with numpy (the default: measured faster, see :func:`_packed_segmented`);
+  with a device strategy forced, row numbers go into the packed integers too
+  and one hybrid sort orders every row (a segmented sort).
 - :func:`sort_by_key` is the stable argsort of the keys and a gather of the
   keys and of every value array (in the thread pool).  Gathering from the
   input keeps every bit: the two zeros and NaN payloads stay as numpy leaves
@@ -70,8 +73,9 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
     runtime : hpu.Runtime, optional
         Default :func:`hpu.default_runtime`.
     strategy : {"auto", "advanced", "basic", "gpu", "cpu"}
-        As for :func:`hpu.hybrid_mergesort`; for several rows, ``"cpu"`` sorts
-        blocks of rows in the pool and the others one packed segmented sort.
+        As for :func:`hpu.hybrid_mergesort`; for several rows, ``"auto"`` and
+        ``"cpu"`` sort blocks of rows in the pool and the others one packed
+        segmented sort.
     alpha, transfer_level : optional
         Force the split of the underlying :func:`hpu.hybrid_mergesort`.
     on_device_error : {"fallback", "raise"}
@@ -242,6 +246,8 @@ def _unrows(out: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
 def _sort_1d(x: np.ndarray, opts: _Options) -> np.ndarray:
     """``np.sort(x, kind="stable")`` through :func:`hybrid_mergesort` on a native, widened or mapped dtype."""
     dt = x.dtype
+    if _radix(dt, opts):
+        return np.sort(x, kind="stable")
     if dt in CL_TYPES:
         return hybrid_mergesort(x, **opts.hybrid)
     if dt.kind in "Mm":  # one-to-one uint64 keys (keys.to_unsigned), mapped back
@@ -253,12 +259,26 @@ def _sort_1d(x: np.ndarray, opts: _Options) -> np.ndarray:
     return hybrid_mergesort(x.astype(wide), **opts.hybrid).astype(dt)
 
 
+def _radix(dtype: np.dtype, opts: _Options) -> bool:
+    """Whether numpy's own stable sort, a radix sort for bool and 8- and 16-bit integers (O(n)), serves ``dtype``.
+
+    On the 2-core CPU-only machine it sorted 2^22 uint8 or int16 keys in 9 ms
+    against 60-70 ms for the widened hybrid sort, and argsorted 16-bit keys in
+    35 ms against 90-170 ms for the packed sort.  Forced device strategies
+    still use the device.
+    """
+    return dtype.kind in "biu" and dtype.itemsize <= 2 and opts.strategy in ("auto", "cpu")
+
+
 def _sort_block(block: np.ndarray) -> np.ndarray:
     """``np.sort(block, axis=-1, kind="stable")`` by numpy's faster default sort where that gives the same bits.
 
     Equal keys of different bits exist only among floats (-0.0 and +0.0, NaN
     payloads): rows holding a negative zero or a NaN are sorted again stably.
+    For bool and 8- and 16-bit integers numpy's stable sort is a radix sort, the fastest.
     """
+    if block.dtype.kind in "biu" and block.dtype.itemsize <= 2:
+        return np.sort(block, axis=-1, kind="stable")
     out = np.sort(block, axis=-1)
     if block.dtype.kind == "f":
         redo = (np.isnan(block) | ((block == 0) & np.signbit(block))).any(axis=-1)
@@ -268,10 +288,15 @@ def _sort_block(block: np.ndarray) -> np.ndarray:
 
 
 def _packed_segmented(r: int, m: int, width: int, opts: _Options) -> bool:
-    """Whether ``r`` rows of ``m`` keys of ``width`` bits are sorted by one packed sort (the model gives the device
-    a share of it) rather than by blocks of rows on the CPU."""
+    """Whether ``r`` rows of ``m`` keys of ``width`` bits are sorted by one packed sort rather than by blocks of rows
+    on the CPU: only when a device strategy is forced and the model gives the device a share of that sort.
+
+    ``"auto"`` keeps rows on the CPU: on the H100 machine 2^14 rows of 2^10 float32 took 14 ms in CPU row blocks
+    (16 threads) against 52 ms as one packed segmented sort on the device (``experiments/results/h100/
+    bench_argsort.json``): the packed integers are twice the data and their packing and gathers cost host passes.
+    """
     bits = packed_bits(width, m, r)
-    if opts.strategy == "cpu" or bits > 64:
+    if opts.strategy in ("auto", "cpu") or bits > 64:
         return False
     return planned_strategy(r * m, np.uint64 if bits > 32 else np.uint32, opts.runtime, opts.strategy) != "cpu"
 
@@ -281,22 +306,35 @@ def _argsort_rows(rows: np.ndarray, opts: _Options) -> np.ndarray:
     r, m = rows.shape
     if m >= 1 << 32:
         raise ValueError(f"argsort sorts rows of fewer than 2**32 elements, got {m}")
-    keys = to_unsigned(rows)
     width = key_bits(rows.dtype)
-    if width == 64:  # two stable passes of 32-bit digits, least significant first
-        first = _argsort_keys((keys & _LOW32).astype(np.uint32), 32, opts)
-        high = (keys >> np.uint64(32)).astype(np.uint32)
-        if high.size == 0 or (high == high.flat[0]).all():
-            return first
-        second = _argsort_keys(_take_rows(high, first, opts.runtime), 32, opts)
-        return _take_rows(first, second, opts.runtime)
-    return _argsort_keys(keys, width, opts)
+    rt = opts.runtime
+    if width < 64:
+        keys = np.empty((r, m), to_unsigned(rows[:0]).dtype)
+        _in_pool(rt, r, m, lambda rs, cs: to_unsigned(rows[rs, cs], keys[rs, cs]))
+        return _argsort_keys(keys, width, opts)
+    # Two stable passes of 32-bit digits, least significant first (the second only if the high digits differ).
+    low, high, ranges = np.empty((r, m), np.uint32), np.empty((r, m), np.uint32), []
+
+    def split(rs: slice, cs: slice) -> None:
+        k = to_unsigned(rows[rs, cs])
+        np.bitwise_and(k, _LOW32, out=low[rs, cs], casting="unsafe")
+        np.right_shift(k, np.uint64(32), out=high[rs, cs], casting="unsafe")
+        ranges.append((high[rs, cs].min(initial=2**32 - 1), high[rs, cs].max(initial=0)))
+
+    _in_pool(rt, r, m, split)
+    first = _argsort_keys(low, 32, opts)
+    if min(lo for lo, _ in ranges) >= max(hi for _, hi in ranges):
+        return first
+    second = _argsort_keys(_take_rows(high, first, rt), 32, opts)
+    return _take_rows(first, second, rt)
 
 
 def _argsort_keys(keys: np.ndarray, width: int, opts: _Options) -> np.ndarray:
     """The stable argsort of each row of unsigned ``keys`` (``width`` bits): packed, then sorted."""
     r, m = keys.shape
     rt = opts.runtime
+    if _radix(keys.dtype, opts):  # 8- and 16-bit keys (float16's included): numpy's radix argsort
+        return _cpu_rows(keys, rt, lambda k: np.argsort(k, axis=-1, kind="stable"), np.dtype(np.int64))
     if r == 1 or _packed_segmented(r, m, width, opts):
         dtype = np.uint32 if packed_bits(width, m, r) <= 32 else np.uint64
         packed = np.empty((r, m), dtype)

@@ -54,13 +54,16 @@ def key_bits(dtype: np.dtype) -> int:
     return 8 * check_sort_dtype(dtype).itemsize
 
 
-def to_unsigned(a: np.ndarray) -> np.ndarray:
-    """Order-preserving unsigned keys of ``a`` (module docstring); a new array, ``a`` is not modified.
+def to_unsigned(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Order-preserving unsigned keys of ``a`` (module docstring); ``a`` is not modified.
 
     Parameters
     ----------
     a : numpy.ndarray
         Any shape; a dtype of :data:`SORT_DTYPES` in either byte order.
+    out : numpy.ndarray, optional
+        Destination of ``a``'s shape and the unsigned dtype below (a new
+        array by default).
 
     Returns
     -------
@@ -75,30 +78,35 @@ def to_unsigned(a: np.ndarray) -> np.ndarray:
     Notes
     -----
     Signed integers: the sign bit flipped.  Floats (IEEE 754 binary16/32/64):
-    both zeros become +0.0 and every NaN the positive quiet NaN, then
     negative values have all bits inverted and the others the sign bit set
-    (the classic float radix-sort map).  datetime64/timedelta64: the int64
-    value with the sign bit flipped, minus 1 modulo 2**64, which sends NaT
-    (the int64 minimum) to the largest key and keeps every other order.
+    (the classic float radix-sort map, ``bits ^ (-(bits >> s) | sign)``),
+    then -0.0 takes +0.0's key and every NaN the positive quiet NaN's.
+    datetime64/timedelta64: the int64 value with the sign bit flipped, minus
+    1 modulo 2**64, which sends NaT (the int64 minimum) to the largest key and
+    keeps every other order.
     """
     dtype = check_sort_dtype(a.dtype)
     a = a.astype(dtype.newbyteorder("="), copy=False)
     size = dtype.itemsize
     u = _UINT[size]
     sign = u(1) << u(8 * size - 1)
+    bits = a.view(u)
+    out = np.empty(a.shape, u) if out is None else out
     if dtype.kind in "bu":
-        return a.view(u).copy()
-    if dtype.kind == "i":
-        return a.view(u) ^ sign
-    if dtype.kind in "Mm":
-        return (a.view(u) ^ sign) - u(1)  # wraps NaT (0 after the flip) to 2**64 - 1
-    bits = a.view(u).copy()
-    bits[a == 0] = 0
-    bits[np.isnan(a)] = _QUIET_NAN[size]
-    negative = bits >= sign
-    np.invert(bits, out=bits, where=negative)
-    np.bitwise_or(bits, sign, out=bits, where=~negative)
-    return bits
+        np.copyto(out, bits)
+    elif dtype.kind == "i":
+        np.bitwise_xor(bits, sign, out=out)
+    elif dtype.kind in "Mm":
+        np.bitwise_xor(bits, sign, out=out)
+        out -= u(1)  # wraps NaT (0 after the flip) to 2**64 - 1
+    else:
+        np.right_shift(bits, u(8 * size - 1), out=out)
+        np.negative(out, out=out)  # all ones for negative values, 0 for the others
+        out |= sign
+        out ^= bits
+        out[out == ~sign] = sign  # -0.0 -> +0.0
+        out[np.isnan(a)] = _QUIET_NAN[size] | sign
+    return out
 
 
 def packed_bits(key_width: int, m: int, rows: int = 1) -> int:

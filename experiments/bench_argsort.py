@@ -56,7 +56,7 @@ import numpy as np
 import pyopencl as cl
 
 import hpu
-from bench_common import command_line, shuffled_rounds, utc_now, write_json
+from bench_common import add_runtime_arguments, command_line, shuffled_rounds, utc_now, write_json
 from hpu.core.util import host_description
 from hpu.sorting import planned_strategy
 from hpu.sorting.keys import key_bits, packed_bits
@@ -447,6 +447,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--max-log", type=int, default=28, help="largest n = 2^max-log (default 28)")
     ap.add_argument("--dtypes", default="int32,float64", help="comma-separated key dtypes (default int32,float64)")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    add_runtime_arguments(ap)
     ap.add_argument("--rows-log", type=int, default=14, help="rows part: 2^rows-log rows (default 14)")
     ap.add_argument("--cols-log", type=int, default=10, help="rows part: 2^cols-log float32 a row (default 10)")
     ap.add_argument("--repeats", type=int, default=3,
@@ -456,11 +457,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--max-gib", type=float, default=None,
                     help="skip sizes whose rough host-memory need exceeds this (default 90%% of available memory)")
     ap.add_argument("--seed", type=int, default=0, help="random seed of the keys (default 0)")
-    ap.add_argument("--device", default=None, help="OpenCL device (default: hpu's choice)")
-    ap.add_argument("--profile", default=None,
-                    help="profile JSON path or shipped name (default: this device's calibrated profile)")
-    ap.add_argument("--threads", type=int, default=None, help="hpu's CPU threads (default: all cores)")
-    ap.add_argument("--json", type=Path, default=None, help="write the rows and machine facts as JSON")
     args = ap.parse_args(argv)
     args.dtypes = [np.dtype(d) for d in args.dtypes.split(",") if d]
     args.parts = [p for p in args.parts.split(",") if p]

@@ -10,6 +10,7 @@ configurations alike.  hpu is not imported here at module level (see
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import shlex
@@ -70,3 +71,13 @@ def write_json(path: Path, data: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1))
     return path
+
+
+def add_runtime_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options every hpu benchmark takes: ``--device``, ``--profile``, ``--threads`` (for ``hpu.Runtime``) and
+    ``--json``."""
+    ap.add_argument("--device", default=None, help="OpenCL device (default: hpu's choice)")
+    ap.add_argument("--profile", default=None,
+                    help="profile JSON path or shipped name (default: this device's calibrated profile)")
+    ap.add_argument("--threads", type=int, default=None, help="hpu's CPU threads (default: all cores)")
+    ap.add_argument("--json", type=Path, default=None, help="write the rows and machine facts as JSON")

@@ -18,13 +18,12 @@ import argparse
 import platform
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
 
 import hpu
-from bench_common import command_line, shuffled_rounds, timings, utc_now, write_json
+from bench_common import add_runtime_arguments, command_line, shuffled_rounds, timings, utc_now, write_json
 from hpu.core.util import host_description
 
 STRATEGIES = ("cpu", "gpu", "basic", "advanced", "auto")
@@ -103,10 +102,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="also time the default strategy on other distributions and dtypes at n = 2^LOG")
     ap.add_argument("--slow", type=float, default=20.0,
                     help="skip a strategy at larger n once one run took longer than this many seconds")
-    ap.add_argument("--device", default=None, help="OpenCL device (default: hpu's choice)")
-    ap.add_argument("--profile", default=None, help="profile (default: this device's calibrated profile)")
-    ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
-    ap.add_argument("--json", type=Path, default=None, help="write the rows and machine facts as JSON")
+    add_runtime_arguments(ap)
     args = ap.parse_args(argv)
     args.strategies = [s for s in args.strategies.split(",") if s]
     return args

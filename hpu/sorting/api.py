@@ -308,11 +308,11 @@ def _argsort_rows(rows: np.ndarray, opts: _Options) -> np.ndarray:
     width = key_bits(rows.dtype)
     rt = opts.runtime
     if width < 64:
-        keys = np.empty((r, m), to_unsigned(rows[:0]).dtype)
+        keys = _empty(rt, (r, m), to_unsigned(rows[:0]).dtype)
         _in_pool(rt, r, m, lambda rs, cs: to_unsigned(rows[rs, cs], keys[rs, cs]))
         return _argsort_keys(keys, width, opts)
     # Two stable passes of 32-bit digits, least significant first (the second only if the high digits differ).
-    low, high, ranges = np.empty((r, m), np.uint32), np.empty((r, m), np.uint32), []
+    low, high, ranges = _empty(rt, (r, m), np.uint32), _empty(rt, (r, m), np.uint32), []
 
     def split(rs: slice, cs: slice) -> None:
         k = to_unsigned(rows[rs, cs])
@@ -336,12 +336,12 @@ def _argsort_keys(keys: np.ndarray, width: int, opts: _Options) -> np.ndarray:
         return _cpu_rows(keys, rt, lambda k: np.argsort(k, axis=-1, kind="stable"), np.dtype(np.int64))
     if r == 1 or _packed_segmented(r, m, width, opts):
         dtype = np.uint32 if packed_bits(width, m, r) <= 32 else np.uint64
-        packed = np.empty((r, m), dtype)
+        packed = _empty(rt, (r, m), dtype)
         _in_pool(rt, r, m, lambda rs, cs: pack(keys[rs, cs], width, packed[rs, cs], m, cs.start, rs.start))
         ordered = hybrid_mergesort(packed.reshape(-1), **opts.hybrid).reshape(r, m)
         del packed
         # 64-bit packed integers become their positions in place (no second array to allocate and fault in).
-        out = ordered.view(np.int64) if dtype is np.uint64 else np.empty((r, m), np.int64)
+        out = ordered.view(np.int64) if dtype is np.uint64 else _empty(rt, (r, m), np.int64)
         _in_pool(rt, r, m, lambda rs, cs: unpack_positions(ordered[rs, cs], m, out[rs, cs]))
         return out
 
@@ -356,7 +356,7 @@ def _argsort_keys(keys: np.ndarray, width: int, opts: _Options) -> np.ndarray:
 
 def _take_rows(src: np.ndarray, perm: np.ndarray, rt: Runtime) -> np.ndarray:
     """``np.take_along_axis(src, perm, axis=-1)`` in the thread pool."""
-    out = np.empty(perm.shape, src.dtype)
+    out = _empty(rt, perm.shape, src.dtype)
 
     def take(rs: slice, cs: slice) -> None:
         if src.shape[0] == 1:
@@ -370,13 +370,21 @@ def _take_rows(src: np.ndarray, perm: np.ndarray, rt: Runtime) -> np.ndarray:
 
 def _cpu_rows(rows: np.ndarray, rt: Runtime, fn: Callable[[np.ndarray], np.ndarray], dtype: np.dtype) -> np.ndarray:
     """``fn`` applied to blocks of rows in the thread pool (numpy's sorts release the GIL), stacked."""
-    out = np.empty(rows.shape, dtype)
+    out = _empty(rt, rows.shape, dtype)
 
     def run(rs: slice, cs: slice) -> None:
         out[rs] = fn(rows[rs])
 
     _in_pool(rt, rows.shape[0], rows.shape[1], run, split_columns=False)
     return out
+
+
+def _empty(rt: Runtime, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An uninitialised array from the runtime's recycled host memory (no page faults; :mod:`hpu.core.hostmem`),
+    or from ``numpy.empty`` when the pool has none."""
+    n = int(np.prod(shape, dtype=np.int64))
+    a = rt.host_pool.empty(n, dtype)
+    return (np.empty(n, dtype) if a is None else a).reshape(shape)
 
 
 def _in_pool(rt: Runtime, r: int, m: int, fn: Callable[[slice, slice], Any], split_columns: bool = True) -> None:

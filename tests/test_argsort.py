@@ -142,10 +142,11 @@ def test_cpu_only_runtime_and_default_runtime(cpu_runtime):
 
 
 def test_scalars_and_lists(runtime):
-    assert np.array_equal(hpu.sort([3, 1, 2], runtime=runtime), [1, 2, 3])
-    assert hpu.sort(np.float32(2.0), axis=None, runtime=runtime).shape == (1,)
+    assert same_bits(hpu.sort([3, 1, 2], runtime=runtime), np.array([1, 2, 3]))
+    assert same_bits(hpu.sort([3, 1.5, 2], runtime=runtime), np.array([1.5, 2, 3]))
+    assert same_bits(hpu.sort(np.float32(2.0), axis=None, runtime=runtime), np.array([2.0], np.float32))
     keys, vals = hpu.sort_by_key([2, 1, 2], [10, 20, 30], runtime=runtime)
-    assert np.array_equal(keys, [1, 2, 2]) and np.array_equal(vals, [20, 10, 30])
+    assert same_bits(keys, np.array([1, 2, 2])) and same_bits(vals, np.array([20, 10, 30]))
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
@@ -183,6 +184,7 @@ def test_unsupported_dtypes_raise_type_error(call):
     (lambda: hpu.sort_by_key(np.zeros(3), (np.zeros(3), np.zeros(2))), r"values\[1\] has 2 elements"),
     (lambda: hpu.sort_by_key(np.zeros(3), np.zeros((3, 2))), "one-dimensional"),
     (lambda: hpu.sort_by_key(np.zeros((3, 2)), np.zeros(3)), "1-D keys"),
+    (lambda: hpu.sort_by_key(np.float64(1.0), np.zeros(1)), "1-D keys"),
 ])
 def test_bad_arguments_raise_value_error(call, match):
     with pytest.raises(ValueError, match=match):
@@ -192,3 +194,61 @@ def test_bad_arguments_raise_value_error(call, match):
 def test_axis_error_is_numpys():
     with pytest.raises(np.exceptions.AxisError):
         hpu.argsort(np.zeros((2, 2)), axis=5)
+
+
+@pytest.fixture(scope="module")
+def wide_runtime():
+    """A runtime with 8 threads, so that arrays above 2^19 elements are cut into 8 pool tasks."""
+    with hpu.Runtime(threads=8, profile=hpu.Profile(p=2, g=64, gamma=0.5, cpu_op_seconds=3e-9)) as rt:
+        yield rt
+
+
+@pytest.mark.parametrize("dtype", ["int64", "float64", "float32", "datetime64[ms]"])
+@pytest.mark.parametrize("strategy", ["cpu", "gpu"])
+def test_many_pool_tasks(wide_runtime, dtype, strategy):
+    """Blocks of columns (one long row) and of rows: pack's offsets, the chunked gathers, both 64-bit passes."""
+    for shape, kind in [((1 << 19) + 3,), "specials"], [((1 << 19) + 3,), "few-unique"], [((24, 40_000),), "random"]:
+        check_sort_and_argsort(make(dtype, *shape, kind, 5), -1, wide_runtime, strategy=strategy)
+    keys = make(dtype, ((1 << 19) + 3,), "few-unique", 6)
+    values = np.arange(keys.size) * 3
+    sk, sv = hpu.sort_by_key(keys, values, runtime=wide_runtime, strategy=strategy)
+    assert same_bits(sv, values[np.argsort(keys, kind="stable")])
+
+
+@pytest.mark.parametrize("view", ["strided", "reversed", "fortran", "readonly", "scalar"])
+def test_memory_layouts(runtime, view):
+    base = make("float32", (40, 60), "specials", 9)
+    a = {"strided": base[::2, ::3], "reversed": base[::-1, ::-1], "fortran": np.asfortranarray(base),
+         "readonly": base.copy(), "scalar": base[3, 4]}[view]
+    if view == "readonly":
+        a.flags.writeable = False
+    for axis in ([None] if view == "scalar" else [0, -1, None]):
+        out = hpu.sort(a, axis=axis, runtime=runtime)
+        assert same_bits(np.ascontiguousarray(out), np.ascontiguousarray(np.sort(a, axis=axis, kind="stable")))
+        assert np.array_equal(hpu.argsort(a, axis=axis, runtime=runtime), np.argsort(a, axis=axis, kind="stable"))
+
+
+def test_calls_from_pool_workers_do_not_deadlock(cpu_runtime):
+    """Every pool worker calling argsort on the same runtime: the calls run their pool work inline."""
+    a = make("float64", (1 << 18,), "random", 2)
+    futures = [cpu_runtime.pool.submit(hpu.argsort, a, runtime=cpu_runtime) for _ in range(cpu_runtime.threads)]
+    for f in futures:
+        assert np.array_equal(f.result(timeout=120), np.argsort(a, kind="stable"))
+
+
+def test_closed_runtime_raises():
+    rt = hpu.Runtime("none", profile=hpu.Profile(p=2, g=1, gamma=1))
+    rt.close()
+    with pytest.raises(hpu.RuntimeClosedError):
+        hpu.argsort(np.arange(10), runtime=rt)
+
+
+def test_numpy_kind_spellings(runtime):
+    a = make("int16", (500,), "few-unique", 4)
+    for kind in ["Q", "STABLE", "s", "merge", "heap"]:
+        assert np.array_equal(hpu.argsort(a, kind=kind, runtime=runtime), np.argsort(a, kind="stable"))
+
+
+def test_masked_arrays_are_refused(runtime):
+    with pytest.raises(TypeError, match="masked arrays"):
+        hpu.sort(np.ma.array([3.0, 1.0, 2.0], mask=[0, 1, 0]), runtime=runtime)

@@ -69,6 +69,7 @@ class _Lease:
             "data": (block.host.__array_interface__["data"][0], False),
             "shape": shape,
             "typestr": dtype.str,
+            "descr": dtype.descr,  # keeps a structured dtype's fields
             "version": 3,
         }
 
@@ -132,7 +133,7 @@ class HostArrayPool:
         -------
         numpy.ndarray of shape (n,) and ``dtype``, or None
             None when pooling is off, the pool is closed, the array is smaller
-            than :data:`MIN_POOLED_BYTES`, the pool is full, or the pinned
+            than :data:`MIN_POOLED_BYTES` or holds Python objects, the pool is full, or the pinned
             allocation fails: allocate with ``numpy.empty`` then.  The array
             is the caller's alone; its memory returns to the pool when the
             array and every view of it are gone.
@@ -140,7 +141,7 @@ class HostArrayPool:
         dt = np.dtype(dtype)
         need = int(n) * dt.itemsize
         pinned = bool(pinned) and self.can_pin
-        if need < MIN_POOLED_BYTES or self._closed:
+        if need < MIN_POOLED_BYTES or self._closed or dt.hasobject:  # object arrays must start zeroed
             return None
         with self._lock:
             fits = [b for b in self._free if need <= b.nbytes <= 2 * need and b.pinned == pinned]

@@ -50,9 +50,13 @@ else:
 
 log = logging.getLogger("hpu")
 
-__all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "ResourceCache", "Runtime", "RuntimeClosedError",
+__all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "POOL_THREAD_PREFIX", "ResourceCache", "Runtime",
+           "RuntimeClosedError",
            "UNCALIBRATED", "default_profile_path", "default_runtime", "device_key", "list_devices",
            "resolve_runtime", "select_device", "set_default_runtime", "uncalibrated_profile", "using_runtime"]
+
+#: Name prefix of the thread-pool workers (a workload called from one runs its pool work inline).
+POOL_THREAD_PREFIX = "hpu-cpu"
 
 #: ``provenance["source"]`` of :func:`uncalibrated_profile`'s profiles.
 UNCALIBRATED = "uncalibrated"
@@ -510,7 +514,7 @@ class Runtime:
         self._host_pool_bytes = int(host_pool_bytes)
         self._open_context()
         self.profile = self._resolve_profile(profile)
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hpu-cpu")
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix=POOL_THREAD_PREFIX)
         #: Long-lived objects shared by calls (see :class:`ResourceCache`); cleared by :meth:`close`.
         self.resources = ResourceCache()
 

@@ -5,10 +5,10 @@ datetime64, timedelta64) in numpy's order (NaN and NaT last, -0.0 equal to
 +0.0), stably, along any axis.  How:
 
 - 1-D :func:`sort` runs :func:`hpu.hybrid_mergesort` (the model splits the
-  work between the CPU pool and the device) on the keys themselves, widened
-  to a 32-bit type for bool, 8- and 16-bit integers and float16 (exact and
-  order-preserving), and on order-preserving uint64 keys for datetime64 and
-  timedelta64 (:func:`hpu.sorting.keys.to_unsigned`, one-to-one there).
+  work between the CPU pool and the device) on the keys themselves, on
+  float16 widened to float32 (exact and order-preserving), and on
+  order-preserving uint64 keys for datetime64 and timedelta64
+  (:func:`hpu.sorting.keys.to_unsigned`, one-to-one there).
 - :func:`argsort` packs each key with its position into one integer
   (:mod:`hpu.sorting.keys`), sorts the packed integers with
   :func:`hpu.hybrid_mergesort` and keeps the positions: the device sorts its
@@ -17,7 +17,8 @@ datetime64, timedelta64) in numpy's order (NaN and NaT last, -0.0 equal to
   32 bits first (an LSD radix sort with 32-bit digits, each pass stable).
 - bool and 8- and 16-bit integer keys (float16's too, for argsort, as
   uint16 keys) go to numpy's own stable sort, a radix sort in O(n), on the
-  CPU unless a device strategy is forced (:func:`_radix`).
+  CPU; with a device strategy forced they are widened to 32 bits (exact)
+  for :func:`hpu.hybrid_mergesort` instead (:func:`_radix`).
 - Several rows (``axis`` of an N-D array): the CPU pool sorts blocks of rows
   with numpy (the default: measured faster, see :func:`_packed_segmented`);
   with a device strategy forced, row numbers go into the packed integers too
@@ -33,6 +34,7 @@ than ``2**32`` elements.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -40,7 +42,7 @@ import numpy as np
 
 from ..core.hybrid import check_on_device_error, check_strategy
 from ..core.kernels import CL_TYPES
-from ..core.runtime import Runtime, resolve_runtime
+from ..core.runtime import POOL_THREAD_PREFIX, Runtime, resolve_runtime
 from ..dc.executor import STRATEGIES
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, to_unsigned, unpack_positions
 from .mergesort import hybrid_mergesort, planned_strategy
@@ -69,13 +71,16 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         Axis to sort along (default -1, the last); ``None`` sorts the
         flattened array.
     kind : {None, "quicksort", "mergesort", "heapsort", "stable"}
-        Accepted for numpy compatibility; the result is always the stable one.
+        Accepted for numpy compatibility (numpy's abbreviations too); the
+        result is always the stable one.
     runtime : hpu.Runtime, optional
         Default :func:`hpu.default_runtime`.
     strategy : {"auto", "advanced", "basic", "gpu", "cpu"}
         As for :func:`hpu.hybrid_mergesort`; for several rows, ``"auto"`` and
-        ``"cpu"`` sort blocks of rows in the pool and the others one packed
-        segmented sort.
+        ``"cpu"`` sort blocks of rows in the pool, and the others one packed
+        segmented sort where it fits 64 bits (keys of at most 32 bits) and the
+        model gives the device a share of it.  ``alpha`` and
+        ``transfer_level`` then apply to that packed sort of every element.
     alpha, transfer_level : optional
         Force the split of the underlying :func:`hpu.hybrid_mergesort`.
     on_device_error : {"fallback", "raise"}
@@ -91,7 +96,8 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
     Raises
     ------
     TypeError
-        Complex, object, string, structured or other unsupported dtypes.
+        Complex, object, string, structured or other unsupported dtypes, and
+        masked arrays.
     numpy.exceptions.AxisError
         ``axis`` out of range (a ``ValueError``); ValueError also for an
         unknown ``kind`` or strategy.
@@ -101,14 +107,15 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
     arr, axis = _prepare(a, axis, kind, "hpu.sort")
     opts = _options(runtime, strategy, alpha, transfer_level, on_device_error)
     rows = _rows(arr, axis)
-    if rows.size == 0:
-        out = rows.copy()
-    elif rows.shape[0] == 1:
-        out = _sort_1d(rows[0], opts).reshape(1, -1)
-    elif _packed_segmented(*rows.shape, key_bits(rows.dtype), opts):
-        out = _take_rows(rows, _argsort_rows(rows, opts), opts.runtime)
-    else:
-        out = _cpu_rows(rows, opts.runtime, _sort_block, rows.dtype)
+    with opts.runtime.call():
+        if rows.size == 0:
+            out = rows.copy()
+        elif rows.shape[0] == 1:
+            out = _sort_1d(rows[0], opts).reshape(1, -1)
+        elif _packed_segmented(*rows.shape, key_bits(rows.dtype), opts):
+            out = _take_rows(rows, _argsort_rows(rows, opts), opts.runtime)
+        else:
+            out = _cpu_rows(rows, opts.runtime, _sort_block, rows.dtype)
     return _unrows(out, arr.shape, axis).astype(arr.dtype, copy=False)  # the input's byte order
 
 
@@ -136,7 +143,8 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: 
     rows = _rows(arr, axis)
     if rows.size == 0:
         return np.zeros(arr.shape, np.int64)
-    return _unrows(_argsort_rows(rows, opts), arr.shape, axis)
+    with opts.runtime.call():
+        return _unrows(_argsort_rows(rows, opts), arr.shape, axis)
 
 
 def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strategy: str = "auto",
@@ -171,9 +179,9 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
         ``keys`` not 1-D, a value array not 1-D, or of another length than
         ``keys``.
     """
-    arr, _ = _prepare(keys, -1, None, "hpu.sort_by_key keys")
-    if arr.ndim != 1:
-        raise ValueError(f"sort_by_key sorts 1-D keys; got shape {arr.shape}")
+    arr, _ = _prepare(keys, None, None, "hpu.sort_by_key keys")
+    if np.ndim(keys) != 1:
+        raise ValueError(f"sort_by_key sorts 1-D keys; got shape {np.shape(keys)}")
     many = isinstance(values, tuple)
     vals = [np.asarray(v) for v in (values if many else [values])]
     for i, v in enumerate(vals):
@@ -183,8 +191,9 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
         if v.shape[0] != arr.shape[0]:
             raise ValueError(f"{name} has {v.shape[0]} elements but keys has {arr.shape[0]}")
     opts = _options(runtime, strategy, alpha, transfer_level, on_device_error)
-    perm = _argsort_rows(arr.reshape(1, -1), opts)
-    out = [_take_rows(x.reshape(1, -1), perm, opts.runtime)[0] for x in [arr, *vals]]
+    with opts.runtime.call():
+        perm = _argsort_rows(arr.reshape(1, -1), opts)
+        out = [_take_rows(x.reshape(1, -1), perm, opts.runtime)[0] for x in [arr, *vals]]
     return out[0], (tuple(out[1:]) if many else out[1])
 
 
@@ -210,8 +219,11 @@ def _options(runtime: Runtime | None, strategy: str, alpha: float | None, transf
 
 def _prepare(a: Any, axis: int | None, kind: str | None, what: str) -> tuple[np.ndarray, int]:
     """The input as an array of a sortable dtype and the axis as a non-negative int (``None``: flattened)."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
+    if kind is not None and not (isinstance(kind, str) and kind[:1].lower() in "qmhs" and kind):
+        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))} (or numpy's abbreviations), got {kind!r}")
+    if isinstance(a, np.ma.MaskedArray):
+        raise TypeError(f"{what}: masked arrays are not supported (numpy.ma.sort orders masked entries last); "
+                        "pass a.filled(...) or a.compressed()")
     try:
         arr = np.asarray(a)
     except Exception as e:
@@ -401,8 +413,10 @@ def _in_pool(rt: Runtime, r: int, m: int, fn: Callable[[slice, slice], Any], spl
         b = np.linspace(0, r, min(tasks, r) + 1).astype(np.int64)
         blocks = [(slice(int(b[i]), int(b[i + 1])), slice(0, m)) for i in range(len(b) - 1)]
     with rt.call():
-        if len(blocks) == 1:
-            fn(*blocks[0])
+        # Inline on one block, or when called from a pool worker (waiting on the pool there could deadlock).
+        if len(blocks) == 1 or threading.current_thread().name.startswith(POOL_THREAD_PREFIX):
+            for rs, cs in blocks:
+                fn(rs, cs)
             return
         for f in [rt.pool.submit(fn, rs, cs) for rs, cs in blocks]:
             f.result()

@@ -3,7 +3,7 @@
 numpy's order (``numpy.sort``, ``numpy.argsort``): bools and integers by
 value; floats by value with -0.0 equal to +0.0 and every NaN after +inf, all
 NaNs equal to each other; datetime64 and timedelta64 by value with NaT last
-(numpy >= 1.18).  :func:`to_unsigned` maps a 1-D or 2-D array of any of these
+(numpy >= 1.18).  :func:`to_unsigned` maps an array of any of these
 dtypes to unsigned integers of the same width whose plain ``<`` is that
 order: ``k[i] < k[j]`` exactly when ``a[i]`` sorts before ``a[j]``, and
 ``k[i] == k[j]`` exactly when numpy holds them equal.  For floats the map is

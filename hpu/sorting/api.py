@@ -302,8 +302,8 @@ def _packed_segmented(r: int, m: int, width: int, opts: _Options) -> bool:
     """Whether ``r`` rows of ``m`` keys of ``width`` bits are sorted by one packed sort rather than by blocks of rows
     on the CPU: only when a device strategy is forced and the model gives the device a share of that sort.
 
-    ``"auto"`` keeps rows on the CPU: on the H100 machine 2^14 rows of 2^10 float32 took 14.7 ms in CPU row blocks
-    (16 threads) against 60.1 ms as one packed segmented sort on the device (``experiments/results/h100/
+    ``"auto"`` keeps rows on the CPU: on the H100 machine 2^14 rows of 2^10 float32 took 11.7 ms in CPU row blocks
+    (16 threads) against 49.2 ms as one packed segmented sort on the device (``experiments/results/h100/
     bench_argsort.json``): the packed integers are twice the data and their packing and gathers cost host passes.
     """
     bits = packed_bits(width, m, r)

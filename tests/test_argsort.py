@@ -228,12 +228,17 @@ def test_memory_layouts(runtime, view):
         assert np.array_equal(hpu.argsort(a, axis=axis, runtime=runtime), np.argsort(a, axis=axis, kind="stable"))
 
 
-def test_calls_from_pool_workers_do_not_deadlock(cpu_runtime):
-    """Every pool worker calling argsort on the same runtime: the calls run their pool work inline."""
-    a = make("float64", (1 << 18,), "random", 2)
-    futures = [cpu_runtime.pool.submit(hpu.argsort, a, runtime=cpu_runtime) for _ in range(cpu_runtime.threads)]
-    for f in futures:
-        assert np.array_equal(f.result(timeout=120), np.argsort(a, kind="stable"))
+@pytest.mark.parametrize("fixture", ["cpu_runtime", "runtime"])
+def test_calls_from_pool_workers_do_not_deadlock(request, fixture):
+    """Every pool worker sorting on its own runtime (hpu.WorkerPool runs their pool work on them): no deadlock."""
+    rt = request.getfixturevalue(fixture)
+    a = make("float64", (1 << 20,), "random", 2)
+    calls = [(hpu.argsort, {}, np.argsort(a, kind="stable")), (hpu.sort, {}, np.sort(a, kind="stable")),
+             (hpu.hybrid_mergesort, {"strategy": "advanced", "alpha": 0.5}, np.sort(a, kind="stable"))]
+    for fn, kw, ref in calls:
+        futures = [rt.pool.submit(fn, a, runtime=rt, **kw) for _ in range(rt.threads)]
+        for f in futures:
+            assert same_bits(f.result(timeout=300), ref)
 
 
 def test_closed_runtime_raises():

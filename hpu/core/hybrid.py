@@ -17,6 +17,7 @@ is told, so that a faulted context is rebuilt before the next call.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -167,12 +168,15 @@ def run_hybrid(runtime: Any, *, device: Callable[[Any], D] | None, cpu: Callable
         return finish(HybridResult(cpu() if cpu is not None else None, None))
     outcome: list[tuple[bool, Any]] = []
     lease = None
+    # Called from a pool worker, the feeder's pool tasks run on the feeder: the workers may all be waiting here.
+    as_worker = runtime.pool.acting_as_worker if runtime.pool.in_worker() else contextlib.nullcontext
 
     def job() -> None:
         nonlocal lease
         try:
-            lease = runtime.acquire_lease()
-            outcome.append((True, device(lease)))
+            with as_worker():
+                lease = runtime.acquire_lease()
+                outcome.append((True, device(lease)))
         except BaseException as e:  # handed to the calling thread
             outcome.append((False, e))
 

@@ -50,13 +50,9 @@ else:
 
 log = logging.getLogger("hpu")
 
-__all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "POOL_THREAD_PREFIX", "ResourceCache", "Runtime",
-           "RuntimeClosedError",
+__all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "ResourceCache", "Runtime", "RuntimeClosedError", "WorkerPool",
            "UNCALIBRATED", "default_profile_path", "default_runtime", "device_key", "list_devices",
            "resolve_runtime", "select_device", "set_default_runtime", "uncalibrated_profile", "using_runtime"]
-
-#: Name prefix of the thread-pool workers (a workload called from one runs its pool work inline).
-POOL_THREAD_PREFIX = "hpu-cpu"
 
 #: ``provenance["source"]`` of :func:`uncalibrated_profile`'s profiles.
 UNCALIBRATED = "uncalibrated"
@@ -434,6 +430,54 @@ class DeviceLease:
         self._copy_queue = None
 
 
+class WorkerPool(concurrent.futures.ThreadPoolExecutor):
+    """The runtime's CPU thread pool: a ``ThreadPoolExecutor`` whose workers run what they submit themselves.
+
+    A task that submits more tasks to its own pool and waits for them (a
+    workload called from a pool task) would wait forever once every worker
+    does so; here a task submitted from one of this pool's workers runs at
+    once on that worker, and its future is returned done.
+
+    Parameters
+    ----------
+    threads : int
+        Number of worker threads (>= 1), named ``hpu-cpu_0``, ``hpu-cpu_1``, ...
+    """
+
+    def __init__(self, threads: int):
+        self._local = threading.local()
+        super().__init__(max_workers=threads, thread_name_prefix="hpu-cpu", initializer=self._mark_worker)
+
+    def _mark_worker(self) -> None:
+        self._local.worker = True
+
+    def in_worker(self) -> bool:
+        """Whether the calling thread is one of this pool's workers (or acts as one, :meth:`acting_as_worker`)."""
+        return getattr(self._local, "worker", False)
+
+    @contextlib.contextmanager
+    def acting_as_worker(self) -> Iterator[None]:
+        """Within the block, the calling thread's submissions run on it, as a worker's do (for a helper thread
+        of a call made from a worker: the workers it would queue behind may all be waiting for it)."""
+        before = self.in_worker()
+        self._local.worker = True
+        try:
+            yield
+        finally:
+            self._local.worker = before
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        """As ``ThreadPoolExecutor.submit``; from one of this pool's workers, ``fn`` runs now, on the caller."""
+        if not self.in_worker():
+            return super().submit(fn, *args, **kwargs)
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # delivered through the future, as the pool would
+            future.set_exception(e)
+        return future
+
+
 class Runtime:
     """Everything a hybrid run needs: device, context, queues, programs, thread pool and profile.
 
@@ -474,7 +518,9 @@ class Runtime:
     **Threads.**  One runtime may be shared by any number of threads: each
     device share borrows a :class:`DeviceLease` (its own command queues and
     buffers), compiled programs and long-lived objects sit in locked caches,
-    and result memory comes from a thread-safe pool.  :meth:`close` may be
+    and result memory comes from a thread-safe pool.  A call made from one
+    of the runtime's own pool workers (a task that sorts, say) runs its pool
+    work on that worker (:class:`WorkerPool`).  :meth:`close` may be
     called while calls run: new calls raise :class:`RuntimeClosedError`, and
     it returns when the running ones have finished.
 
@@ -514,7 +560,7 @@ class Runtime:
         self._host_pool_bytes = int(host_pool_bytes)
         self._open_context()
         self.profile = self._resolve_profile(profile)
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix=POOL_THREAD_PREFIX)
+        self.pool = WorkerPool(threads)
         #: Long-lived objects shared by calls (see :class:`ResourceCache`); cleared by :meth:`close`.
         self.resources = ResourceCache()
 

@@ -34,7 +34,6 @@ than ``2**32`` elements.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -42,7 +41,7 @@ import numpy as np
 
 from ..core.hybrid import check_on_device_error, check_strategy
 from ..core.kernels import CL_TYPES
-from ..core.runtime import POOL_THREAD_PREFIX, Runtime, resolve_runtime
+from ..core.runtime import Runtime, resolve_runtime
 from ..dc.executor import STRATEGIES
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, to_unsigned, unpack_positions
 from .mergesort import hybrid_mergesort, planned_strategy
@@ -413,10 +412,8 @@ def _in_pool(rt: Runtime, r: int, m: int, fn: Callable[[slice, slice], Any], spl
         b = np.linspace(0, r, min(tasks, r) + 1).astype(np.int64)
         blocks = [(slice(int(b[i]), int(b[i + 1])), slice(0, m)) for i in range(len(b) - 1)]
     with rt.call():
-        # Inline on one block, or when called from a pool worker (waiting on the pool there could deadlock).
-        if len(blocks) == 1 or threading.current_thread().name.startswith(POOL_THREAD_PREFIX):
-            for rs, cs in blocks:
-                fn(rs, cs)
+        if len(blocks) == 1:
+            fn(*blocks[0])
             return
         for f in [rt.pool.submit(fn, rs, cs) for rs, cs in blocks]:
             f.result()

@@ -257,3 +257,17 @@ def test_numpy_kind_spellings(runtime):
 def test_masked_arrays_are_refused(runtime):
     with pytest.raises(TypeError, match="masked arrays"):
         hpu.sort(np.ma.array([3.0, 1.0, 2.0], mask=[0, 1, 0]), runtime=runtime)
+
+
+@pytest.mark.parametrize("strategy", ["auto", "gpu"])
+def test_bool_views_of_other_bytes_keep_them(runtime, strategy):
+    a = np.array([2, 1, 0, 1, 255, 0] * 50, np.uint8).view(bool)
+    assert same_bits(hpu.sort(a, runtime=runtime, strategy=strategy), np.sort(a, kind="stable"))
+    assert np.array_equal(hpu.argsort(a, runtime=runtime, strategy=strategy), np.argsort(a, kind="stable"))
+
+
+def test_fortran_order_is_kept_as_numpy_keeps_it(runtime):
+    a = np.asfortranarray(make("int32", (30, 40), "random", 1))
+    out = hpu.sort(a, axis=0, runtime=runtime)
+    ref = np.sort(a, axis=0, kind="stable")
+    assert out.flags.f_contiguous == ref.flags.f_contiguous and np.array_equal(out, ref)

@@ -115,7 +115,8 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
             out = _take_rows(rows, _argsort_rows(rows, opts), opts.runtime)
         else:
             out = _cpu_rows(rows, opts.runtime, _sort_block, rows.dtype)
-    return _unrows(out, arr.shape, axis).astype(arr.dtype, copy=False)  # the input's byte order
+    out = _unrows(out, arr.shape, axis).astype(arr.dtype, copy=False)  # the input's byte order
+    return np.asfortranarray(out) if arr.flags.f_contiguous and not arr.flags.c_contiguous else out  # and layout
 
 
 def argsort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Runtime | None = None,
@@ -266,6 +267,8 @@ def _sort_1d(x: np.ndarray, opts: _Options) -> np.ndarray:
         k += np.uint64(1)
         k ^= np.uint64(1 << 63)
         return k.view(dt)
+    if dt.kind == "b":  # by byte value, as numpy orders bools (a view of other bytes keeps them)
+        return hybrid_mergesort(x.view(np.uint8).astype(np.uint32), **opts.hybrid).astype(np.uint8).view(dt)
     wide = np.float32 if dt.kind == "f" else np.int32 if dt.kind == "i" else np.uint32
     return hybrid_mergesort(x.astype(wide), **opts.hybrid).astype(dt)
 

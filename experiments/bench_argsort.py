@@ -448,15 +448,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dtypes", default="int32,float64", help="comma-separated key dtypes (default int32,float64)")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     add_runtime_arguments(ap)
-    ap.add_argument("--rows-log", type=int, default=14, help="rows part: 2^rows-log rows (default 14)")
-    ap.add_argument("--cols-log", type=int, default=10, help="rows part: 2^cols-log float32 a row (default 10)")
-    ap.add_argument("--repeats", type=int, default=3,
-                    help="timed rounds (more for sorts under 20 ms); the median is reported (default 3)")
-    ap.add_argument("--slow", type=float, default=20.0,
-                    help="skip a variant at larger n once its median took longer than this many seconds (default 20)")
-    ap.add_argument("--max-gib", type=float, default=None,
-                    help="skip sizes whose rough host-memory need exceeds this (default 90%% of available memory)")
-    ap.add_argument("--seed", type=int, default=0, help="random seed of the keys (default 0)")
+    rows = ap.add_argument_group("rows part")
+    rows.add_argument("--rows-log", type=int, default=14, help="2^rows-log rows (default 14)")
+    rows.add_argument("--cols-log", type=int, default=10, help="2^cols-log float32 a row (default 10)")
+    timing = ap.add_argument_group("timing")
+    timing.add_argument("--repeats", type=int, default=3,
+                        help="timed rounds (more for sorts under 20 ms); the median is reported (default 3)")
+    timing.add_argument("--slow", type=float, default=20.0,
+                        help="skip a variant at larger n once its median took longer than this many seconds "
+                             "(default 20)")
+    timing.add_argument("--max-gib", type=float, default=None,
+                        help="skip sizes whose rough host-memory need exceeds this (default 90%% of available memory)")
+    timing.add_argument("--seed", type=int, default=0, help="random seed of the keys (default 0)")
     args = ap.parse_args(argv)
     args.dtypes = [np.dtype(d) for d in args.dtypes.split(",") if d]
     args.parts = [p for p in args.parts.split(",") if p]

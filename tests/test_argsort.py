@@ -180,6 +180,7 @@ def test_unsupported_dtypes_raise_type_error(call):
     (lambda: hpu.sort(np.float64(1.0)), "out of bounds"),
     (lambda: hpu.sort(np.zeros(3), kind="bogo"), "kind must be one of"),
     (lambda: hpu.sort(np.zeros(3), strategy="fastest"), "strategy"),
+    (lambda: hpu.sort(np.zeros((3, 4), np.int8), alpha=5.0), r"alpha must lie in \[0, 1\]"),
     (lambda: hpu.sort_by_key(np.zeros(3), np.zeros(4)), "values has 4 elements but keys has 3"),
     (lambda: hpu.sort_by_key(np.zeros(3), (np.zeros(3), np.zeros(2))), r"values\[1\] has 2 elements"),
     (lambda: hpu.sort_by_key(np.zeros(3), np.zeros((3, 2))), "one-dimensional"),
@@ -207,9 +208,10 @@ def wide_runtime():
 @pytest.mark.parametrize("strategy", ["cpu", "gpu"])
 def test_many_pool_tasks(wide_runtime, dtype, strategy):
     """Blocks of columns (one long row) and of rows: pack's offsets, the chunked gathers, both 64-bit passes."""
-    for shape, kind in [((1 << 19) + 3,), "specials"], [((1 << 19) + 3,), "few-unique"], [((24, 40_000),), "random"]:
-        check_sort_and_argsort(make(dtype, *shape, kind, 5), -1, wide_runtime, strategy=strategy)
-    keys = make(dtype, ((1 << 19) + 3,), "few-unique", 6)
+    long_row = ((1 << 19) + 3,)
+    for shape, kind in [(long_row, "specials"), (long_row, "few-unique"), ((24, 40_000), "random")]:
+        check_sort_and_argsort(make(dtype, shape, kind, 5), -1, wide_runtime, strategy=strategy)
+    keys = make(dtype, long_row, "few-unique", 6)
     values = np.arange(keys.size) * 3
     sk, sv = hpu.sort_by_key(keys, values, runtime=wide_runtime, strategy=strategy)
     assert same_bits(sv, values[np.argsort(keys, kind="stable")])

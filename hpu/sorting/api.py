@@ -104,7 +104,7 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         With ``on_device_error="raise"`` when the device fails.
     """
     arr, axis = _prepare(a, axis, kind, "hpu.sort")
-    opts = _options(runtime, strategy, alpha, transfer_level, on_device_error)
+    opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error)
     rows = _rows(arr, axis)
     with opts.runtime.call():
         if rows.size == 0:
@@ -139,7 +139,7 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: 
         elements.
     """
     arr, axis = _prepare(a, axis, kind, "hpu.argsort")
-    opts = _options(runtime, strategy, alpha, transfer_level, on_device_error)
+    opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error)
     rows = _rows(arr, axis)
     if rows.size == 0:
         return np.zeros(arr.shape, np.int64)
@@ -190,7 +190,7 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
             raise ValueError(f"{name} must be one-dimensional (one value per key), got shape {v.shape}")
         if v.shape[0] != arr.shape[0]:
             raise ValueError(f"{name} has {v.shape[0]} elements but keys has {arr.shape[0]}")
-    opts = _options(runtime, strategy, alpha, transfer_level, on_device_error)
+    opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error)
     with opts.runtime.call():
         perm = _argsort_rows(arr.reshape(1, -1), opts)
         out = [_take_rows(x.reshape(1, -1), perm, opts.runtime)[0] for x in [arr, *vals]]
@@ -201,25 +201,22 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
 
 
 class _Options:
-    """One call's checked runtime and split arguments."""
+    """One call's checked runtime and split arguments (``ValueError`` naming a bad one)."""
 
-    def __init__(self, runtime: Runtime, strategy: str, alpha: float | None, transfer_level: int | None,
+    def __init__(self, runtime: Runtime | None, strategy: str, alpha: float | None, transfer_level: int | None,
                  on_device_error: str):
-        self.runtime, self.strategy = runtime, strategy
-        self.hybrid = dict(strategy=strategy, alpha=alpha, transfer_level=transfer_level, runtime=runtime,
+        check_strategy(strategy, ("auto", *STRATEGIES))
+        check_on_device_error(on_device_error)
+        if alpha is not None and not 0.0 <= float(alpha) <= 1.0:  # checked here too: not every path sorts by
+            raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")  # hybrid_mergesort
+        self.runtime, self.strategy = resolve_runtime(runtime), strategy
+        self.hybrid = dict(strategy=strategy, alpha=alpha, transfer_level=transfer_level, runtime=self.runtime,
                            on_device_error=on_device_error)
-
-
-def _options(runtime: Runtime | None, strategy: str, alpha: float | None, transfer_level: int | None,
-             on_device_error: str) -> _Options:
-    check_strategy(strategy, ("auto", *STRATEGIES))
-    check_on_device_error(on_device_error)
-    return _Options(resolve_runtime(runtime), strategy, alpha, transfer_level, on_device_error)
 
 
 def _prepare(a: Any, axis: int | None, kind: str | None, what: str) -> tuple[np.ndarray, int]:
     """The input as an array of a sortable dtype and the axis as a non-negative int (``None``: flattened)."""
-    if kind is not None and not (isinstance(kind, str) and kind[:1].lower() in "qmhs" and kind):
+    if kind is not None and not (isinstance(kind, str) and kind != "" and kind[0].lower() in "qmhs"):
         raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))} (or numpy's abbreviations), got {kind!r}")
     if isinstance(a, np.ma.MaskedArray):
         raise TypeError(f"{what}: masked arrays are not supported (numpy.ma.sort orders masked entries last); "

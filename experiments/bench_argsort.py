@@ -30,9 +30,10 @@ equal the stable result).  Ratios are numpy-stable-time / variant-time (above
 exceeds ``--slow`` seconds it is skipped at larger n; when that is the
 baseline, later ratios use its n log n extrapolation (marked ``~`` and
 ``"baseline_estimated": true``).  Sizes whose rough host-memory need exceeds
-``--max-gib`` are skipped.  hpu's planned strategy is printed beside its rows
-(argsort packs key and index into uint32/uint64 and sorts those with
-``hpu.hybrid_mergesort``; 64-bit keys take two such passes).
+``--max-gib`` are skipped.  hpu's planned path is printed beside its rows:
+32-bit keys packed with their index (and row) on the device
+(``hpu.sorting.packs_on_device``), or packed on the host into uint32/uint64
+and sorted by ``hpu.hybrid_mergesort`` (64-bit keys take two such passes).
 
     python experiments/bench_argsort.py [--min-log 20] [--max-log 28] [--dtypes int32,float64]
         [--parts argsort,kv,rows] [--rows-log 14 --cols-log 10] [--slow 20] [--json PATH]
@@ -58,7 +59,7 @@ import pyopencl as cl
 import hpu
 from bench_common import add_runtime_arguments, command_line, shuffled_rounds, utc_now, write_json
 from hpu.core.util import host_description
-from hpu.sorting import planned_strategy
+from hpu.sorting import packs_on_device, planned_strategy
 from hpu.sorting.keys import key_bits, packed_bits
 
 PARTS = ("argsort", "kv", "rows")
@@ -130,8 +131,11 @@ def kv_check(res: tuple, ref: dict) -> tuple[bool, bool]:
     return keys, keys and bool(np.array_equal(res[1], ref["values"]))
 
 
-def argsort_planned(n: int, dtype: np.dtype, rt: hpu.Runtime) -> str:
-    """The strategy hpu.argsort's packed (key, index) sort runs, its packed dtype and passes."""
+def argsort_planned(n: int, dtype: np.dtype, rt: hpu.Runtime, values: tuple = ()) -> str:
+    """How hpu.argsort (or, with ``values``' dtypes, hpu.sort_by_key) runs: packed on the device, or the strategy
+    of its sort of (key, index) integers packed on the host, their dtype and passes."""
+    if packs_on_device(n, dtype, rt, value_dtypes=values):
+        return "gpu (packed on the device)"
     width = key_bits(dtype)
     packed = np.dtype(np.uint32 if packed_bits(min(width, 32), n) <= 32 else np.uint64)
     passes = " x2 passes" if width == 64 else ""
@@ -139,9 +143,9 @@ def argsort_planned(n: int, dtype: np.dtype, rt: hpu.Runtime) -> str:
 
 
 def rows_planned(r: int, m: int, dtype: np.dtype, rt: hpu.Runtime) -> str:
-    """How hpu.sort (strategy "auto") orders ``r`` rows of ``m``: in CPU row blocks (a forced device strategy makes
-    it one packed segmented sort: the "hpu.sort gpu" variant)."""
-    return "cpu row blocks"
+    """How hpu.sort (strategy "auto") orders ``r`` rows of ``m``: one segmented sort packed on the device, or CPU
+    row blocks."""
+    return "gpu (segmented, packed on the device)" if packs_on_device(r * m, dtype, rt, rows=r) else "cpu row blocks"
 
 
 def argsort_config(a: np.ndarray, rt: hpu.Runtime, gpu: dict) -> Config:
@@ -181,7 +185,7 @@ def kv_config(k: np.ndarray, v: np.ndarray, rt: hpu.Runtime, gpu: dict) -> Confi
         tc = gpu["torch"]
         variants.append(Variant("torch kv pageable", lambda: torch_kv(tc, k, v), kv_check))
     return Config("kv", k.dtype.name, k.size, str(k.size), base, lambda r: {"keys": r[0], "values": r[1]},
-                  variants, argsort_planned(k.size, k.dtype, rt), {"values_dtype": v.dtype.name})
+                  variants, argsort_planned(k.size, k.dtype, rt, (v.dtype,)), {"values_dtype": v.dtype.name})
 
 
 def rows_config(x: np.ndarray, rt: hpu.Runtime, gpu: dict) -> Config:

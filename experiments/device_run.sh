@@ -2,7 +2,7 @@
 # Runs benchmark stages on the H100 benchmark machine (a bare machine with python3 3.12, no pyopencl).
 #
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | stress | default-runtime |
-#                                            tests | argsort | tabu | tabu-more)
+#                                            tests | argsort | argsort-check | tabu | tabu-more)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
 # $OUT (default ./out).
@@ -13,6 +13,7 @@
 # stress: tests/test_stress.py as a script (16 threads x 100 calls on one runtime with the calibrated profile).
 # default-runtime: bench_default_runtime (calls without runtime= against an explicit runtime; the uncalibrated default).
 # argsort: bench_argsort (hpu.argsort, hpu.sort_by_key, 2-D hpu.sort against numpy, cupy and torch), 2^22-2^26.
+# argsort-check: tests/test_argsort.py on the GPU, then bench_argsort at 2^24 only (the issue's figures).
 # tests: the test suite with the GPU as hpu's default device (PYOPENCL_CTX=gpu; notebooks left out: no Jupyter
 #        kernel there).
 # tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
@@ -68,6 +69,12 @@ for stage in "$@"; do
         calibrate
         python3 experiments/bench_argsort.py --device gpu --profile "$profile" --min-log 22 --max-log 26 --slow 1.5 \
             --json "$OUT/bench_argsort.json" 2>&1 | tee "$OUT/bench_argsort.log"
+        ;;
+    argsort-check)
+        calibrate
+        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_argsort.py 2>&1 | tee "$OUT/tests_argsort.log"
+        python3 experiments/bench_argsort.py --device gpu --profile "$profile" --min-log 24 --max-log 24 --slow 5 \
+            --json "$OUT/bench_argsort_check.json" 2>&1 | tee "$OUT/bench_argsort_check.log"
         ;;
     tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider --ignore tests/test_notebooks.py 2>&1 | tee "$OUT/tests.log"

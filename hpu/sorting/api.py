@@ -15,16 +15,22 @@ datetime64, timedelta64) in numpy's order (NaN and NaT last, -0.0 equal to
   (key, index) pairs and the CPU share its own, in the same pipeline, pools
   and split as the sort.  64-bit keys take two such passes, least significant
   32 bits first (an LSD radix sort with 32-bit digits, each pass stable).
+- Where the device alone sorts 32-bit keys (:func:`packs_on_device`), the
+  keys go up as they are and the device packs them, sorts, and unpacks the
+  positions or gathers keys and values itself
+  (:func:`hpu.sorting.pipeline.fast_keyed_sort`); rows the same way, with
+  the row number packed above the key (a segmented sort).
 - bool and 8- and 16-bit integer keys (float16's too, for argsort, as
   uint16 keys) go to numpy's own stable sort, a radix sort in O(n), on the
   CPU; with a device strategy forced they are widened to 32 bits (exact)
   for :func:`hpu.hybrid_mergesort` instead (:func:`_radix`).
-- Several rows (``axis`` of an N-D array): the CPU pool sorts blocks of rows
-  with numpy (the default: measured faster, see :func:`_packed_segmented`);
-  with a device strategy forced, row numbers go into the packed integers too
-  and one hybrid sort orders every row (a segmented sort).
+- Several rows (``axis`` of an N-D array): packed on the device as above, or
+  the CPU pool sorts blocks of rows with numpy; with the ``"basic"`` or
+  ``"advanced"`` strategy forced, row numbers go into integers packed on the
+  host and one hybrid sort orders every row (see :func:`_packed_segmented`).
 - :func:`sort_by_key` is the stable argsort of the keys and a gather of the
-  keys and of every value array (in the thread pool).  Gathering from the
+  keys and of every value array (on the device with the packing there, else
+  in the thread pool).  Gathering from the
   input keeps every bit: the two zeros and NaN payloads stay as numpy leaves
   them.
 
@@ -45,8 +51,9 @@ from ..core.runtime import Runtime, resolve_runtime
 from ..dc.executor import STRATEGIES
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, to_unsigned, unpack_positions
 from .mergesort import hybrid_mergesort, planned_strategy
+from .pipeline import KEYED_DTYPES, fast_keyed_sort, keyed_fits
 
-__all__ = ["KINDS", "argsort", "sort", "sort_by_key"]
+__all__ = ["KINDS", "argsort", "packs_on_device", "sort", "sort_by_key"]
 
 #: ``kind`` values accepted for numpy compatibility; every one gives the stable result.
 KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
@@ -111,6 +118,11 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
             out = rows.copy()
         elif rows.shape[0] == 1:
             out = _sort_1d(rows[0], opts).reshape(1, -1)
+        elif _keyed_on_device(rows.reshape(-1), [], opts, rows.shape[0]):  # a segmented sort on the device
+            out = fast_keyed_sort(rows.reshape(-1), [], opts.runtime, gather=True, row_length=rows.shape[1],
+                                  redo=lambda: [_cpu_rows(rows, opts.runtime, _sort_block, rows.dtype)],
+                                  on_device_error=opts.on_device_error, strategy=opts.strategy)[0][0]
+            out = out.reshape(rows.shape)
         elif _packed_segmented(*rows.shape, key_bits(rows.dtype), opts):
             out = _take_rows(rows, _argsort_rows(rows, opts), opts.runtime)
         else:
@@ -191,9 +203,17 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
         if v.shape[0] != arr.shape[0]:
             raise ValueError(f"{name} has {v.shape[0]} elements but keys has {arr.shape[0]}")
     opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error)
+
+    def on_cpu(o: _Options) -> list[np.ndarray]:
+        perm = _argsort_rows(arr.reshape(1, -1), o)
+        return [_take_rows(x.reshape(1, -1), perm, o.runtime)[0] for x in [arr, *vals]]
+
     with opts.runtime.call():
-        perm = _argsort_rows(arr.reshape(1, -1), opts)
-        out = [_take_rows(x.reshape(1, -1), perm, opts.runtime)[0] for x in [arr, *vals]]
+        if _keyed_on_device(arr, vals, opts):  # packed, sorted and gathered on the device
+            out = fast_keyed_sort(arr, vals, opts.runtime, gather=True, redo=lambda: on_cpu(opts.on_cpu()),
+                                  on_device_error=opts.on_device_error, strategy=opts.strategy)[0]
+        else:
+            out = on_cpu(opts)
     return out[0], (tuple(out[1:]) if many else out[1])
 
 
@@ -209,9 +229,13 @@ class _Options:
         check_on_device_error(on_device_error)
         if alpha is not None and not 0.0 <= float(alpha) <= 1.0:  # checked here too: not every path sorts by
             raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")  # hybrid_mergesort
-        self.runtime, self.strategy = resolve_runtime(runtime), strategy
+        self.runtime, self.strategy, self.on_device_error = resolve_runtime(runtime), strategy, on_device_error
         self.hybrid = dict(strategy=strategy, alpha=alpha, transfer_level=transfer_level, runtime=self.runtime,
                            on_device_error=on_device_error)
+
+    def on_cpu(self) -> _Options:
+        """The same call on the CPU alone (what a device share that failed is redone with)."""
+        return _Options(self.runtime, "cpu", None, None, "raise")
 
 
 def _prepare(a: Any, axis: int | None, kind: str | None, what: str) -> tuple[np.ndarray, int]:
@@ -311,11 +335,55 @@ def _packed_segmented(r: int, m: int, width: int, opts: _Options) -> bool:
     return planned_strategy(r * m, np.uint64 if bits > 32 else np.uint32, opts.runtime, opts.strategy) != "cpu"
 
 
+def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows: int = 1,
+                    value_dtypes: tuple[Any, ...] = (), strategy: str = "auto") -> bool:
+    """Whether :func:`argsort`, :func:`sort_by_key` (with ``value_dtypes``) or, for ``rows > 1``, :func:`sort`
+    of ``n`` keys of ``dtype`` in ``rows`` rows, with no CPU share forced, runs on the device alone with the
+    (row, key, column) packing done there (:func:`hpu.sorting.pipeline.fast_keyed_sort`).
+
+    When: native int32, uint32 or float32 keys, values without Python objects, (row, key, column) in 64 bits
+    (:func:`hpu.sorting.keys.packed_bits`), room on the device (:func:`hpu.sorting.pipeline.keyed_fits`), and
+    the ``"gpu"`` strategy, forced or the model's plan: for one row, its plan for the packed 64-bit sort; for
+    rows, its plan for a 1-D sort of as many keys (the transfers are the same; the device's packed sort is
+    longer, the CPU's row sorts shorter than a whole sort).  Packing on the device saves the host passes of
+    the packed host path (to unsigned keys, packing, unpacking: over twice the keys' bytes each) and copies up
+    only the keys (``experiments/bench_argsort.py``).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``strategy``.
+    """
+    check_strategy(strategy, ("auto", *STRATEGIES))
+    dt, vals = np.dtype(dtype), [np.dtype(v) for v in value_dtypes]
+    if dt not in KEYED_DTYPES or n < 2 or any(v.hasobject or v.itemsize == 0 for v in vals):
+        return False
+    rt = resolve_runtime(runtime)
+    if packed_bits(32, n // rows, rows) > 64 or not rt.has_device:
+        return False
+    return (planned_strategy(n, np.uint64 if rows == 1 else dt, rt, strategy) == "gpu"
+            and keyed_fits(rt, n, [dt.itemsize, *(v.itemsize for v in vals)], bool(vals) or rows > 1))
+
+
+def _keyed_on_device(keys: np.ndarray, values: list[np.ndarray], opts: _Options, rows: int = 1) -> bool:
+    """:func:`packs_on_device` for this call (never with ``alpha`` or ``transfer_level`` forced)."""
+    h = opts.hybrid
+    if h["alpha"] not in (None, 0) or h["transfer_level"] not in (None, 0):
+        return False
+    return packs_on_device(keys.shape[0], keys.dtype, opts.runtime, rows=rows,
+                           value_dtypes=tuple(v.dtype for v in values), strategy=opts.strategy)
+
+
 def _argsort_rows(rows: np.ndarray, opts: _Options) -> np.ndarray:
     """Each row's stable argsort, int64 ``(rows, m)``."""
     r, m = rows.shape
     if m >= 1 << 32:
         raise ValueError(f"argsort sorts rows of fewer than 2**32 elements, got {m}")
+    if _keyed_on_device(rows.reshape(-1), [], opts, r):
+        redo = lambda: [_argsort_rows(rows, opts.on_cpu()).reshape(-1)]  # noqa: E731
+        perm = fast_keyed_sort(rows.reshape(-1), [], opts.runtime, row_length=m, redo=redo,
+                               on_device_error=opts.on_device_error, strategy=opts.strategy)[0][0]
+        return perm.reshape(r, m)
     width = key_bits(rows.dtype)
     rt = opts.runtime
     if width < 64:

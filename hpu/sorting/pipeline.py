@@ -29,6 +29,11 @@ levels above).  ``"cpu"`` is ``alpha = 1``, ``"gpu"`` is ``alpha = 0, t = 0``,
 pair (paper 5.2).  :func:`hpu.sorting.costs.fast_split` predicts the time of
 each pair from the profile's measured cost curves and picks the fastest.
 
+:func:`fast_keyed_sort` runs the same device pipeline for argsorts, key-value
+and row sorts of 32-bit keys: the device packs (row, key, position) into
+64-bit integers, sorts them, and unpacks the positions or gathers the keys
+and values.
+
 Each call's device share runs through the core's driver
 (:func:`hpu.core.hybrid.run_hybrid`) on a :class:`~hpu.core.runtime.DeviceLease`:
 its own command queues, device buffers and pinned staging memory, so that
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -48,13 +54,14 @@ from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace, event_times
 from .cpu import multiway_merge, parallel_copy, parallel_sort
 from .device import DeviceSorter
+from .keys import packed_bits
 
 try:
     import pyopencl as cl
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["PipelineOptions", "fast_sort"]
+__all__ = ["KEYED_DTYPES", "PipelineOptions", "fast_keyed_sort", "fast_sort", "keyed_fits"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,14 +184,23 @@ def _max_device_elements(rt: Runtime, itemsize: int) -> int:
 
 
 def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: list, tasks: int, n: int, t: int,
-                   d_in: Any, d_out: Any, sort_waves: bool) -> tuple[list, list]:
+                   d_in: Any, d_out: Any, sort_waves: bool,
+                   prepare: Callable[[int, int, list], Any] | None = None) -> tuple[list, list]:
     """Enqueue the device sort of ``d_in`` into ``d_out`` behind the copies ``h2d``.
+
+    ``prepare(a, b, wait_for)``, if given, enqueues what fills ``d_in[a:b]``
+    once the copies ``wait_for`` are in (e.g. packing keys) and returns its
+    event, which the sort of that range waits for instead.
 
     Returns ``(steps, segments)``: per step ``(kind, runs, keys, copies it
     waited for, last event)``, and the ``2**t`` sorted segments.
     """
     w = sorter.dtype.itemsize
     steps: list[tuple[str, int, int, list, Any]] = []
+
+    def ready(a: int, b: int, copies: list) -> list:
+        return copies if prepare is None else [prepare(a, b, copies)]
+
     if t == 0 and sort_waves:
         # One run: each wave is sorted as soon as its copies are in, while the next is staged, then
         # the waves' runs are merged.  An odd number of merge levels starts from d_in, sorted in place.
@@ -195,7 +211,7 @@ def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: 
             a, b = pieces[i][0], pieces[j - 1][1]
             sub_in = d_in.get_sub_region(a * w, (b - a) * w)
             sub_out = sub_in if first is d_in else d_out.get_sub_region(a * w, (b - a) * w)
-            ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=h2d[i:j])[1]
+            ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(a, b, h2d[i:j]))[1]
             steps.append(("sort", 1, b - a, h2d[i:j], ev))
             runs.append((a, b))
         if len(runs) > 1:
@@ -208,7 +224,7 @@ def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: 
     for i, (a, b) in enumerate(segs):
         sub_in = d_in.get_sub_region(a * w, (b - a) * w)
         sub_out = d_out.get_sub_region(a * w, (b - a) * w)
-        ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=h2d if i == 0 else None)[1]
+        ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(0, n, h2d) if i == 0 else None)[1]
     steps.append(("sort", len(segs), n, h2d, ev))
     return steps, segs
 
@@ -404,3 +420,204 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     run_hybrid(rt, device=lambda lease: _device_share(rt, lease, src[n_cpu:], t, rec, direct, options),
                cpu=cpu_share if n_cpu else None, redo=redo, on_device_error=on_device_error, finish=finish)
     return out, rec.finish(trace)
+
+
+# -- argsort and key-value sorts with the packing on the device ------------------------------------------------
+
+#: Key dtypes :func:`fast_keyed_sort` packs on the device, with their ``KEY_KIND`` in ``kernels_cl/keyed.cl``.
+KEYED_DTYPES = {np.dtype(np.uint32): 0, np.dtype(np.int32): 1, np.dtype(np.float32): 2}
+_WORDS = ((8, "ulong"), (4, "uint"), (2, "ushort"), (1, "uchar"))
+
+
+def keyed_fits(rt: Runtime, n: int, itemsizes: Sequence[int], gathered: bool) -> bool:
+    """Whether :func:`fast_keyed_sort` of ``n`` keys fits the device: the arrays of ``itemsizes`` bytes per
+    element (keys and values), three 8-byte buffers (packed, sorted, the sorter's scratch), and, when
+    ``gathered``, the gathered copies of the arrays; at most 80% of the device memory, each buffer within
+    its largest allocation."""
+    dev = rt.device
+    per_element = sum(itemsizes) * (2 if gathered else 1) + 3 * 8
+    return n * per_element <= 0.8 * dev.global_mem_size and n * max(8, *itemsizes) <= dev.max_mem_alloc_size
+
+
+def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime, *, gather: bool = False,
+                    row_length: int | None = None, redo: Callable[[], list[np.ndarray]], on_device_error: str = "fallback",
+                    options: PipelineOptions = DEFAULT_OPTIONS, strategy: str = "gpu",
+                    split: Any = None) -> tuple[list[np.ndarray], Trace]:
+    """The device alone sorts ``keys`` (or each row of them) as (key, position) pairs that it packs itself; the
+    stable argsort, or the keys and values gathered in its order.
+
+    The host stages the keys (and values) into pinned memory as in
+    :func:`fast_sort` and copies them up as they are; the device packs each
+    key with its position, ``to_unsigned(key) << bits(n - 1) | i``
+    (:mod:`hpu.sorting.keys`; ``kernels_cl/keyed.cl``; for rows, the row
+    number above the key: a segmented sort), sorts the packed
+    64-bit integers wave by wave and merges the waves (:class:`DeviceSorter`),
+    then keeps their low bits (the positions) or gathers every array by them,
+    and the results are copied straight into pinned result memory.  No
+    host pass over the keys besides the staging copy: the host-side packing
+    (:func:`hpu.sorting.keys.pack`) costs two passes over twice the data.
+
+    Parameters
+    ----------
+    keys : numpy.ndarray, shape (n,)
+        Native uint32, int32 or float32 (:data:`KEYED_DTYPES`), ``1 <= n``:
+        one row, or rows of ``row_length`` one after another.  Never modified.
+    values : sequence of numpy.ndarray, each shape (n,)
+        Arrays of any fixed-size dtype without objects, gathered along with
+        the keys (with ``gather``).
+    gather : bool
+        Return the keys and values in sorted order rather than the positions.
+    rt : Runtime
+        With a device; the caller checks :func:`keyed_fits`.
+    row_length : int, optional
+        ``m``, dividing ``n``: sort each row of ``m`` keys (default one row,
+        ``m = n``).  ``bits(n / m - 1) + 32 + bits(m - 1) <= 64``
+        (:func:`hpu.sorting.keys.packed_bits`), so ``m < 2**32``.
+    redo : callable() -> list of numpy.ndarray
+        The same result on the CPU, run when the device fails and
+        ``on_device_error="fallback"``.
+    on_device_error : {"fallback", "raise"}
+    options : PipelineOptions
+    strategy, split
+        Recorded in the trace.
+
+    Returns
+    -------
+    results : list of numpy.ndarray, each shape (n,)
+        ``[numpy.argsort(keys, kind="stable")]`` as int64 without ``gather``
+        (each row's, flattened, for rows); else ``[keys[perm], *(v[perm]
+        for v in values)]`` with that (flat) ``perm``: every bit kept, the two
+        zeros and NaN payloads as numpy leaves them.
+        From ``rt.host_pool`` (pinned) when it has room.
+    trace : Trace
+
+    Raises
+    ------
+    ValueError
+        ``row_length`` that does not divide ``n`` or packs into more than 64 bits.
+    DeviceFailure
+        With ``on_device_error="raise"`` when the device fails.
+    """
+    n = keys.shape[0]
+    m = n if row_length is None else int(row_length)
+    if m < 1 or n % m or packed_bits(32, m, n // m) > 64:
+        raise ValueError(f"row_length {row_length} does not divide {n} keys into rows packed in 64 bits")
+    rec = Recorder()
+    trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
+    dtypes = [keys.dtype, *(v.dtype for v in values)] if gather else [np.dtype(np.int64)]
+    outs = [_pinned_result(rt, n, dt) for dt in dtypes]
+
+    def finish(r: HybridResult) -> list[np.ndarray]:
+        trace.fallback = r.fallback
+        return r.device
+
+    result = run_hybrid(rt, device=lambda lease: _keyed_share(rt, lease, keys, list(values) if gather else None, m, outs, rec,
+                                                                options),
+                        redo=redo, on_device_error=on_device_error, finish=finish)
+    return result, rec.finish(trace)
+
+
+def _pinned_result(rt: Runtime, n: int, dtype: np.dtype) -> np.ndarray:
+    out = rt.host_pool.empty(n, dtype, pinned=True)
+    return np.empty(n, dtype) if out is None else out
+
+
+def _keyed_kernels(lease: DeviceLease, key_dtype: np.dtype, word: str) -> dict[str, Any]:
+    """The kernels of ``kernels_cl/keyed.cl`` for ``key_dtype`` keys and ``word`` gathers, kept by the lease."""
+    def build() -> dict[str, Any]:
+        kind = KEYED_DTYPES[key_dtype]
+        prg = lease.program("keyed", {"KEY_T": ("uint", "int", "float")[kind], "KEY_KIND": kind, "WORD_T": word})
+        return {name: cl.Kernel(prg, name) for name in ("pack_keys", "unpack_positions", "gather")}
+
+    return lease.cached(("keyed", key_dtype.str, word), build)
+
+
+def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list[np.ndarray] | None, m: int,
+                 outs: list[np.ndarray], rec: Recorder, options: PipelineOptions) -> list[np.ndarray]:
+    """The device share of :func:`fast_keyed_sort`: stage, pack, sort, then unpack the positions (``values``
+    None) or gather the keys and ``values``; copy back into ``outs``."""
+    n, arrays = keys.shape[0], [keys, *(values or [])]
+    col_bits, i64 = np.int32((m - 1).bit_length()), np.int64
+    prg = _keyed_kernels(lease, keys.dtype, "ulong")
+    sorter = lease.cached(("sorter", np.dtype(np.uint64).str), lambda: DeviceSorter(lease, np.uint64))
+    d_src = [lease.buffer(f"keyed-in{i}", a.nbytes) for i, a in enumerate(arrays)]
+    d_in, d_out = lease.buffer("in", 8 * n), lease.buffer("out", 8 * n)
+    q, cq = lease.queue, lease.copy_queue
+    stages = [lease.pinned(f"staging{i or ''}", a.nbytes)[:a.nbytes].view(a.dtype) for i, a in enumerate(arrays)]
+    staged = [_stage(rt, lease, a, st, rec, options.chunk_bytes) for a, st in zip(arrays, stages)]
+    futures = [f for s in staged for f in s[3]]
+    pack = prg["pack_keys"]
+
+    def packed(a: int, b: int, wait_for: list) -> Any:
+        return pack(q, (b - a,), None, d_src[0], d_in, i64(m), col_bits, i64(b),
+                    global_offset=(a,), wait_for=wait_for)
+
+    try:
+        h2d = [[cl.enqueue_copy(cq, d, _bytes(stage, a, b), dst_offset=a * arr.itemsize, is_blocking=False,
+                                wait_for=[r]) for (a, b), r in zip(pieces, ready)]
+               for d, arr, (pieces, ready, _, _), stage in zip(d_src, arrays, staged, stages)]
+        cq.flush()
+        pieces, _, tasks, _ = staged[0]
+        steps, _ = _enqueue_sorts(lease, sorter, h2d[0], pieces, tasks, n, 0, d_in, d_out, options.sort_waves,
+                                  prepare=packed)
+        if values is None:
+            ev = prg["unpack_positions"](q, (n,), None, d_out, np.uint64((1 << int(col_bits)) - 1), i64(n))
+            steps.append(("unpack", 1, n, [], ev))
+            d2h = _keyed_download(lease, [(d_out, outs[0], ev)], options.chunk_bytes)
+        else:
+            gathered = _gather_all(lease, arrays, d_src, d_out, m, col_bits, steps)
+            d2h = _keyed_download(lease, [(g, o, e) for (g, e), o in zip(gathered, outs)], options.chunk_bytes)
+        q.flush()
+        cq.flush()
+        for f in futures:
+            f.result()
+    except BaseException:
+        for f in futures:  # nothing may write into the staging memory once this returns
+            f.exception()
+        for queue in (cq, q):
+            try:
+                queue.finish()
+            except Exception:  # a faulted queue: the failure is already on its way up
+                pass
+        raise
+    d2h[-1].wait()  # the last copy on the in-order copy queue
+    _defer_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)
+    return outs
+
+
+def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, d_sorted: Any, m: int,
+                col_bits: np.int32, steps: list) -> list[tuple[Any, Any]]:
+    """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values);
+    ``(buffer, event)`` each.
+
+    An element is gathered as whole words: of 8, 4, 2 or 1 bytes, the widest that divides its size.
+    """
+    n, out = arrays[0].shape[0], []
+    for i, a in enumerate(arrays):
+        size, word = next((size, word) for size, word in _WORDS if a.itemsize % size == 0)
+        prg = _keyed_kernels(lease, arrays[0].dtype, word)
+        dst = lease.buffer(f"keyed-out{i}", a.nbytes)
+        ev = prg["gather"](lease.queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), col_bits,
+                           np.int32(a.itemsize // size), np.int64(n))
+        steps.append(("gather", 1, n, [], ev))
+        out.append((dst, ev))
+    return out
+
+
+def _keyed_download(lease: DeviceLease, items: list[tuple[Any, np.ndarray, Any]], chunk_bytes: int) -> list:
+    """Copy each ``(buffer, host array, event)``'s buffer into its host array once the event completes, in pieces
+    of ``chunk_bytes`` on the copy queue (so that one array's copy overlaps the next array's gather); the copies'
+    events, in order."""
+    events = []
+    for buf, host, ev in items:
+        piece = max(chunk_bytes // host.itemsize, 1)
+        for a in range(0, host.shape[0], piece):
+            b = min(a + piece, host.shape[0])
+            events.append(cl.enqueue_copy(lease.copy_queue, _bytes(host, a, b), buf, src_offset=a * host.itemsize,
+                                          is_blocking=False, wait_for=[ev] if a == 0 else None))
+    return events
+
+
+def _bytes(a: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Elements ``start:stop`` of the contiguous 1-D ``a`` as bytes (any dtype, structured ones included, copies)."""
+    return a.view(np.uint8)[start * a.itemsize:stop * a.itemsize]

@@ -9,6 +9,8 @@ strategy and forced split, and the input must be left as it was.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from conftest import same_bits
@@ -335,6 +337,27 @@ def test_keyed_row_sort_on_the_device(device_runtime, dtype, shape):
                                 options=opts, on_device_error="raise")
     assert same_bits(out.reshape(shape), np.sort(rows, axis=-1, kind="stable"))
     check_sort_and_argsort(rows, -1, device_runtime, strategy="gpu")
+
+
+class _SlowSlices(np.ndarray):
+    """An array whose slices take a while to read: its staging ends long after the keys are sorted."""
+
+    def __getitem__(self, item):
+        if isinstance(item, slice):
+            time.sleep(0.02)
+        return super().__getitem__(item)
+
+
+def test_keyed_gathers_wait_for_the_values_copies(device_runtime):
+    """The values' copies run on the copy queue while the device sorts: each gather waits for its array's copies."""
+    from hpu.sorting.pipeline import fast_keyed_sort
+
+    keys = make("int32", (100_000,), "random", 4)
+    for seed in range(2):
+        values = np.random.default_rng(seed).integers(0, 1 << 60, keys.size).view(_SlowSlices)
+        out, _ = fast_keyed_sort(keys, [values], device_runtime, gather=True, redo=None,
+                                 options=hpu.PipelineOptions(chunk_bytes=32 << 10), on_device_error="raise")
+        assert np.array_equal(out[1], values.view(np.ndarray)[np.argsort(keys, kind="stable")])
 
 
 def test_keyed_row_length_is_checked(device_runtime):

@@ -565,7 +565,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
             steps.append(("unpack", 1, n, [], ev))
             d2h = _keyed_download(lease, [(d_out, outs[0], ev)], options.chunk_bytes)
         else:
-            gathered = _gather_all(lease, arrays, d_src, d_out, m, col_bits, steps)
+            gathered = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], d_out, m, col_bits, steps)
             d2h = _keyed_download(lease, [(g, o, e) for (g, e), o in zip(gathered, outs)], options.chunk_bytes)
         q.flush()
         cq.flush()
@@ -585,10 +585,11 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     return outs
 
 
-def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, d_sorted: Any, m: int,
+def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copied: list[list], d_sorted: Any, m: int,
                 col_bits: np.int32, steps: list) -> list[tuple[Any, Any]]:
-    """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values);
-    ``(buffer, event)`` each.
+    """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values), each
+    after the copies ``copied[i]`` of its source (on the other queue; the values' copies may still be running
+    when the sort ends); ``(buffer, event)`` each.
 
     An element is gathered as whole words: of 8, 4, 2 or 1 bytes, the widest that divides its size.
     """
@@ -598,7 +599,7 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, d_sor
         prg = _keyed_kernels(lease, arrays[0].dtype, word)
         dst = lease.buffer(f"keyed-out{i}", a.nbytes)
         ev = prg["gather"](lease.queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), col_bits,
-                           np.int32(a.itemsize // size), np.int64(n))
+                           np.int32(a.itemsize // size), np.int64(n), wait_for=copied[i])
         steps.append(("gather", 1, n, [], ev))
         out.append((dst, ev))
     return out

@@ -296,7 +296,8 @@ def _keyed_values(n: int, seed: int) -> list[np.ndarray]:
             rng.integers(0, 9, (2 * n,), np.int16)[::2]]  # a strided view
 
 
-@pytest.mark.parametrize("dtype", ["int32", "uint32", "float32"])
+@pytest.mark.parametrize("dtype", ["int32", "uint32", "float32", "int64", "uint64", "float64", "datetime64[ns]",
+                                   "timedelta64[s]"])
 @pytest.mark.parametrize("n", [2, 3, 1000, 70_001])
 @pytest.mark.parametrize("chunk_bytes", [4 << 10, 4 << 20])
 @pytest.mark.parametrize("sort_waves", [True, False])
@@ -321,7 +322,7 @@ def test_keyed_sort_on_the_device(device_runtime, dtype, n, chunk_bytes, sort_wa
             assert same_bits(old, np.ascontiguousarray(now))
 
 
-@pytest.mark.parametrize("dtype", ["int32", "float32"])
+@pytest.mark.parametrize("dtype", ["int32", "float32", "float64", "datetime64[ms]"])
 @pytest.mark.parametrize("shape", [(1000, 1), (300, 7), (6, 5000), (3, 65_537)])
 def test_keyed_row_sort_on_the_device(device_runtime, dtype, shape):
     """Rows packed with their row number (a segmented sort), waves cutting rows: each row as numpy sorts it."""
@@ -380,9 +381,10 @@ def test_api_uses_the_device_packing_with_the_gpu_strategy(device_runtime, monke
     sk, sv = hpu.sort_by_key(keys, values, runtime=device_runtime, strategy="gpu")
     assert same_bits(sk, np.sort(keys, kind="stable")) and same_bits(sv, values[np.argsort(keys, kind="stable")])
     assert len(calls) == 2
-    # Host paths: a forced CPU share, 64-bit keys.
+    # Host paths: a forced CPU share, 16-bit keys, big-endian keys.
     hpu.argsort(keys, runtime=device_runtime, strategy="advanced", alpha=0.5)
-    hpu.argsort(keys.view(np.int16).astype(np.int64), runtime=device_runtime, strategy="gpu")
+    hpu.argsort(keys.view(np.int16), runtime=device_runtime, strategy="gpu")
+    hpu.sort_by_key(keys.astype(">f4"), values, runtime=device_runtime, strategy="gpu")
     assert len(calls) == 2
     # Object values: the device argsorts, the host gathers.
     sk, sv = hpu.sort_by_key(keys, values.astype(object), runtime=device_runtime, strategy="gpu")

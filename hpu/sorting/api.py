@@ -15,9 +15,10 @@ datetime64, timedelta64) in numpy's order (NaN and NaT last, -0.0 equal to
   (key, index) pairs and the CPU share its own, in the same pipeline, pools
   and split as the sort.  64-bit keys take two such passes, least significant
   32 bits first (an LSD radix sort with 32-bit digits, each pass stable).
-- Where the device alone sorts 32-bit keys (:func:`packs_on_device`), the
-  keys go up as they are and the device packs them, sorts, and unpacks the
-  positions or gathers keys and values itself
+- Where the device alone sorts (:func:`packs_on_device`: 32- and 64-bit
+  integers and floats, datetime64, timedelta64), the keys go up as they are
+  and the device packs them, sorts (64-bit keys in two passes, as above),
+  and unpacks the positions or gathers keys and values itself
   (:func:`hpu.sorting.pipeline.fast_keyed_sort`); rows the same way, with
   the row number packed above the key (a segmented sort).
 - bool and 8- and 16-bit integer keys (float16's too, for argsort, as
@@ -51,7 +52,7 @@ from ..core.runtime import Runtime, resolve_runtime
 from ..dc.executor import STRATEGIES
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, to_unsigned, unpack_positions
 from .mergesort import hybrid_mergesort, planned_strategy
-from .pipeline import KEYED_DTYPES, fast_keyed_sort, keyed_fits
+from .pipeline import fast_keyed_sort, keyed_fits, keyed_key_type
 
 __all__ = ["KINDS", "argsort", "packs_on_device", "sort", "sort_by_key"]
 
@@ -341,7 +342,9 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     of ``n`` keys of ``dtype`` in ``rows`` rows, with no CPU share forced, runs on the device alone with the
     (row, key, column) packing done there (:func:`hpu.sorting.pipeline.fast_keyed_sort`).
 
-    When: native int32, uint32 or float32 keys, values without Python objects, (row, key, column) in 64 bits
+    When: native 32- or 64-bit integer or float keys (float64 on a device with fp64), datetime64 or
+    timedelta64 (:func:`hpu.sorting.pipeline.keyed_key_type`), values without Python objects, (row, 32-bit
+    digit, column) in 64 bits
     (:func:`hpu.sorting.keys.packed_bits`), room on the device (:func:`hpu.sorting.pipeline.keyed_fits`), and
     the ``"gpu"`` strategy, forced or the model's plan: for one row, its plan for the packed 64-bit sort; for
     rows, its plan for a 1-D sort of as many keys (the transfers are the same; the device's packed sort is
@@ -356,10 +359,10 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     """
     check_strategy(strategy, ("auto", *STRATEGIES))
     dt, vals = np.dtype(dtype), [np.dtype(v) for v in value_dtypes]
-    if dt not in KEYED_DTYPES or n < 2 or any(v.hasobject or v.itemsize == 0 for v in vals):
+    if keyed_key_type(dt) is None or n < 2 or any(v.hasobject or v.itemsize == 0 for v in vals):
         return False
     rt = resolve_runtime(runtime)
-    if packed_bits(32, n // rows, rows) > 64 or not rt.has_device:
+    if packed_bits(32, n // rows, rows) > 64 or not (rt.has_device and rt.supports(dt)):
         return False
     return (planned_strategy(n, np.uint64 if rows == 1 else dt, rt, strategy) == "gpu"
             and keyed_fits(rt, n, [dt.itemsize, *(v.itemsize for v in vals)], bool(vals) or rows > 1))

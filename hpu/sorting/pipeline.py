@@ -30,9 +30,9 @@ pair (paper 5.2).  :func:`hpu.sorting.costs.fast_split` predicts the time of
 each pair from the profile's measured cost curves and picks the fastest.
 
 :func:`fast_keyed_sort` runs the same device pipeline for argsorts, key-value
-and row sorts of 32-bit keys: the device packs (row, key, position) into
-64-bit integers, sorts them, and unpacks the positions or gathers the keys
-and values.
+and row sorts: the device packs (row, 32-bit key digit, position) into
+64-bit integers, sorts them (64-bit keys: twice, low digit first), and
+unpacks the positions or gathers the keys and values.
 
 Each call's device share runs through the core's driver
 (:func:`hpu.core.hybrid.run_hybrid`) on a :class:`~hpu.core.runtime.DeviceLease`:
@@ -61,7 +61,7 @@ try:
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["KEYED_DTYPES", "PipelineOptions", "fast_keyed_sort", "fast_sort", "keyed_fits"]
+__all__ = ["PipelineOptions", "fast_keyed_sort", "fast_sort", "keyed_fits", "keyed_key_type"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -424,9 +424,19 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
 
 # -- argsort and key-value sorts with the packing on the device ------------------------------------------------
 
-#: Key dtypes :func:`fast_keyed_sort` packs on the device, with their ``KEY_KIND`` in ``kernels_cl/keyed.cl``.
-KEYED_DTYPES = {np.dtype(np.uint32): 0, np.dtype(np.int32): 1, np.dtype(np.float32): 2}
 _WORDS = ((8, "ulong"), (4, "uint"), (2, "ushort"), (1, "uchar"))
+_KEY_TYPES = {"u": ("uint", "ulong"), "i": ("int", "long"), "f": ("float", "double"), "M": (None, "long"),
+              "m": (None, "long")}
+
+
+def keyed_key_type(dtype: Any) -> tuple[str, int] | None:
+    """``(OpenCL type, KEY_KIND)`` of ``kernels_cl/keyed.cl`` for keys of ``dtype`` that :func:`fast_keyed_sort`
+    packs on the device: native 32- and 64-bit integers and floats, datetime64 and timedelta64; None for others."""
+    dt = np.dtype(dtype)
+    if dt.kind not in _KEY_TYPES or dt.itemsize not in (4, 8) or not dt.isnative:
+        return None
+    ctype = _KEY_TYPES[dt.kind][dt.itemsize // 8]
+    return None if ctype is None else (ctype, "uifMm".index(dt.kind) if dt.kind in "uif" else 3)
 
 
 def keyed_fits(rt: Runtime, n: int, itemsizes: Sequence[int], gathered: bool) -> bool:
@@ -460,8 +470,10 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     Parameters
     ----------
     keys : numpy.ndarray, shape (n,)
-        Native uint32, int32 or float32 (:data:`KEYED_DTYPES`), ``1 <= n``:
-        one row, or rows of ``row_length`` one after another.  Never modified.
+        A dtype of :func:`keyed_key_type` (float64 where the device has
+        fp64), ``1 <= n``: one row, or rows of ``row_length`` one after
+        another.  Never modified.  64-bit keys take two sorts of 32-bit
+        digits, least significant first (an LSD radix sort, each pass stable).
     values : sequence of numpy.ndarray, each shape (n,)
         Arrays of any fixed-size dtype without objects, gathered along with
         the keys (with ``gather``).
@@ -524,12 +536,14 @@ def _pinned_result(rt: Runtime, n: int, dtype: np.dtype) -> np.ndarray:
 
 def _keyed_kernels(lease: DeviceLease, key_dtype: np.dtype, word: str) -> dict[str, Any]:
     """The kernels of ``kernels_cl/keyed.cl`` for ``key_dtype`` keys and ``word`` gathers, kept by the lease."""
-    def build() -> dict[str, Any]:
-        kind = KEYED_DTYPES[key_dtype]
-        prg = lease.program("keyed", {"KEY_T": ("uint", "int", "float")[kind], "KEY_KIND": kind, "WORD_T": word})
-        return {name: cl.Kernel(prg, name) for name in ("pack_keys", "unpack_positions", "gather")}
+    ctype, kind = keyed_key_type(key_dtype)
 
-    return lease.cached(("keyed", key_dtype.str, word), build)
+    def build() -> dict[str, Any]:
+        prg = lease.program("keyed", {"KEY_T": ctype, "KEY_KIND": kind, "KEY_BITS": 8 * key_dtype.itemsize,
+                                      "WORD_T": word})
+        return {name: cl.Kernel(prg, name) for name in ("pack_keys", "unpack_positions", "compose", "gather")}
+
+    return lease.cached(("keyed", ctype, kind, word), build)
 
 
 def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list[np.ndarray] | None, m: int,
@@ -538,6 +552,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     None) or gather the keys and ``values``; copy back into ``outs``."""
     n, arrays = keys.shape[0], [keys, *(values or [])]
     col_bits, i64 = np.int32((m - 1).bit_length()), np.int64
+    mask = np.uint64((1 << int(col_bits)) - 1)
     prg = _keyed_kernels(lease, keys.dtype, "ulong")
     sorter = lease.cached(("sorter", np.dtype(np.uint64).str), lambda: DeviceSorter(lease, np.uint64))
     d_src = [lease.buffer(f"keyed-in{i}", a.nbytes) for i, a in enumerate(arrays)]
@@ -549,7 +564,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     pack = prg["pack_keys"]
 
     def packed(a: int, b: int, wait_for: list) -> Any:
-        return pack(q, (b - a,), None, d_src[0], d_in, i64(m), col_bits, i64(b),
+        return pack(q, (b - a,), None, d_src[0], d_in, None, i64(m), col_bits, np.int32(0), i64(b),
                     global_offset=(a,), wait_for=wait_for)
 
     try:
@@ -560,12 +575,15 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         pieces, _, tasks, _ = staged[0]
         steps, _ = _enqueue_sorts(lease, sorter, h2d[0], pieces, tasks, n, 0, d_in, d_out, options.sort_waves,
                                   prepare=packed)
+        order = d_out
+        if keys.itemsize == 8:  # the high digits, in the low digits' order: the positions end in d_in
+            order = _high_digits(prg, sorter, q, d_src[0], d_out, d_in, n, m, col_bits, mask, steps)
         if values is None:
-            ev = prg["unpack_positions"](q, (n,), None, d_out, np.uint64((1 << int(col_bits)) - 1), i64(n))
-            steps.append(("unpack", 1, n, [], ev))
-            d2h = _keyed_download(lease, [(d_out, outs[0], ev)], options.chunk_bytes)
+            if order is d_out:
+                steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
+            d2h = _keyed_download(lease, [(order, outs[0], steps[-1][4])], options.chunk_bytes)
         else:
-            gathered = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], d_out, m, col_bits, steps)
+            gathered = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps)
             d2h = _keyed_download(lease, [(g, o, e) for (g, e), o in zip(gathered, outs)], options.chunk_bytes)
         q.flush()
         cq.flush()
@@ -585,8 +603,21 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     return outs
 
 
+def _high_digits(prg: dict[str, Any], sorter: DeviceSorter, q: Any, d_keys: Any, d_first: Any, d_work: Any, n: int,
+                 m: int, col_bits: np.int32, mask: np.uint64, steps: list) -> Any:
+    """The second pass of 64-bit keys: pack each key's high 32 bits in the order of the first pass's sorted
+    ``d_first`` into ``d_work``, sort it there, and map its columns back through ``d_first``: ``d_work`` then
+    holds every row's stable argsort (LSD radix sort, least significant digit first)."""
+    i64 = np.int64
+    ev = prg["pack_keys"](q, (n,), None, d_keys, d_work, d_first, i64(m), col_bits, np.int32(32), i64(n))
+    steps.append(("pack", 1, n, [], ev))
+    steps.append(("sort", 1, n, [], sorter.sort(d_work, n, out=d_work)[1]))
+    steps.append(("compose", 1, n, [], prg["compose"](q, (n,), None, d_first, d_work, i64(m), mask, i64(n))))
+    return d_work
+
+
 def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copied: list[list], d_sorted: Any, m: int,
-                col_bits: np.int32, steps: list) -> list[tuple[Any, Any]]:
+                mask: np.uint64, steps: list) -> list[tuple[Any, Any]]:
     """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values), each
     after the copies ``copied[i]`` of its source (on the other queue; the values' copies may still be running
     when the sort ends); ``(buffer, event)`` each.
@@ -598,7 +629,7 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
         size, word = next((size, word) for size, word in _WORDS if a.itemsize % size == 0)
         prg = _keyed_kernels(lease, arrays[0].dtype, word)
         dst = lease.buffer(f"keyed-out{i}", a.nbytes)
-        ev = prg["gather"](lease.queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), col_bits,
+        ev = prg["gather"](lease.queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
                            np.int32(a.itemsize // size), np.int64(n), wait_for=copied[i])
         steps.append(("gather", 1, n, [], ev))
         out.append((dst, ev))

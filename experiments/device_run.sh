@@ -2,7 +2,7 @@
 # Runs benchmark stages on the H100 benchmark machine (a bare machine with python3 3.12, no pyopencl).
 #
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | stress | default-runtime |
-#                                            tests | argsort | argsort-check | tabu | tabu-more)
+#                                            tests | argsort | argsort-check | dask | tabu | tabu-more)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
 # $OUT (default ./out).
@@ -16,6 +16,8 @@
 # argsort-check: tests/test_argsort.py on the GPU, then bench_argsort at 2^24 only (the issue's figures).
 # tests: the test suite with the GPU as hpu's default device (PYOPENCL_CTX=gpu; notebooks left out: no Jupyter
 #        kernel there).
+# dask: bench_dask, one worker and two (a GPU each, 16 threads each) against dask.dataframe's sort_values, 2^26-2^28
+#       int64 keys (for nvidia-h200-x2; both GPUs share one cached profile: they have one name).
 # tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
 # tabu-more: bench_tabu on flow shop, permuted perceptron and the hybrid EA.
 set -euo pipefail
@@ -75,6 +77,12 @@ for stage in "$@"; do
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_argsort.py 2>&1 | tee "$OUT/tests_argsort.log"
         python3 experiments/bench_argsort.py --device gpu --profile "$profile" --min-log 24 --max-log 24 --slow 5 \
             --json "$OUT/bench_argsort_check.json" 2>&1 | tee "$OUT/bench_argsort_check.log"
+        ;;
+    dask)
+        calibrate
+        timeout "${DASK_SECONDS:-420}" python3 experiments/bench_dask.py --workers 1,2 --threads 16 --min-log 26 \
+            --max-log 28 --chunk 16777216 --rounds 2 --json "$OUT/bench_dask.json" 2>&1 | grep -v WARNING \
+            | tee "$OUT/bench_dask.log"
         ;;
     tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider --ignore tests/test_notebooks.py 2>&1 | tee "$OUT/tests.log"

@@ -1,0 +1,186 @@
+"""Benchmark hpu.dask.sort against dask.dataframe's sort_values on the same LocalCluster and data.
+
+For each worker count of ``--workers`` a ``distributed.LocalCluster`` of that
+many worker processes starts (``--threads`` threads each, the hpu plugin
+registered: each worker's runtime on its own GPU where the host has one,
+with the host's cached calibrated profile), and for n = 2^min-log .. 2^max-log
+int64 keys (uniform random, generated and persisted on the workers, ``--chunk``
+keys per block) it times, side by side in shuffled rounds (``--rounds``):
+
+- ``hpu.dask.sort(x)`` persisted (one output block per worker);
+- ``dask.dataframe.from_dask_array(x, columns=["k"]).sort_values("k")``
+  persisted (a one-column frame: Dask's own distributed sort).
+
+Every result is checked on the workers: each block sorted, blocks in order,
+as many keys as the input and the same sum (so nothing lost or duplicated).
+Keys per second are n / median time; the JSON also holds, per hpu run, the
+busy seconds of each phase from Dask's task stream (sample, splitters,
+partition, sort of the key ranges, and the transfers between workers), to say
+where the time goes.
+
+Needs ``dask[dataframe]`` besides ``hpu[dask]`` (pandas, pyarrow) for the baseline.
+
+    python experiments/bench_dask.py [--workers 1,2] [--min-log 22] [--max-log 24] [--threads 1] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import command_line, utc_now, write_json  # noqa: E402
+
+#: Phases of hpu.dask.sort by the task names they show in Dask's task stream (a range's sort is fused with the
+#: block made of it, "from-value-sort_range-..."; one output block: "_sort_block").
+PHASES = {"sample": ("_sample",), "splitters": ("_splitters",), "partition": ("_partition", "getitem"),
+          "sort": ("sort_range", "_sort_block")}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", default="1,2", help="worker counts, comma-separated (default 1,2)")
+    ap.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
+    ap.add_argument("--device", default="auto", help="hpu.dask.HpuPlugin's device (default auto: a GPU each)")
+    ap.add_argument("--min-log", type=int, default=22)
+    ap.add_argument("--max-log", type=int, default=24)
+    ap.add_argument("--chunk", type=int, default=1 << 22, help="keys per input block (default 2^22)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--memory-limit", default="auto", help="per worker, as LocalCluster takes it")
+    ap.add_argument("--json", type=Path, default=None)
+    return ap.parse_args(argv)
+
+
+def _block_facts(b: np.ndarray) -> np.ndarray:
+    """(sorted, first, last, count, sum) of a block, as one int64 row (first/last 0 when empty)."""
+    ok = b.size < 2 or bool(np.all(b[1:] >= b[:-1]))
+    first, last = (int(b[0]), int(b[-1])) if b.size else (0, 0)
+    return np.array([[int(ok), first, last, b.size, int(b.sum(dtype=np.int64))]], dtype=np.int64)
+
+
+def check(y, n: int, total: int) -> bool:
+    """Every block sorted, the blocks in order, ``n`` keys summing to ``total`` (computed on the workers)."""
+    facts = y.map_blocks(_block_facts, dtype=np.int64, chunks=((1,) * y.numblocks[0], (5,)), new_axis=1).compute()
+    facts = facts[facts[:, 3] > 0]
+    ordered = bool(np.all(facts[1:, 1] >= facts[:-1, 2]))
+    return bool(facts[:, 0].all()) and ordered and int(facts[:, 3].sum()) == n and int(facts[:, 4].sum()) == total
+
+
+def phases(stream: list[dict]) -> dict[str, float]:
+    """Busy seconds per phase (:data:`PHASES`) and of the transfers between workers, from a task stream."""
+    out = {p: 0.0 for p in PHASES} | {"transfer": 0.0}
+    for task in stream:
+        name = str(task["key"])
+        for ss in task.get("startstops", ()):
+            seconds = ss["stop"] - ss["start"]
+            if ss["action"] == "transfer":
+                out["transfer"] += seconds
+            elif ss["action"] == "compute":
+                for phase, marks in PHASES.items():
+                    if any(m in name for m in marks):
+                        out[phase] += seconds
+                        break
+    return out
+
+
+def run_size(client, x, n: int, rounds: int, rng: np.random.Generator) -> list[dict]:
+    """Time hpu.dask.sort and sort_values of ``x`` side by side; their rows."""
+    import dask.dataframe as dd
+    from distributed import get_task_stream, wait
+
+    import hpu.dask
+
+    total = int(x.sum(dtype=np.int64).compute())
+    runs = {"hpu.dask.sort": lambda: hpu.dask.sort(x, client=client),
+            "dask.dataframe sort_values": lambda: dd.from_dask_array(x, columns=["k"]).sort_values("k")["k"]}
+    samples: dict[str, list[float]] = {k: [] for k in runs}
+    streams: list[dict] = []
+    correct = {}
+    for _ in range(rounds):
+        for name in rng.permutation(list(runs)):
+            time.sleep(0.5)
+            with get_task_stream(client) as ts:
+                t0 = time.perf_counter()
+                y = runs[name]().persist()
+                wait(y)
+                samples[name].append(time.perf_counter() - t0)
+            if name == "hpu.dask.sort":
+                streams.append(phases(ts.data))
+            if name not in correct:
+                arr = y if name == "hpu.dask.sort" else y.to_dask_array(lengths=True)
+                correct[name] = check(arr, n, total)
+            del y
+    rows = []
+    for name, s in samples.items():
+        med = float(np.median(s))
+        row = {"variant": name, "n": n, "seconds": med, "samples": s, "keys_per_second": n / med,
+               "correct": correct[name]}
+        if name == "hpu.dask.sort":
+            row["phases_busy_seconds"] = {k: float(np.median([p[k] for p in streams])) for k in streams[0]}
+        rows.append(row)
+    return rows
+
+
+def workers_facts(client) -> dict:
+    import hpu.dask
+
+    def facts() -> dict:
+        rt = hpu.default_runtime()
+        return {"device": rt.device_name, "calibrated": rt.calibrated, "threads": rt.threads,
+                "keys_per_second_model": hpu.dask.worker_speed()}
+
+    return client.run(facts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import dask
+    import dask.array as da
+    import distributed
+    from distributed import Client, LocalCluster
+
+    import hpu.dask
+
+    meta = {"date": utc_now(), "command": command_line("bench_dask.py", argv), "host": platform.node(),
+            "cores": os.cpu_count(), "dask": dask.__version__, "distributed": distributed.__version__,
+            "threads_per_worker": args.threads, "chunk": args.chunk}
+    rows, bad = [], 0
+    rng = np.random.default_rng(0)
+    for w in [int(v) for v in args.workers.split(",")]:
+        with LocalCluster(n_workers=w, threads_per_worker=args.threads, processes=True, dashboard_address=None,
+                          memory_limit=args.memory_limit) as cluster, Client(cluster) as client:
+            hpu.dask.register(client, device=args.device)
+            facts = workers_facts(client)
+            print(f"# {w} worker(s): " + "; ".join(f"{f['device']} ({'calibrated' if f['calibrated'] else 'uncal.'},"
+                                                    f" model {f['keys_per_second_model']:.3g} keys/s)"
+                                                    for f in facts.values()), flush=True)
+            for lg in range(args.min_log, args.max_log + 1):
+                n = 1 << lg
+                x = da.random.default_rng(lg).integers(-2**62, 2**62, size=n, chunks=args.chunk, dtype=np.int64)
+                x = x.persist()
+                distributed.wait(x)
+                for row in run_size(client, x, n, args.rounds, rng):
+                    row["workers"] = w
+                    row["worker_facts"] = list(facts.values())
+                    rows.append(row)
+                    bad += not row["correct"]
+                    print(f"{w} worker(s) 2^{lg} {row['variant']:28s} {row['seconds'] * 1e3:10.1f} ms "
+                          f"{row['keys_per_second'] / 1e6:8.1f} Mkeys/s {'ok' if row['correct'] else 'WRONG'}"
+                          + (f"  phases {row['phases_busy_seconds']}" if "phases_busy_seconds" in row else ""),
+                          flush=True)
+                del x
+                if args.json:  # after every size: a run cut short keeps what it measured
+                    write_json(args.json, {"meta": meta, "rows": rows})
+    if args.json:
+        print(f"wrote {args.json}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,340 @@
+"""hpu on a Dask cluster: a runtime per worker, a distributed sample sort, and many tabu searches at once.
+
+Needs the optional extra ``hpu[dask]`` (``dask[array]`` and ``distributed``)::
+
+    from distributed import Client, LocalCluster
+    client = Client(LocalCluster(n_workers=2)); hpu.dask.register(client)
+    y = hpu.dask.sort(x)          # x: a 1-D dask array; y: lazy, globally sorted, stable
+
+- :class:`HpuPlugin` (registered by :func:`register`) gives every worker one
+  process-wide :class:`hpu.Runtime`, made its default runtime: its own
+  OpenCL device (GPUs of a host shared out among its workers, one each while
+  there are enough), with that device's calibrated profile when one is
+  cached (``python -m hpu.calibrate --device P:D`` once per device and host).
+- :func:`sort` is a sample sort (Blelloch et al., "A comparison of sorting
+  algorithms for the Connection Machine CM-2", SPAA 1991; Frazer and McKellar,
+  "Samplesort", JACM 17(3), 1970): sample each block, choose splitters at
+  quantiles weighted by each worker's speed as its hpu model predicts it,
+  partition every block by key range, move the pieces in Dask's all-to-all
+  task shuffle, and sort each key range on its worker with :func:`hpu.sort`.
+  Keys are compared as (order-preserving key, global position) pairs
+  (:func:`hpu.sorting.keys.to_unsigned`), so equal keys split across ranges
+  by position and the result is stable, NaN and NaT last.
+- :func:`tabu_search_many` runs independent :func:`hpu.tabu_search` calls on
+  the workers and gathers their :class:`~hpu.tabu.TabuResult`\\ s.
+
+Every task is a pure function of its inputs, so Dask recomputes the tasks of
+a worker that dies and the result is unchanged.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import pickle
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+try:
+    import dask
+    import dask.array as da
+    import distributed
+except ImportError as e:  # pragma: no cover - the optional extra is missing
+    raise ImportError("hpu.dask needs the optional extra: pip install 'hpu[dask]' (dask[array] and distributed)") from e
+
+from .core.runtime import Runtime, default_runtime, select_device, set_default_runtime
+from .sorting.api import sort as hpu_sort
+from .sorting.costs import fast_split
+from .sorting.keys import check_sort_dtype, to_unsigned
+
+log = logging.getLogger("hpu")
+
+__all__ = ["HpuPlugin", "register", "sort", "tabu_search_many", "worker_speed"]
+
+#: Sampled keys per output partition and per input block (regular oversampling; Blelloch et al. 1991).
+OVERSAMPLING = 32
+_SPEED_KEYS = 1 << 24
+#: Seconds per merge step assumed for a worker without a calibrated profile (its profile's own is a placeholder).
+_UNCALIBRATED_OP_SECONDS = 5e-9
+
+
+# -- workers -------------------------------------------------------------------
+
+
+class HpuPlugin(distributed.WorkerPlugin):
+    """Gives each Dask worker one process-wide hpu runtime, its default runtime (:func:`hpu.set_default_runtime`).
+
+    Parameters
+    ----------
+    device : str, optional
+        ``"auto"`` (default): the host's GPUs shared out among its workers,
+        each worker claiming the first one no other worker of the host holds
+        (a lock file per GPU, released when the worker's process ends), else
+        :func:`hpu.core.runtime.select_device`'s default; any other value is
+        passed to :class:`hpu.Runtime` (``"none"`` for CPU-only workers).
+    threads : int, optional
+        The runtime's thread pool (default: the worker's ``nthreads``).
+
+    Notes
+    -----
+    Each worker's runtime takes its device's profile from the host's cache
+    (``python -m hpu.calibrate --device P:D``, once per device and host);
+    without one it sorts on its CPU (:attr:`hpu.Runtime.calibrated`).
+    """
+
+    name = "hpu"
+
+    def __init__(self, device: str = "auto", threads: int | None = None):
+        self.device, self.threads = device, threads
+        self._lock: Any = None
+
+    def setup(self, worker: Any) -> None:
+        device = self._claim_gpu() if self.device == "auto" else self.device
+        rt = Runtime(device, threads=self.threads or worker.state.nthreads)
+        set_default_runtime(rt)
+        log.info("hpu on worker %s: %s, %s profile", worker.address, rt.device_name,
+                 "calibrated" if rt.calibrated else "uncalibrated")
+
+    def teardown(self, worker: Any) -> None:
+        prev = set_default_runtime(None)
+        if prev is not None:
+            prev.close()
+        if self._lock is not None:
+            self._lock.close()
+
+    def _claim_gpu(self) -> Any:
+        """The first of the host's GPUs whose lock file this process can take, or the default device."""
+        import pyopencl as cl
+
+        gpus = [d for p in cl.get_platforms() for d in p.get_devices() if d.type & cl.device_type.GPU]
+        for i, gpu in enumerate(gpus):
+            f = open(os.path.join(tempfile.gettempdir(), f"hpu-gpu-{i}.lock"), "w")
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                f.close()
+                continue
+            self._lock = f
+            return gpu
+        return gpus[os.getpid() % len(gpus)] if gpus else select_device(None)
+
+
+def register(client: distributed.Client, **kw: Any) -> None:
+    """Register :class:`HpuPlugin` (``kw`` are its parameters) on every worker of ``client``, present and future."""
+    client.register_plugin(HpuPlugin(**kw))
+
+
+def worker_speed() -> float:
+    """Keys per second this process's default runtime sorts, as its model predicts for 2^24 int32 keys.
+
+    With a calibrated profile: :func:`hpu.sorting.costs.fast_split`'s
+    predicted time of the model's best split; otherwise the CPU alone,
+    ``n log2 n`` merge steps of ``cpu_op_seconds`` (5 ns when uncalibrated)
+    over ``p`` cores (the paper's CPU cost, López-Ortiz et al. 2014, section 3).
+    """
+    rt = default_runtime()
+    n = _SPEED_KEYS
+    if rt.profile.cost_curves("sort") is not None:
+        device = rt.has_device and rt.calibrated
+        t = fast_split(n, rt.profile, device=device, itemsize=4, shared_cores=device and rt.device_shares_host_cores)
+        return n / t.predicted_time
+    op = rt.profile.cpu_op_seconds if rt.calibrated else _UNCALIBRATED_OP_SECONDS
+    return n / (n * np.log2(n) * op / max(rt.profile.p, 1.0))
+
+
+# -- the sample sort -------------------------------------------------------------
+
+
+def _client(client: distributed.Client | None) -> distributed.Client:
+    if client is not None:
+        return client
+    try:
+        return distributed.get_client()
+    except ValueError:
+        raise ValueError("hpu.dask needs a dask.distributed Client (none is running; pass client= or start one)") \
+            from None
+
+
+def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client | None = None,
+         seed: int = 0) -> da.Array:
+    """A globally sorted copy of the 1-D dask array ``x``, stable, computed on the cluster; lazy.
+
+    Parameters
+    ----------
+    x : dask.array.Array (or array_like), shape (n,)
+        A dtype :func:`hpu.sort` takes (bool, integers, float16/32/64,
+        datetime64, timedelta64), with known chunk sizes.
+    npartitions : int, optional
+        Output blocks, one key range each (default: one per worker).
+    client : distributed.Client, optional
+        Default: the current client.  Its workers' speeds
+        (:func:`worker_speed`, from each worker's hpu model) weight the key
+        ranges, and output block ``j`` is placed on worker ``j mod workers``
+        (other workers may take it if that one is gone).
+    seed : int
+        Seed of the sample positions (the result does not depend on it).
+
+    Returns
+    -------
+    dask.array.Array, shape (n,)
+        Lazy; equal to ``numpy.sort(x, kind="stable")`` once computed.
+        Its blocks' sizes are unknown until computed
+        (``compute_chunk_sizes()``): they depend on the keys.
+
+    Raises
+    ------
+    TypeError
+        An unsupported dtype.
+    ValueError
+        Not one-dimensional, unknown chunk sizes, ``npartitions < 1``, no
+        client, or a cluster without workers; all before any task runs.
+
+    Notes
+    -----
+    Splitters: ``OVERSAMPLING`` keys per output block are drawn from every
+    input block in proportion to its size; the output block of worker ``w``
+    takes a share of the sample (ordered by key, then position) proportional
+    to ``w``'s speed, so a worker with a calibrated GPU gets a wider key range.
+    """
+    x = da.asarray(x)
+    check_sort_dtype(x.dtype, "hpu.dask.sort")
+    if x.ndim != 1:
+        raise ValueError(f"hpu.dask.sort sorts 1-D arrays; got shape {x.shape}")
+    if any(np.isnan(c) for c in x.chunks[0]):
+        raise ValueError("hpu.dask.sort needs known chunk sizes; call x.compute_chunk_sizes() first")
+    c = _client(client)
+    speeds = c.run(worker_speed)
+    if not speeds:
+        raise ValueError("the Dask cluster has no workers")
+    workers = sorted(speeds)
+    parts = len(workers) if npartitions is None else int(npartitions)
+    if parts < 1:
+        raise ValueError(f"npartitions must be >= 1, got {npartitions!r}")
+    n = x.shape[0]
+    if n <= 1 or parts == 1:
+        return x.rechunk(-1).map_blocks(_sort_block, dtype=x.dtype)
+    owner = [workers[j % len(workers)] for j in range(parts)]
+    weights = np.array([speeds[w] for w in owner], dtype=np.float64)
+    return _sample_sort(x, parts, owner, weights / weights.sum(), seed)
+
+
+def _sample_sort(x: da.Array, parts: int, owner: list[str], shares: np.ndarray, seed: int) -> da.Array:
+    """The task graph of :func:`sort`: sample, splitters, partition, shuffle, sort each key range."""
+    blocks = x.to_delayed().ravel()
+    offsets = np.concatenate([[0], np.cumsum(x.chunks[0])]).astype(np.int64)
+    n = int(offsets[-1])
+    per_block = [max(1, int(round(OVERSAMPLING * parts * size / n))) for size in x.chunks[0]]
+    samples = [dask.delayed(_sample, pure=True)(b, int(offsets[i]), k, seed + i)
+               for i, (b, k) in enumerate(zip(blocks, per_block))]
+    splitters = dask.delayed(_splitters, pure=True)(samples, shares)
+    pieces = [dask.delayed(_partition, pure=True, nout=parts)(b, int(offsets[i]), splitters, parts)
+              for i, b in enumerate(blocks)]
+    out = []
+    for j in range(parts):
+        with dask.annotate(workers=[owner[j]], allow_other_workers=True):
+            part = dask.delayed(_sort_range, pure=True)([p[j] for p in pieces])
+        out.append(da.from_delayed(part, shape=(np.nan,), dtype=x.dtype))
+    return da.concatenate(out)
+
+
+def _sort_block(b: np.ndarray) -> np.ndarray:
+    return hpu_sort(b)
+
+
+def _sample(block: np.ndarray, offset: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``k`` (key, global position) pairs at random positions of a block (sorted by position)."""
+    if block.shape[0] == 0:
+        return to_unsigned(block), np.zeros(0, np.int64)
+    pos = np.sort(np.random.default_rng(seed).integers(0, block.shape[0], k))
+    return to_unsigned(block[pos]), pos + offset
+
+
+def _splitters(samples: list[tuple[np.ndarray, np.ndarray]], shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``len(shares) - 1`` (key, position) splitters: the sample ordered by (key, position) cut at the cumulative
+    ``shares``."""
+    keys = np.concatenate([s[0] for s in samples])
+    pos = np.concatenate([s[1] for s in samples])
+    order = np.lexsort((pos, keys))
+    cuts = np.minimum((np.cumsum(shares)[:-1] * keys.size).astype(np.int64), keys.size - 1)
+    return keys[order][cuts], pos[order][cuts]
+
+
+def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray], parts: int
+               ) -> tuple[np.ndarray, ...]:
+    """The block's elements of each key range, in block order: element ``(u, g)`` goes to the range of the number
+    of splitters ``(su, sg)`` with ``(su, sg) < (u, g)`` (keys ``u``, global positions ``g``)."""
+    su, sg = splitters
+    u = to_unsigned(block)
+    dest = np.searchsorted(su, u, side="left")
+    for v in np.unique(su):  # keys equal to a splitter's: split by position
+        tied = np.flatnonzero(u == v)
+        if tied.size:
+            lo = np.searchsorted(su, v, side="left")
+            hi = np.searchsorted(su, v, side="right")
+            dest[tied] = lo + np.searchsorted(sg[lo:hi], tied + offset, side="left")
+    order = np.argsort(dest.astype(np.uint16 if parts <= 1 << 16 else np.int64), kind="stable")
+    bounds = np.cumsum(np.bincount(dest, minlength=parts))[:-1]
+    return tuple(np.split(block[order], bounds))
+
+
+def _sort_range(pieces: list[np.ndarray]) -> np.ndarray:
+    """One key range: the pieces in input order, sorted stably on this worker's hpu runtime."""
+    return hpu_sort(np.concatenate(pieces))
+
+
+# -- tabu searches ----------------------------------------------------------------
+
+
+def tabu_search_many(problem: Any, seeds: Sequence[Any], *, client: distributed.Client | None = None,
+                     **kw: Any) -> list[Any]:
+    """Run ``hpu.tabu_search(problem, seed=s, **kw)`` for every seed on the cluster's workers; their results.
+
+    Parameters
+    ----------
+    problem : hpu.tabu.TabuProblem
+        Sent to the workers (it must pickle).
+    seeds : sequence
+        One search per seed, any value :func:`hpu.tabu_search` accepts.
+    client : distributed.Client, optional
+        Default: the current client.
+    **kw
+        Passed to :func:`hpu.tabu_search` (``iterations`` and ``tenure`` at
+        least); each worker's default runtime runs its searches.
+
+    Returns
+    -------
+    list of hpu.tabu.TabuResult
+        In the order of ``seeds``; each equal to the search run on its own
+        (the trajectory of a seed does not depend on the unit that runs it).
+
+    Raises
+    ------
+    TypeError
+        A problem or argument that cannot be pickled, or ``runtime=`` (each
+        worker uses its own).
+    ValueError
+        No client or no workers; both before any task runs.
+    """
+    if "runtime" in kw:
+        raise TypeError("tabu_search_many runs each search on its worker's runtime; do not pass runtime=")
+    try:
+        pickle.dumps((problem, list(seeds), kw))
+    except Exception as e:
+        raise TypeError(f"tabu_search_many sends the problem and arguments to the workers, but they cannot be "
+                        f"pickled: {e}") from e
+    c = _client(client)
+    if not c.scheduler_info().get("workers"):
+        raise ValueError("the Dask cluster has no workers")
+    futures = c.map(_one_search, [problem] * len(seeds), list(seeds), [kw] * len(seeds), pure=False,
+                    key=[f"hpu-tabu-search-{i}-{dask.base.tokenize(problem, s, kw)}" for i, s in enumerate(seeds)])
+    return c.gather(futures)
+
+
+def _one_search(problem: Any, seed: Any, kw: dict[str, Any]) -> Any:
+    from .tabu import tabu_search
+
+    return tabu_search(problem, seed=seed, **kw)

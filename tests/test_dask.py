@@ -1,0 +1,138 @@
+"""hpu.dask on a LocalCluster of 3 worker processes (issue 14): the sample sort equals numpy's stable sort, survives
+a worker killed mid-sort, and tabu_search_many equals the searches run one by one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+from conftest import same_bits
+
+pytest.importorskip("distributed")
+import dask.array as da  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+
+import hpu  # noqa: E402
+import hpu.dask  # noqa: E402
+from hpu.tabu import QAP  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def client():
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as c:
+        hpu.dask.register(c)
+        yield c
+
+
+def _qap(n: int, seed: int) -> QAP:
+    rng = np.random.default_rng(seed)
+    return QAP(rng.integers(0, 10, (n, n)), rng.integers(0, 10, (n, n)), name=f"random{n}")
+
+
+def test_no_client_and_no_workers():
+    """First in the module: no client is current yet (the module's cluster starts with the next test)."""
+    with pytest.raises(ValueError, match="Client"):
+        hpu.dask.sort(da.arange(10))
+    with pytest.raises(ValueError, match="Client"):
+        hpu.dask.tabu_search_many(_qap(6, 0), [0], iterations=5, tenure=2)
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
+        with pytest.raises(ValueError, match="no workers"):
+            hpu.dask.sort(da.arange(10), client=c)
+        with pytest.raises(ValueError, match="no workers"):
+            hpu.dask.tabu_search_many(_qap(6, 0), [0], client=c, iterations=5, tenure=2)
+
+
+def _keys(dtype: str, n: int, kind: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    a = rng.integers(0, 256, n * dt.itemsize, dtype=np.uint8).view(dt).copy() if dt.kind != "b" else rng.random(n) < .5
+    if dt.kind == "f" and n:
+        a[rng.random(n) < 0.1] = np.nan
+        a[rng.random(n) < 0.1] = -0.0
+        a[rng.random(n) < 0.1] = 0.0
+    if kind == "few-unique" and n:
+        a = a[rng.integers(0, min(n, 3), n)]
+    elif kind == "all-equal" and n:
+        a = np.full(n, a[0])
+    return a
+
+
+def test_ten_million_int32(client):
+    a = np.random.default_rng(0).integers(-2**31, 2**31, 10**7).astype(np.int32)
+    y = hpu.dask.sort(da.from_array(a, chunks=10**6))
+    assert isinstance(y, da.Array)  # lazy
+    assert same_bits(y.compute(), np.sort(a, kind="stable"))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32", "int64", "uint64", "float32", "float64", "int16", "bool",
+                                   "datetime64[ns]", "float16"])
+@pytest.mark.parametrize("kind", ["random", "few-unique", "all-equal"])
+def test_dtypes_and_splitters_worst_cases(client, dtype, kind):
+    a = _keys(dtype, 60_001, kind, 1)
+    for npartitions in [None, 1, 7]:
+        out = hpu.dask.sort(da.from_array(a, chunks=9_000), npartitions=npartitions).compute()
+        assert same_bits(out, np.sort(a, kind="stable")), npartitions
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_tiny_arrays(client, n):
+    a = np.arange(n, dtype=np.float64)[::-1].copy()
+    assert same_bits(hpu.dask.sort(da.from_array(a)).compute(), np.sort(a))
+
+
+def test_a_worker_killed_mid_sort(client):
+    """Dask recomputes the dead worker's tasks (each a pure function): the result is still right."""
+    a = np.random.default_rng(2).standard_normal(3 * 10**6)
+    future = client.compute(hpu.dask.sort(da.from_array(a, chunks=10**5), npartitions=6))
+    deadline = time.monotonic() + 60
+    while not any(client.processing().values()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    victim = sorted(client.scheduler_info()["workers"])[0]
+    os.kill(client.run(os.getpid, workers=[victim])[victim], signal.SIGKILL)
+    assert same_bits(future.result(timeout=300), np.sort(a, kind="stable"))
+    client.wait_for_workers(3, timeout=120)
+
+
+def test_key_ranges_follow_worker_speeds(client):
+    """Each worker's speed (its hpu model) sets its key range's share; here forced to 3:1."""
+    speeds = client.run(hpu.dask.worker_speed)
+    assert len(speeds) == 3 and all(s > 0 for s in speeds.values())
+    a = np.random.default_rng(4).random(400_000)
+    owners = sorted(speeds)[:2]
+    y = hpu.dask._sample_sort(da.from_array(a, chunks=50_000), 2, owners, np.array([0.75, 0.25]), 0)
+    y.compute_chunk_sizes()
+    assert abs(y.chunks[0][0] / a.size - 0.75) < 0.05
+    assert same_bits(y.compute(), np.sort(a, kind="stable"))
+
+
+def test_tabu_search_many_equals_one_by_one(client):
+    problem = _qap(12, 3)
+    seeds = [0, 1, 2, 3, 4, 5]
+    kw = dict(iterations=60, tenure=5, strategy="cpu")
+    many = hpu.dask.tabu_search_many(problem, seeds, **kw)
+    for s, got in zip(seeds, many):
+        ref = hpu.tabu.tabu_search(problem, seed=s, **kw)
+        assert got.best_value == ref.best_value
+        assert np.array_equal(got.best_solution, ref.best_solution) and np.array_equal(got.moves, ref.moves)
+
+
+def test_bad_input_is_refused_before_any_task(client):
+    with pytest.raises(ValueError, match="1-D"):
+        hpu.dask.sort(da.zeros((4, 4)))
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        hpu.dask.sort(da.zeros(4, dtype=complex))
+    with pytest.raises(ValueError, match="chunk sizes"):
+        x = da.from_array(np.arange(10))
+        hpu.dask.sort(x[x > 3])
+    with pytest.raises(ValueError, match="npartitions"):
+        hpu.dask.sort(da.arange(10), npartitions=0)
+    problem = _qap(6, 0)
+    problem.unpicklable = lambda: None
+    with pytest.raises(TypeError, match="pickled"):
+        hpu.dask.tabu_search_many(problem, [0], iterations=5, tenure=2)
+    with pytest.raises(TypeError, match="runtime"):
+        hpu.dask.tabu_search_many(_qap(6, 0), [0], iterations=5, tenure=2, runtime=hpu.default_runtime())

@@ -21,7 +21,9 @@ Needs the optional extra ``hpu[dask]`` (``dask[array]`` and ``distributed``)::
   (:func:`hpu.sorting.keys.to_unsigned`), so equal keys split across ranges
   by position and the result is stable, NaN and NaT last.
 - :func:`tabu_search_many` runs independent :func:`hpu.tabu_search` calls on
-  the workers and gathers their :class:`~hpu.tabu.TabuResult`\\ s.
+  the workers and gathers their :class:`~hpu.tabu.TabuResult`\\ s;
+  :func:`hybrid_ea_islands` runs :func:`hpu.tabu.hybrid_ea` populations on
+  the workers as islands with periodic migration of their best individuals.
 
 Every task is a pure function of its inputs, so Dask recomputes the tasks of
 a worker that dies and the result is unchanged.
@@ -29,12 +31,13 @@ a worker that dies and the result is unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
 import pickle
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,7 +56,7 @@ from .sorting.keys import check_sort_dtype, to_unsigned
 
 log = logging.getLogger("hpu")
 
-__all__ = ["HpuPlugin", "register", "sort", "tabu_search_many", "worker_speed"]
+__all__ = ["HpuPlugin", "IslandResult", "hybrid_ea_islands", "register", "sort", "tabu_search_many", "worker_speed"]
 
 #: Sampled keys per output partition and per input block (regular oversampling; Blelloch et al. 1991).
 OVERSAMPLING = 32
@@ -319,22 +322,129 @@ def tabu_search_many(problem: Any, seeds: Sequence[Any], *, client: distributed.
     ValueError
         No client or no workers; both before any task runs.
     """
-    if "runtime" in kw:
-        raise TypeError("tabu_search_many runs each search on its worker's runtime; do not pass runtime=")
-    try:
-        pickle.dumps((problem, list(seeds), kw))
-    except Exception as e:
-        raise TypeError(f"tabu_search_many sends the problem and arguments to the workers, but they cannot be "
-                        f"pickled: {e}") from e
-    c = _client(client)
-    if not c.scheduler_info().get("workers"):
-        raise ValueError("the Dask cluster has no workers")
+    c = _ready_client(client, "tabu_search_many", problem, list(seeds), kw)
     futures = c.map(_one_search, [problem] * len(seeds), list(seeds), [kw] * len(seeds), pure=False,
                     key=[f"hpu-tabu-search-{i}-{dask.base.tokenize(problem, s, kw)}" for i, s in enumerate(seeds)])
     return c.gather(futures)
+
+
+def _ready_client(client: distributed.Client | None, what: str, *sent: Any) -> distributed.Client:
+    """The client, after checking that ``sent`` pickles, that no ``runtime=`` is among the keyword arguments
+    (the last of ``sent``) and that the cluster has workers."""
+    if "runtime" in sent[-1]:
+        raise TypeError(f"{what} runs on each worker's runtime; do not pass runtime=")
+    try:
+        pickle.dumps(sent)
+    except Exception as e:
+        raise TypeError(f"{what} sends the problem and arguments to the workers, but they cannot be pickled: {e}") \
+            from e
+    c = _client(client)
+    if not c.scheduler_info().get("workers"):
+        raise ValueError("the Dask cluster has no workers")
+    return c
 
 
 def _one_search(problem: Any, seed: Any, kw: dict[str, Any]) -> Any:
     from .tabu import tabu_search
 
     return tabu_search(problem, seed=seed, **kw)
+
+
+@dataclasses.dataclass
+class IslandResult:
+    """Outcome of :func:`hybrid_ea_islands`.
+
+    Attributes
+    ----------
+    best_solution : numpy.ndarray of int64, shape (n,)
+        The best solution of all islands (the first island's among equals).
+    best_value : int
+        Its objective.
+    history : numpy.ndarray of int64, shape (epochs + 1,)
+        The best objective over all islands: of the initial populations, then after each epoch.
+    islands : list of hpu.tabu.EvolutionResult
+        Each island's last epoch (its final population, best first).
+    """
+
+    best_solution: np.ndarray
+    best_value: int
+    history: np.ndarray
+    islands: list[Any]
+
+
+def hybrid_ea_islands(problem: Any, *, islands: int | None = None, epochs: int = 5, migrants: int = 1,
+                      seed: Any = None, client: distributed.Client | None = None, **kw: Any) -> IslandResult:
+    """The island model of :func:`hpu.tabu.hybrid_ea`: populations evolve on the workers, and after each epoch the
+    best ``migrants`` individuals of every island replace the worst of the next (a ring; Whitley, Rana and
+    Heckendorn, "The island model genetic algorithm", J. Computing and Information Technology 7, 1999).
+
+    Parameters
+    ----------
+    problem : hpu.tabu.TabuProblem
+        A permutation problem (as :func:`hpu.tabu.hybrid_ea` needs); it must pickle.
+    islands : int, optional
+        Populations (default: one per worker).
+    epochs : int
+        Rounds of ``hybrid_ea(..., generations=kw["generations"])`` per island, a migration after every one but the
+        last (>= 1).
+    migrants : int
+        Individuals sent to the next island each migration (``0 <= migrants < population``).
+    seed : optional
+        Seeds every island's epochs (a :class:`numpy.random.SeedSequence` spawned per island and epoch): the same
+        seed gives the same result, whichever worker runs an island.
+    client : distributed.Client, optional
+        Default: the current client.
+    **kw
+        Passed to :func:`hpu.tabu.hybrid_ea` (``population``, ``generations``, ``ls_iterations`` ...).
+
+    Returns
+    -------
+    IslandResult
+
+    Raises
+    ------
+    TypeError
+        A problem or argument that cannot be pickled, or ``runtime=``.
+    ValueError
+        ``islands``, ``epochs`` or ``migrants`` out of range, no client or no workers (before any task runs); and
+        what :func:`hpu.tabu.hybrid_ea` raises.
+    """
+    c = _ready_client(client, "hybrid_ea_islands", problem, seed, kw)
+    k = len(c.scheduler_info()["workers"]) if islands is None else int(islands)
+    if k < 1 or int(epochs) < 1:
+        raise ValueError(f"islands and epochs must be >= 1, got {islands!r} and {epochs!r}")
+    if not 0 <= int(migrants) < kw.get("population", 10):
+        raise ValueError(f"migrants must lie in [0, population), got {migrants!r}")
+
+    def mapper(fn: Callable[..., Any], *args: list) -> list:
+        return c.gather(c.map(fn, *args, pure=False))
+
+    return run_islands(problem, k, int(epochs), int(migrants), seed, kw, mapper)
+
+
+def run_islands(problem: Any, k: int, epochs: int, migrants: int, seed: Any, kw: dict[str, Any],
+                mapper: Callable[..., list]) -> IslandResult:
+    """:func:`hybrid_ea_islands`'s epochs and migrations, each epoch's islands run by ``mapper(fn, *arg_lists)``
+    (``client.map`` and ``gather``, or the builtin ``map`` in a ``list`` for one process: the same result)."""
+    seeds = np.random.SeedSequence(seed).spawn(k * epochs)
+    pops: list[Any] = [None] * k
+    history: list[int] = []
+    for e in range(epochs):
+        results = mapper(_island_epoch, [problem] * k, pops, seeds[e * k:(e + 1) * k], [kw] * k)
+        if e == 0:
+            history.append(min(int(r.history[0]) for r in results))
+        history.append(min(r.best_value for r in results))
+        pops = [r.population.copy() for r in results]
+        if migrants and k > 1 and e < epochs - 1:
+            best = [p[:migrants].copy() for p in pops]
+            for i in range(k):
+                pops[i][-migrants:] = best[i - 1]
+    top = min(range(k), key=lambda i: results[i].best_value)
+    return IslandResult(results[top].best_solution.copy(), results[top].best_value, np.array(history, np.int64),
+                        results)
+
+
+def _island_epoch(problem: Any, population: Any, seed: np.random.SeedSequence, kw: dict[str, Any]) -> Any:
+    from .tabu import hybrid_ea
+
+    return hybrid_ea(problem, seed=seed, initial_population=population, **kw)

@@ -120,6 +120,41 @@ def test_tabu_search_many_equals_one_by_one(client):
         assert np.array_equal(got.best_solution, ref.best_solution) and np.array_equal(got.moves, ref.moves)
 
 
+def test_islands_equal_the_same_islands_in_one_process(client):
+    """Islands on the workers give what the same epochs and migrations give run one by one (seeded, deterministic)."""
+    problem = _qap(10, 5)
+    kw = dict(population=4, generations=2, ls_iterations=30, ils_iterations=1, strategy="cpu")
+    res = hpu.dask.hybrid_ea_islands(problem, islands=3, epochs=3, migrants=1, seed=7, **kw)
+    local = hpu.dask.run_islands(problem, 3, 3, 1, 7, kw, lambda fn, *args: list(map(fn, *args)))
+    assert res.best_value == local.best_value and np.array_equal(res.best_solution, local.best_solution)
+    assert np.array_equal(res.history, local.history) and len(res.history) == 4
+    assert np.all(np.diff(res.history) <= 0) and res.best_value == problem.objective(res.best_solution)
+    for a, b in zip(res.islands, local.islands):
+        assert np.array_equal(a.population, b.population)
+
+
+def test_migration_moves_the_best_to_the_next_island():
+    """With a stub epoch that returns its input population, migration alone changes the islands: a ring."""
+    problem = _qap(6, 1)
+    pops = [np.stack([np.roll(np.arange(6), i + j) for j in range(3)]) for i in range(3)]
+
+    class Stub:
+        def __init__(self, pop):
+            self.population, self.history = pop, [0]
+            self.best_value, self.best_solution = 0, pop[0]
+
+    calls = []
+
+    def mapper(fn, problems, populations, seeds, kws):
+        calls.append([None if p is None else p.copy() for p in populations])
+        return [Stub(pops[i] if p is None else p) for i, p in enumerate(populations)]
+
+    hpu.dask.run_islands(problem, 3, 2, 1, 0, {}, mapper)
+    second = calls[1]
+    for i in range(3):
+        assert np.array_equal(second[i][-1], pops[i - 1][0]) and np.array_equal(second[i][:-1], pops[i][:-1])
+
+
 def test_bad_input_is_refused_before_any_task(client):
     with pytest.raises(ValueError, match="1-D"):
         hpu.dask.sort(da.zeros((4, 4)))
@@ -136,3 +171,8 @@ def test_bad_input_is_refused_before_any_task(client):
         hpu.dask.tabu_search_many(problem, [0], iterations=5, tenure=2)
     with pytest.raises(TypeError, match="runtime"):
         hpu.dask.tabu_search_many(_qap(6, 0), [0], iterations=5, tenure=2, runtime=hpu.default_runtime())
+    with pytest.raises(TypeError, match="pickled"):
+        hpu.dask.hybrid_ea_islands(problem, epochs=1)
+    for bad in [dict(islands=0), dict(epochs=0), dict(migrants=4, population=4), dict(migrants=-1)]:
+        with pytest.raises(ValueError):
+            hpu.dask.hybrid_ea_islands(_qap(6, 0), **bad)

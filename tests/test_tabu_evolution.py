@@ -157,3 +157,17 @@ def test_needs_a_permutation_problem(rt):
     pb = HWSWPartitioning.random(8, seed=0)
     with pytest.raises(ValueError, match="permutation"):
         hybrid_ea(pb, generations=1, ls_iterations=5, strategy="cpu", runtime=rt)
+
+
+def test_initial_population_is_used_and_kept(tai12a, rt):
+    rng = np.random.default_rng(3)
+    given = np.stack([rng.permutation(12) for _ in range(4)])
+    before = given.copy()
+    res = hybrid_ea(tai12a, population=4, generations=1, ls_iterations=20, strategy="cpu", seed=1, runtime=rt,
+                    initial_population=given)
+    assert res.history[0] == min(tai12a.objective(p) for p in given)  # the given individuals, not random ones
+    assert np.array_equal(given, before)
+    with pytest.raises(ValueError, match="initial_population"):
+        hybrid_ea(tai12a, population=4, generations=1, initial_population=given[:3], runtime=rt)
+    with pytest.raises(ValueError, match="permutation"):
+        hybrid_ea(tai12a, population=4, generations=1, initial_population=np.zeros((4, 12), int), runtime=rt)

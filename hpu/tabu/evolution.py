@@ -322,9 +322,15 @@ class _Evolution:
     stop: str = "generations"
 
     @classmethod
-    def initial(cls, problem: TabuProblem, mu: int, rng: np.random.Generator) -> _Evolution:
-        """``mu`` random permutations, sorted by objective."""
-        pop = np.stack([_permutation(problem, problem.random_solution(rng)) for _ in range(mu)])
+    def initial(cls, problem: TabuProblem, mu: int, rng: np.random.Generator, given: Any = None) -> _Evolution:
+        """``mu`` random permutations (or the ``given`` ones), sorted by objective."""
+        if given is None:
+            pop = np.stack([_permutation(problem, problem.random_solution(rng)) for _ in range(mu)])
+        else:
+            given = np.asarray(given)
+            if given.ndim != 2 or given.shape[0] != mu:
+                raise ValueError(f"initial_population must have shape ({mu}, n), got {given.shape}")
+            pop = np.stack([_permutation(problem, p) for p in given])
         values = np.array([problem.objective(p) for p in pop], dtype=np.int64)
         order = np.argsort(values, kind="stable")
         return cls(pop[order], values[order], [int(values[order][0])])
@@ -381,6 +387,7 @@ def hybrid_ea(
     runtime: Runtime | None = None,
     time_limit: float | None = None,
     on_device_error: str = "fallback",
+    initial_population: Any = None,
 ) -> EvolutionResult:
     """Hybrid evolutionary algorithm with an iterated tabu search as mutation (Luong, Melab and Talbi 2010).
 
@@ -444,6 +451,10 @@ def hybrid_ea(
         from the same state (same trajectory; counted in
         :attr:`EvolutionResult.fallbacks`), or :class:`hpu.DeviceFailure`
         is raised (see :func:`hpu.tabu.tabu_search`).
+    initial_population : array_like of int, shape (population, n), optional
+        The first population (e.g. an island's after a migration,
+        :func:`hpu.dask.hybrid_ea_islands`); default ``population`` random
+        permutations.  Not modified.
 
     Returns
     -------
@@ -456,7 +467,8 @@ def hybrid_ea(
         ``offspring``, ``tournament``, ``ils_iterations``, ``ls_iterations``,
         ``perturbation``, ``concurrency``), ``tenure`` outside ``[0, N)``,
         ``time_limit`` not positive, unknown ``strategy``, or a problem whose
-        random solutions are not permutations of ``0..n-1``.
+        random solutions are not permutations of ``0..n-1``, or an
+        ``initial_population`` of another shape or not of permutations.
     hpu.NoDeviceError
         ``strategy="gpu"`` without an OpenCL device.
     hpu.DeviceFailure
@@ -470,7 +482,7 @@ def hybrid_ea(
     rt = resolve_runtime(runtime)
     with rt.call():
         split, _ = choose_split_or_cpu(problem, rt, on_device_error=cfg.on_device_error, strategy=strategy)
-        run = _Evolution.initial(problem, cfg.mu, rng)
+        run = _Evolution.initial(problem, cfg.mu, rng, initial_population)
         mutate = _IteratedTabuSearch(problem, rt, root, cfg, _forced(split))
         with contextlib.ExitStack() as stack:
             pool = None

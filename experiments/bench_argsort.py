@@ -145,7 +145,8 @@ def argsort_planned(n: int, dtype: np.dtype, rt: hpu.Runtime, values: tuple = ()
 def rows_planned(r: int, m: int, dtype: np.dtype, rt: hpu.Runtime) -> str:
     """How hpu.sort (strategy "auto") orders ``r`` rows of ``m``: one segmented sort packed on the device, or CPU
     row blocks."""
-    return "gpu (segmented, packed on the device)" if packs_on_device(r * m, dtype, rt, rows=r) else "cpu row blocks"
+    on_device = packs_on_device(r * m, dtype, rt, rows=r, gather=True)
+    return "gpu (segmented, packed on the device)" if on_device else "cpu row blocks"
 
 
 def argsort_config(a: np.ndarray, rt: hpu.Runtime, gpu: dict) -> Config:

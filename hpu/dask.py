@@ -37,6 +37,7 @@ import logging
 import os
 import pickle
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,6 +59,9 @@ log = logging.getLogger("hpu")
 
 __all__ = ["HpuPlugin", "IslandResult", "hybrid_ea_islands", "register", "sort", "tabu_search_many", "worker_speed"]
 
+#: The process's worker runtime, the workers using it, and the lock file of the GPU it claimed.
+_SHARED: dict[str, Any] = {"runtime": None, "workers": 0, "gpu_lock": None}
+_SHARED_LOCK = threading.Lock()
 #: Sampled keys per output partition and per input block (regular oversampling; Blelloch et al. 1991).
 OVERSAMPLING = 32
 _SPEED_KEYS = 1 << 24
@@ -79,6 +83,8 @@ class HpuPlugin(distributed.WorkerPlugin):
         (a lock file per GPU, released when the worker's process ends), else
         :func:`hpu.core.runtime.select_device`'s default; any other value is
         passed to :class:`hpu.Runtime` (``"none"`` for CPU-only workers).
+        Workers that share a process (``LocalCluster(processes=False)``)
+        share its runtime, made by the first of them.
     threads : int, optional
         The runtime's thread pool (default: the worker's ``nthreads``).
 
@@ -93,21 +99,30 @@ class HpuPlugin(distributed.WorkerPlugin):
 
     def __init__(self, device: str = "auto", threads: int | None = None):
         self.device, self.threads = device, threads
-        self._lock: Any = None
 
     def setup(self, worker: Any) -> None:
-        device = self._claim_gpu() if self.device == "auto" else self.device
-        rt = Runtime(device, threads=self.threads or worker.state.nthreads)
-        set_default_runtime(rt)
+        with _SHARED_LOCK:  # workers in one process (LocalCluster(processes=False)) share its runtime
+            if _SHARED["runtime"] is None:
+                device = self._claim_gpu() if self.device == "auto" else self.device
+                _SHARED["runtime"] = Runtime(device, threads=self.threads or worker.state.nthreads)
+                set_default_runtime(_SHARED["runtime"])
+            _SHARED["workers"] += 1
+            rt = _SHARED["runtime"]
         log.info("hpu on worker %s: %s, %s profile", worker.address, rt.device_name,
                  "calibrated" if rt.calibrated else "uncalibrated")
 
     def teardown(self, worker: Any) -> None:
-        prev = set_default_runtime(None)
-        if prev is not None:
-            prev.close()
-        if self._lock is not None:
-            self._lock.close()
+        with _SHARED_LOCK:
+            _SHARED["workers"] -= 1
+            if _SHARED["workers"] > 0 or _SHARED["runtime"] is None:
+                return
+            rt, _SHARED["runtime"] = _SHARED["runtime"], None
+            if set_default_runtime(None) is not rt:
+                log.debug("the default runtime had been replaced; closing hpu's worker runtime only")
+            rt.close()
+            if _SHARED["gpu_lock"] is not None:
+                os.close(_SHARED["gpu_lock"])
+                _SHARED["gpu_lock"] = None
 
     def _claim_gpu(self) -> Any:
         """The first of the host's GPUs whose lock file this process can take, or the default device."""
@@ -115,13 +130,16 @@ class HpuPlugin(distributed.WorkerPlugin):
 
         gpus = [d for p in cl.get_platforms() for d in p.get_devices() if d.type & cl.device_type.GPU]
         for i, gpu in enumerate(gpus):
-            f = open(os.path.join(tempfile.gettempdir(), f"hpu-gpu-{i}.lock"), "w")
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try:  # another user's lock file may not be ours to open: then try the next GPU
+                fd = os.open(os.path.join(tempfile.gettempdir(), f"hpu-gpu-{i}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
             except OSError:
-                f.close()
                 continue
-            self._lock = f
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            _SHARED["gpu_lock"] = fd
             return gpu
         return gpus[os.getpid() % len(gpus)] if gpus else select_device(None)
 
@@ -241,7 +259,7 @@ def _sample_sort(x: da.Array, parts: int, owner: list[str], shares: np.ndarray, 
         with dask.annotate(workers=[owner[j]], allow_other_workers=True):
             part = dask.delayed(_sort_range, pure=True)([p[j] for p in pieces])
         out.append(da.from_delayed(part, shape=(np.nan,), dtype=x.dtype))
-    return da.concatenate(out)
+    return da.concatenate(out).astype(x.dtype, copy=False)  # dask's concatenation drops a non-native byte order
 
 
 def _sort_block(b: np.ndarray) -> np.ndarray:
@@ -273,20 +291,21 @@ def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.n
     su, sg = splitters
     u = to_unsigned(block)
     dest = np.searchsorted(su, u, side="left")
-    for v in np.unique(su):  # keys equal to a splitter's: split by position
-        tied = np.flatnonzero(u == v)
-        if tied.size:
-            lo = np.searchsorted(su, v, side="left")
-            hi = np.searchsorted(su, v, side="right")
-            dest[tied] = lo + np.searchsorted(sg[lo:hi], tied + offset, side="left")
+    tied = np.flatnonzero(su[np.minimum(dest, su.size - 1)] == u) if su.size else np.zeros(0, np.int64)
+    for v in np.unique(u[tied]):  # keys equal to a splitter's: split by position
+        mine = tied[u[tied] == v]
+        lo = np.searchsorted(su, v, side="left")
+        hi = np.searchsorted(su, v, side="right")
+        dest[mine] = lo + np.searchsorted(sg[lo:hi], mine + offset, side="left")
     order = np.argsort(dest.astype(np.uint16 if parts <= 1 << 16 else np.int64), kind="stable")
     bounds = np.cumsum(np.bincount(dest, minlength=parts))[:-1]
     return tuple(np.split(block[order], bounds))
 
 
 def _sort_range(pieces: list[np.ndarray]) -> np.ndarray:
-    """One key range: the pieces in input order, sorted stably on this worker's hpu runtime."""
-    return hpu_sort(np.concatenate(pieces))
+    """One key range: the pieces in input order, sorted stably on this worker's hpu runtime (in the input's byte
+    order, which ``numpy.concatenate`` does not keep)."""
+    return hpu_sort(np.concatenate(pieces).astype(pieces[0].dtype, copy=False))
 
 
 # -- tabu searches ----------------------------------------------------------------

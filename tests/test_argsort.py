@@ -299,7 +299,7 @@ def _keyed_values(n: int, seed: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("dtype", ["int32", "uint32", "float32", "int64", "uint64", "float64", "datetime64[ns]",
                                    "timedelta64[s]"])
 @pytest.mark.parametrize("n", [2, 3, 1000, 70_001])
-@pytest.mark.parametrize("chunk_bytes", [4 << 10, 4 << 20])
+@pytest.mark.parametrize("chunk_bytes", [4 << 10, 4 << 20, 1000, 6000])  # the last two: not multiples of alignment
 @pytest.mark.parametrize("sort_waves", [True, False])
 def test_keyed_sort_on_the_device(device_runtime, dtype, n, chunk_bytes, sort_waves):
     """Packing, sorting in waves, unpacking and gathering on the device equal numpy bit for bit."""
@@ -359,6 +359,11 @@ def test_keyed_gathers_wait_for_the_values_copies(device_runtime):
         out, _ = fast_keyed_sort(keys, [values], device_runtime, gather=True, redo=None,
                                  options=hpu.PipelineOptions(chunk_bytes=32 << 10), on_device_error="raise")
         assert np.array_equal(out[1], values.view(np.ndarray)[np.argsort(keys, kind="stable")])
+
+
+def test_packs_on_device_checks_rows():
+    with pytest.raises(ValueError, match="rows must divide"):
+        hpu.sorting.packs_on_device(10, np.int32, rows=3)
 
 
 def test_keyed_row_length_is_checked(device_runtime):

@@ -78,6 +78,25 @@ def test_dtypes_and_splitters_worst_cases(client, dtype, kind):
         assert same_bits(out, np.sort(a, kind="stable")), npartitions
 
 
+def test_byte_order_is_kept_in_every_block(client):
+    """Each block keeps the input's byte order (numpy's concatenation, and so dask's, makes it native)."""
+    a = _keys("int64", 5_000, "few-unique", 3).astype(">i8")
+    for npartitions in [1, 3]:
+        y = hpu.dask.sort(da.from_array(a, chunks=700), npartitions=npartitions)
+        assert all(y.blocks[i].compute().dtype == a.dtype for i in range(y.numblocks[0]))
+        assert np.array_equal(y.compute(), np.sort(a, kind="stable"))
+
+
+def test_workers_in_one_process_share_one_runtime():
+    with LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
+        hpu.dask.register(c, device="none")
+        assert len(set(c.run(lambda: id(hpu.default_runtime())).values())) == 1
+        a = np.arange(1000)[::-1].copy()
+        assert same_bits(hpu.dask.sort(da.from_array(a, chunks=100), client=c).compute(), np.sort(a))
+        rt = hpu.default_runtime()
+    assert rt.closed  # closed once the last worker left
+
+
 @pytest.mark.parametrize("n", [0, 1, 2])
 def test_tiny_arrays(client, n):
     a = np.arange(n, dtype=np.float64)[::-1].copy()

@@ -84,10 +84,13 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         Default :func:`hpu.default_runtime`.
     strategy : {"auto", "advanced", "basic", "gpu", "cpu"}
         As for :func:`hpu.hybrid_mergesort`; for several rows, ``"auto"`` and
-        ``"cpu"`` sort blocks of rows in the pool, and the others one packed
-        segmented sort where it fits 64 bits (keys of at most 32 bits) and the
-        model gives the device a share of it.  ``alpha`` and
-        ``transfer_level`` then apply to that packed sort of every element.
+        ``"gpu"`` sort them on the device alone, packed there, where
+        :func:`packs_on_device` says so, ``"cpu"`` (and ``"auto"``
+        otherwise) sorts blocks of rows in the pool, and ``"basic"`` and
+        ``"advanced"`` one segmented sort packed on the host where it fits
+        64 bits (keys of at most 32 bits) and the model gives the device a
+        share of it.  ``alpha`` and ``transfer_level`` then apply to that
+        packed sort of every element.
     alpha, transfer_level : optional
         Force the split of the underlying :func:`hpu.hybrid_mergesort`.
     on_device_error : {"fallback", "raise"}
@@ -119,7 +122,7 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
             out = rows.copy()
         elif rows.shape[0] == 1:
             out = _sort_1d(rows[0], opts).reshape(1, -1)
-        elif _keyed_on_device(rows.reshape(-1), [], opts, rows.shape[0]):  # a segmented sort on the device
+        elif _keyed_on_device(rows.reshape(-1), [], opts, rows.shape[0], gather=True):  # segmented, on the device
             out = fast_keyed_sort(rows.reshape(-1), [], opts.runtime, gather=True, row_length=rows.shape[1],
                                   redo=lambda: [_cpu_rows(rows, opts.runtime, _sort_block, rows.dtype)],
                                   on_device_error=opts.on_device_error, strategy=opts.strategy)[0][0]
@@ -337,10 +340,10 @@ def _packed_segmented(r: int, m: int, width: int, opts: _Options) -> bool:
 
 
 def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows: int = 1,
-                    value_dtypes: tuple[Any, ...] = (), strategy: str = "auto") -> bool:
-    """Whether :func:`argsort`, :func:`sort_by_key` (with ``value_dtypes``) or, for ``rows > 1``, :func:`sort`
-    of ``n`` keys of ``dtype`` in ``rows`` rows, with no CPU share forced, runs on the device alone with the
-    (row, key, column) packing done there (:func:`hpu.sorting.pipeline.fast_keyed_sort`).
+                    value_dtypes: tuple[Any, ...] = (), strategy: str = "auto", gather: bool = False) -> bool:
+    """Whether :func:`argsort` or :func:`sort_by_key` (with ``value_dtypes``) of ``n`` keys of ``dtype`` in
+    ``rows`` rows, or with ``gather`` :func:`sort` of those rows, with no CPU share forced, runs on the device
+    alone with the (row, key, column) packing done there (:func:`hpu.sorting.pipeline.fast_keyed_sort`).
 
     When: native 32- or 64-bit integer or float keys (float64 on a device with fp64), datetime64 or
     timedelta64 (:func:`hpu.sorting.pipeline.keyed_key_type`), values without Python objects, (row, 32-bit
@@ -355,9 +358,11 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     Raises
     ------
     ValueError
-        An unknown ``strategy``.
+        An unknown ``strategy``, or ``rows`` that does not divide ``n``.
     """
     check_strategy(strategy, ("auto", *STRATEGIES))
+    if rows < 1 or n % rows:
+        raise ValueError(f"rows must divide n: got {rows} rows of {n} keys")
     dt, vals = np.dtype(dtype), [np.dtype(v) for v in value_dtypes]
     if keyed_key_type(dt) is None or n < 2 or any(v.hasobject or v.itemsize == 0 for v in vals):
         return False
@@ -365,16 +370,18 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     if packed_bits(32, n // rows, rows) > 64 or not (rt.has_device and rt.supports(dt)):
         return False
     return (planned_strategy(n, np.uint64 if rows == 1 else dt, rt, strategy) == "gpu"
-            and keyed_fits(rt, n, [dt.itemsize, *(v.itemsize for v in vals)], bool(vals) or rows > 1))
+            and keyed_fits(rt, n, [dt.itemsize, *(v.itemsize for v in vals)], bool(vals) or gather))
 
 
-def _keyed_on_device(keys: np.ndarray, values: list[np.ndarray], opts: _Options, rows: int = 1) -> bool:
+def _keyed_on_device(keys: np.ndarray, values: list[np.ndarray], opts: _Options, rows: int = 1,
+                     gather: bool = False) -> bool:
     """:func:`packs_on_device` for this call (never with ``alpha`` or ``transfer_level`` forced)."""
     h = opts.hybrid
     if h["alpha"] not in (None, 0) or h["transfer_level"] not in (None, 0):
         return False
     return packs_on_device(keys.shape[0], keys.dtype, opts.runtime, rows=rows,
-                           value_dtypes=tuple(v.dtype for v in values), strategy=opts.strategy)
+                           value_dtypes=tuple(v.dtype for v in values), strategy=opts.strategy,
+                           gather=gather or bool(values))
 
 
 def _argsort_rows(rows: np.ndarray, opts: _Options) -> np.ndarray:

@@ -93,7 +93,9 @@ def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, 
            chunk_bytes: int) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool.
 
-    Pieces of ``chunk_bytes`` are shared out round robin among at most
+    Pieces of ``chunk_bytes`` (rounded down to whole multiples of the
+    device's sub-buffer alignment, ``mem_base_addr_align``, in elements, so
+    that device ranges may start at any piece) are shared out round robin among at most
     half as many pool tasks as there are pieces, so that they are staged in
     at least two waves of ``tasks`` consecutive pieces.  Few, large tasks:
     every task switch costs Python's global lock, which 16 threads staging
@@ -113,7 +115,8 @@ def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, 
         The tasks; their exceptions are the staging errors.
     """
     n, item = src.shape[0], src.itemsize
-    piece = max(chunk_bytes // item, 1)
+    align = max(1, int(lease.device.mem_base_addr_align) // 8)  # pieces start where sub-buffers may start
+    piece = max(chunk_bytes // item // align * align, align)
     bounds = list(range(0, n, piece)) + [n]
     pieces = list(zip(bounds[:-1], bounds[1:]))
     tasks = max(1, min(rt.threads, (len(pieces) + 1) // 2))
@@ -559,8 +562,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     d_in, d_out = lease.buffer("in", 8 * n), lease.buffer("out", 8 * n)
     q, cq = lease.queue, lease.copy_queue
     stages = [lease.pinned(f"staging{i or ''}", a.nbytes)[:a.nbytes].view(a.dtype) for i, a in enumerate(arrays)]
-    staged = [_stage(rt, lease, a, st, rec, options.chunk_bytes) for a, st in zip(arrays, stages)]
-    futures = [f for s in staged for f in s[3]]
+    staged: list[tuple[list, list, int, list]] = []
     pack = prg["pack_keys"]
 
     def packed(a: int, b: int, wait_for: list) -> Any:
@@ -568,6 +570,8 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
                     global_offset=(a,), wait_for=wait_for)
 
     try:
+        for a, st in zip(arrays, stages):
+            staged.append(_stage(rt, lease, a, st, rec, options.chunk_bytes))
         h2d = [[cl.enqueue_copy(cq, d, _bytes(stage, a, b), dst_offset=a * arr.itemsize, is_blocking=False,
                                 wait_for=[r]) for (a, b), r in zip(pieces, ready)]
                for d, arr, (pieces, ready, _, _), stage in zip(d_src, arrays, staged, stages)]
@@ -587,10 +591,10 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
             d2h = _keyed_download(lease, [(g, o, e) for (g, e), o in zip(gathered, outs)], options.chunk_bytes)
         q.flush()
         cq.flush()
-        for f in futures:
+        for f in (f for s in staged for f in s[3]):
             f.result()
     except BaseException:
-        for f in futures:  # nothing may write into the staging memory once this returns
+        for f in (f for s in staged for f in s[3]):  # nothing may write into the staging memory once this returns
             f.exception()
         for queue in (cq, q):
             try:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import inspect
 import logging
 import os
 import pickle
@@ -50,10 +51,11 @@ try:
 except ImportError as e:  # pragma: no cover - the optional extra is missing
     raise ImportError("hpu.dask needs the optional extra: pip install 'hpu[dask]' (dask[array] and distributed)") from e
 
-from .core.runtime import Runtime, default_runtime, select_device, set_default_runtime
+from .core.runtime import Runtime, default_runtime, list_devices, set_default_runtime
 from .sorting.api import sort as hpu_sort
 from .sorting.costs import fast_split
 from .sorting.keys import check_sort_dtype, to_unsigned
+from .tabu import hybrid_ea, tabu_search
 
 log = logging.getLogger("hpu")
 
@@ -65,8 +67,6 @@ _SHARED_LOCK = threading.Lock()
 #: Sampled keys per output partition and per input block (regular oversampling; Blelloch et al. 1991).
 OVERSAMPLING = 32
 _SPEED_KEYS = 1 << 24
-#: Seconds per merge step assumed for a worker without a calibrated profile (its profile's own is a placeholder).
-_UNCALIBRATED_OP_SECONDS = 5e-9
 
 
 # -- workers -------------------------------------------------------------------
@@ -124,14 +124,14 @@ class HpuPlugin(distributed.WorkerPlugin):
                 os.close(_SHARED["gpu_lock"])
                 _SHARED["gpu_lock"] = None
 
-    def _claim_gpu(self) -> Any:
-        """The first of the host's GPUs whose lock file this process can take, or the default device."""
-        import pyopencl as cl
-
-        gpus = [d for p in cl.get_platforms() for d in p.get_devices() if d.type & cl.device_type.GPU]
-        for i, gpu in enumerate(gpus):
+    def _claim_gpu(self) -> str | None:
+        """The ``"P:D"`` index of the first of the host's GPUs whose lock file this process can take (of one taken
+        already when all are), or None for the default device."""
+        gpus = [d.index for d in list_devices() if "GPU" in d.type]
+        for gpu in gpus:
+            path = os.path.join(tempfile.gettempdir(), f"hpu-gpu-{gpu.replace(':', '-')}.lock")
             try:  # another user's lock file may not be ours to open: then try the next GPU
-                fd = os.open(os.path.join(tempfile.gettempdir(), f"hpu-gpu-{i}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
             except OSError:
                 continue
             try:
@@ -141,7 +141,7 @@ class HpuPlugin(distributed.WorkerPlugin):
                 continue
             _SHARED["gpu_lock"] = fd
             return gpu
-        return gpus[os.getpid() % len(gpus)] if gpus else select_device(None)
+        return gpus[os.getpid() % len(gpus)] if gpus else None
 
 
 def register(client: distributed.Client, **kw: Any) -> None:
@@ -154,8 +154,8 @@ def worker_speed() -> float:
 
     With a calibrated profile: :func:`hpu.sorting.costs.fast_split`'s
     predicted time of the model's best split; otherwise the CPU alone,
-    ``n log2 n`` merge steps of ``cpu_op_seconds`` (5 ns when uncalibrated)
-    over ``p`` cores (the paper's CPU cost, López-Ortiz et al. 2014, section 3).
+    ``n log2 n`` merge steps of the profile's ``cpu_op_seconds`` (a guess
+    when uncalibrated: :data:`hpu.core.runtime.GUESSED_CPU_OP_SECONDS`) over ``p`` cores (the paper's CPU cost, López-Ortiz et al. 2014, section 3).
     """
     rt = default_runtime()
     n = _SPEED_KEYS
@@ -163,8 +163,7 @@ def worker_speed() -> float:
         device = rt.has_device and rt.calibrated
         t = fast_split(n, rt.profile, device=device, itemsize=4, shared_cores=device and rt.device_shares_host_cores)
         return n / t.predicted_time
-    op = rt.profile.cpu_op_seconds if rt.calibrated else _UNCALIBRATED_OP_SECONDS
-    return n / (n * np.log2(n) * op / max(rt.profile.p, 1.0))
+    return n / (n * np.log2(n) * rt.profile.cpu_op_seconds / max(rt.profile.p, 1.0))
 
 
 # -- the sample sort -------------------------------------------------------------
@@ -364,8 +363,6 @@ def _ready_client(client: distributed.Client | None, what: str, *sent: Any) -> d
 
 
 def _one_search(problem: Any, seed: Any, kw: dict[str, Any]) -> Any:
-    from .tabu import tabu_search
-
     return tabu_search(problem, seed=seed, **kw)
 
 
@@ -432,7 +429,7 @@ def hybrid_ea_islands(problem: Any, *, islands: int | None = None, epochs: int =
     k = len(c.scheduler_info()["workers"]) if islands is None else int(islands)
     if k < 1 or int(epochs) < 1:
         raise ValueError(f"islands and epochs must be >= 1, got {islands!r} and {epochs!r}")
-    if not 0 <= int(migrants) < kw.get("population", 10):
+    if not 0 <= int(migrants) < kw.get("population", _EA_POPULATION):
         raise ValueError(f"migrants must lie in [0, population), got {migrants!r}")
 
     def mapper(fn: Callable[..., Any], *args: list) -> list:
@@ -463,7 +460,9 @@ def run_islands(problem: Any, k: int, epochs: int, migrants: int, seed: Any, kw:
                         results)
 
 
-def _island_epoch(problem: Any, population: Any, seed: np.random.SeedSequence, kw: dict[str, Any]) -> Any:
-    from .tabu import hybrid_ea
+#: hybrid_ea's default population.
+_EA_POPULATION = inspect.signature(hybrid_ea).parameters["population"].default
 
+
+def _island_epoch(problem: Any, population: Any, seed: np.random.SeedSequence, kw: dict[str, Any]) -> Any:
     return hybrid_ea(problem, seed=seed, initial_population=population, **kw)

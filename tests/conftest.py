@@ -30,6 +30,15 @@ def runtime():
         yield rt
 
 
+@pytest.fixture
+def fresh(runtime):
+    """A runtime of its own on the test device, 2 threads (a fault rebuilds its context); skipped without a device."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2) as rt:
+        yield rt
+
+
 @pytest.fixture(scope="session")
 def cpu_runtime():
     with hpu.Runtime("none", profile=hpu.Profile(p=2, g=1, gamma=1)) as rt:

@@ -280,14 +280,6 @@ def test_fortran_order_is_kept_as_numpy_keeps_it(runtime):
 # -- the device packing path (hpu.sorting.pipeline.fast_keyed_sort) ---------------------------------------------
 
 
-@pytest.fixture
-def device_runtime(runtime):
-    if not runtime.has_device:
-        pytest.skip("no OpenCL device")
-    with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2) as rt:
-        yield rt
-
-
 def _keyed_values(n: int, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     records = np.zeros(n, dtype=[("id", "<i2"), ("w", "<f8"), ("tag", "S3")])  # 13 bytes: gathered byte by byte
@@ -301,7 +293,7 @@ def _keyed_values(n: int, seed: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("n", [2, 3, 1000, 70_001])
 @pytest.mark.parametrize("chunk_bytes", [4 << 10, 4 << 20, 1000, 6000])  # the last two: not multiples of alignment
 @pytest.mark.parametrize("sort_waves", [True, False])
-def test_keyed_sort_on_the_device(device_runtime, dtype, n, chunk_bytes, sort_waves):
+def test_keyed_sort_on_the_device(fresh, dtype, n, chunk_bytes, sort_waves):
     """Packing, sorting in waves, unpacking and gathering on the device equal numpy bit for bit."""
     from hpu.sorting.pipeline import fast_keyed_sort
 
@@ -311,10 +303,10 @@ def test_keyed_sort_on_the_device(device_runtime, dtype, n, chunk_bytes, sort_wa
         values = _keyed_values(n, n)
         before = [keys.copy(), *(v.copy() for v in values)]
         order = np.argsort(keys, kind="stable")
-        (perm,), trace = fast_keyed_sort(keys, values, device_runtime, redo=None, options=opts,
+        (perm,), trace = fast_keyed_sort(keys, values, fresh, redo=None, options=opts,
                                          on_device_error="raise")
         assert perm.dtype == np.int64 and np.array_equal(perm, order) and trace.fallback == ""
-        out, _ = fast_keyed_sort(keys, values, device_runtime, gather=True, redo=None, options=opts,
+        out, _ = fast_keyed_sort(keys, values, fresh, gather=True, redo=None, options=opts,
                                  on_device_error="raise")
         for got, want in zip(out, [keys, *values]):
             assert same_bits(got, want[order])
@@ -324,20 +316,20 @@ def test_keyed_sort_on_the_device(device_runtime, dtype, n, chunk_bytes, sort_wa
 
 @pytest.mark.parametrize("dtype", ["int32", "float32", "float64", "datetime64[ms]"])
 @pytest.mark.parametrize("shape", [(1000, 1), (300, 7), (6, 5000), (3, 65_537)])
-def test_keyed_row_sort_on_the_device(device_runtime, dtype, shape):
+def test_keyed_row_sort_on_the_device(fresh, dtype, shape):
     """Rows packed with their row number (a segmented sort), waves cutting rows: each row as numpy sorts it."""
     from hpu.sorting.pipeline import fast_keyed_sort
 
     opts = hpu.PipelineOptions(chunk_bytes=4 << 10)
     rows = make(dtype, shape, "specials", shape[1])
     flat = rows.reshape(-1)
-    (perm,), _ = fast_keyed_sort(flat, [], device_runtime, row_length=shape[1], redo=None, options=opts,
+    (perm,), _ = fast_keyed_sort(flat, [], fresh, row_length=shape[1], redo=None, options=opts,
                                  on_device_error="raise")
     assert np.array_equal(perm.reshape(shape), np.argsort(rows, axis=-1, kind="stable"))
-    (out,), _ = fast_keyed_sort(flat, [], device_runtime, gather=True, row_length=shape[1], redo=None,
+    (out,), _ = fast_keyed_sort(flat, [], fresh, gather=True, row_length=shape[1], redo=None,
                                 options=opts, on_device_error="raise")
     assert same_bits(out.reshape(shape), np.sort(rows, axis=-1, kind="stable"))
-    check_sort_and_argsort(rows, -1, device_runtime, strategy="gpu")
+    check_sort_and_argsort(rows, -1, fresh, strategy="gpu")
 
 
 class _SlowSlices(np.ndarray):
@@ -349,14 +341,14 @@ class _SlowSlices(np.ndarray):
         return super().__getitem__(item)
 
 
-def test_keyed_gathers_wait_for_the_values_copies(device_runtime):
+def test_keyed_gathers_wait_for_the_values_copies(fresh):
     """The values' copies run on the copy queue while the device sorts: each gather waits for its array's copies."""
     from hpu.sorting.pipeline import fast_keyed_sort
 
     keys = make("int32", (100_000,), "random", 4)
     for seed in range(2):
         values = np.random.default_rng(seed).integers(0, 1 << 60, keys.size).view(_SlowSlices)
-        out, _ = fast_keyed_sort(keys, [values], device_runtime, gather=True, redo=None,
+        out, _ = fast_keyed_sort(keys, [values], fresh, gather=True, redo=None,
                                  options=hpu.PipelineOptions(chunk_bytes=32 << 10), on_device_error="raise")
         assert np.array_equal(out[1], values.view(np.ndarray)[np.argsort(keys, kind="stable")])
 
@@ -366,15 +358,15 @@ def test_packs_on_device_checks_rows():
         hpu.sorting.packs_on_device(10, np.int32, rows=3)
 
 
-def test_keyed_row_length_is_checked(device_runtime):
+def test_keyed_row_length_is_checked(fresh):
     from hpu.sorting.pipeline import fast_keyed_sort
 
     for m in [0, 7, 1 << 40]:
         with pytest.raises(ValueError, match="row_length"):
-            fast_keyed_sort(np.zeros(100, np.int32), [], device_runtime, row_length=m, redo=None)
+            fast_keyed_sort(np.zeros(100, np.int32), [], fresh, row_length=m, redo=None)
 
 
-def test_api_uses_the_device_packing_with_the_gpu_strategy(device_runtime, monkeypatch):
+def test_api_uses_the_device_packing_with_the_gpu_strategy(fresh, monkeypatch):
     import hpu.sorting.api as api
 
     calls = []
@@ -382,22 +374,22 @@ def test_api_uses_the_device_packing_with_the_gpu_strategy(device_runtime, monke
     monkeypatch.setattr(api, "fast_keyed_sort", lambda *a, **k: calls.append(1) or real(*a, **k))
     keys = make("float32", (5000,), "specials", 3)
     values = np.arange(5000)
-    assert np.array_equal(hpu.argsort(keys, runtime=device_runtime, strategy="gpu"), np.argsort(keys, kind="stable"))
-    sk, sv = hpu.sort_by_key(keys, values, runtime=device_runtime, strategy="gpu")
+    assert np.array_equal(hpu.argsort(keys, runtime=fresh, strategy="gpu"), np.argsort(keys, kind="stable"))
+    sk, sv = hpu.sort_by_key(keys, values, runtime=fresh, strategy="gpu")
     assert same_bits(sk, np.sort(keys, kind="stable")) and same_bits(sv, values[np.argsort(keys, kind="stable")])
     assert len(calls) == 2
     # Host paths: a forced CPU share, 16-bit keys, big-endian keys.
-    hpu.argsort(keys, runtime=device_runtime, strategy="advanced", alpha=0.5)
-    hpu.argsort(keys.view(np.int16), runtime=device_runtime, strategy="gpu")
-    hpu.sort_by_key(keys.astype(">f4"), values, runtime=device_runtime, strategy="gpu")
+    hpu.argsort(keys, runtime=fresh, strategy="advanced", alpha=0.5)
+    hpu.argsort(keys.view(np.int16), runtime=fresh, strategy="gpu")
+    hpu.sort_by_key(keys.astype(">f4"), values, runtime=fresh, strategy="gpu")
     assert len(calls) == 2
     # Object values: the device argsorts, the host gathers.
-    sk, sv = hpu.sort_by_key(keys, values.astype(object), runtime=device_runtime, strategy="gpu")
+    sk, sv = hpu.sort_by_key(keys, values.astype(object), runtime=fresh, strategy="gpu")
     assert len(calls) == 3 and np.array_equal(sv, values[np.argsort(keys, kind="stable")])
 
 
 @pytest.mark.parametrize("on_error", ["fallback", "raise"])
-def test_keyed_sort_device_fault(device_runtime, monkeypatch, on_error):
+def test_keyed_sort_device_fault(fresh, monkeypatch, on_error):
     """A device failure mid-sort: the CPU redoes it (right result, the failure in the trace) or DeviceFailure."""
     import pyopencl as cl
 
@@ -416,11 +408,11 @@ def test_keyed_sort_device_fault(device_runtime, monkeypatch, on_error):
     redo = lambda: [np.argsort(keys, kind="stable")]  # noqa: E731
     if on_error == "raise":
         with pytest.raises(hpu.DeviceFailure, match="-9999"):
-            fast_keyed_sort(keys, [], device_runtime, redo=redo, on_device_error="raise")
+            fast_keyed_sort(keys, [], fresh, redo=redo, on_device_error="raise")
     else:
-        (perm,), trace = fast_keyed_sort(keys, [], device_runtime, redo=redo)
+        (perm,), trace = fast_keyed_sort(keys, [], fresh, redo=redo)
         assert np.array_equal(perm, order) and "-9999" in trace.fallback
         monkeypatch.setattr(DeviceSorter, "sort", real)
-        got = hpu.argsort(keys, runtime=device_runtime, strategy="gpu", on_device_error="raise")
+        got = hpu.argsort(keys, runtime=fresh, strategy="gpu", on_device_error="raise")
         assert np.array_equal(got, order)
     assert same_bits(keys, before)

@@ -48,15 +48,6 @@ def _fault_once(monkeypatch, owner, name, after: int = 0):
     return calls
 
 
-@pytest.fixture
-def fresh(runtime):
-    """A runtime of its own (a fault rebuilds its context)."""
-    if not runtime.has_device:
-        pytest.skip("no OpenCL device")
-    with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2) as rt:
-        yield rt
-
-
 def _twenty_right(rt, rng, mode="fast", **kw):
     for _ in range(20):
         a = rng.standard_normal(int(rng.integers(2000, 40_000))).astype(np.float32)

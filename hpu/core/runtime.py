@@ -230,6 +230,10 @@ def _physical_memory() -> int:
         return 0
 
 
+#: Seconds per merge step guessed for a CPU that has not been calibrated.
+GUESSED_CPU_OP_SECONDS = 5e-9
+
+
 def uncalibrated_profile(dev: Any, threads: int) -> Profile:
     """Rough guesses used until ``python -m hpu.calibrate`` has run for this device.
 
@@ -238,14 +242,15 @@ def uncalibrated_profile(dev: Any, threads: int) -> Profile:
     than the CPU alone; a device's speed is known only once measured).
     """
     if dev is None:
-        return Profile(p=threads, g=1, gamma=1.0, name="uncalibrated (CPU only)", provenance={"source": UNCALIBRATED})
+        return Profile(p=threads, g=1, gamma=1.0, cpu_op_seconds=GUESSED_CPU_OP_SECONDS, name="uncalibrated (CPU only)",
+                       provenance={"source": UNCALIBRATED})
     cu = int(dev.max_compute_units)
     is_gpu = bool(dev.type & cl.device_type.GPU)
     return Profile(
         p=threads,
         g=cu * (256 if is_gpu else 8),
         gamma=1 / 10 if is_gpu else 1 / 2,
-        cpu_op_seconds=5e-9,
+        cpu_op_seconds=GUESSED_CPU_OP_SECONDS,
         h2d_latency=2e-5,
         d2h_latency=2e-5,
         h2d_seconds_per_byte=1 / 8e9,

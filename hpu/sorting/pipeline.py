@@ -232,6 +232,18 @@ def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: 
     return steps, segs
 
 
+def _quiesce(staging_tasks: list, queues: tuple) -> None:
+    """After a failure: wait for the staging tasks and finish the queues, so that nothing still writes into the
+    staging or result memory once the caller sees the error (a faulted queue's own error is already on its way)."""
+    for f in staging_tasks:
+        f.exception()
+    for queue in queues:
+        try:
+            queue.finish()
+        except Exception:
+            pass
+
+
 def _copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h: list, rec: Recorder) -> None:
     """Thread-pool workers copy each piece from ``stage`` into ``dst`` as soon as its device-to-host copy ends."""
     # Touch dst's pages while the DMA engine and the device work (after staging): its first-touch page
@@ -311,14 +323,7 @@ def _device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec:
         for f in staging_tasks:
             f.result()
     except BaseException:
-        # Nothing may still write into stage (it may be the result) once this returns.
-        for f in staging_tasks:
-            f.exception()
-        for queue in (cq, q):
-            try:
-                queue.finish()
-            except Exception:  # a faulted queue: the failure is already on its way up
-                pass
+        _quiesce(staging_tasks, (cq, q))  # stage may be the result
         raise
     if dst is not None and not in_place:
         _copy_out(rt, stage, dst, pieces, d2h, rec)
@@ -443,10 +448,27 @@ def keyed_key_type(dtype: Any) -> tuple[str, int] | None:
 
 
 def keyed_fits(rt: Runtime, n: int, itemsizes: Sequence[int], gathered: bool) -> bool:
-    """Whether :func:`fast_keyed_sort` of ``n`` keys fits the device: the arrays of ``itemsizes`` bytes per
-    element (keys and values), three 8-byte buffers (packed, sorted, the sorter's scratch), and, when
-    ``gathered``, the gathered copies of the arrays; at most 80% of the device memory, each buffer within
-    its largest allocation."""
+    """Whether :func:`fast_keyed_sort` of ``n`` keys fits ``rt``'s device.
+
+    Parameters
+    ----------
+    rt : Runtime
+        With a device.
+    n : int
+        Keys.
+    itemsizes : sequence of int
+        Bytes per element of the keys and of each value array.
+    gathered : bool
+        Whether the arrays are gathered (key-value and row sorts), which
+        needs a second copy of each on the device.
+
+    Returns
+    -------
+    bool
+        The arrays, three 8-byte buffers (packed, sorted, the sorter's
+        scratch) and the gathered copies take at most 80% of the device's
+        global memory, and each buffer at most its largest allocation.
+    """
     dev = rt.device
     per_element = sum(itemsizes) * (2 if gathered else 1) + 3 * 8
     return n * per_element <= 0.8 * dev.global_mem_size and n * max(8, *itemsizes) <= dev.max_mem_alloc_size
@@ -594,13 +616,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         for f in (f for s in staged for f in s[3]):
             f.result()
     except BaseException:
-        for f in (f for s in staged for f in s[3]):  # nothing may write into the staging memory once this returns
-            f.exception()
-        for queue in (cq, q):
-            try:
-                queue.finish()
-            except Exception:  # a faulted queue: the failure is already on its way up
-                pass
+        _quiesce([f for s in staged for f in s[3]], (cq, q))
         raise
     d2h[-1].wait()  # the last copy on the in-order copy queue
     _defer_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)

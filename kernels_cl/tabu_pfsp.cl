@@ -17,6 +17,11 @@
  *   pt[j * MACHINES + i]     processing time of job j on machine i;
  *   perm[k]                  job at position k of the current permutation;
  *   table[k * MACHINES + i]  C[i][k] of the current permutation.
+ *
+ * With TABU_BY_ATTRIBUTE the tabu status is per (job, position) pair,
+ * tabu_until[job * n + position]: a move is tabu when it puts any job it moves
+ * at a position still tabu for that job; applying it marks the former
+ * position of every job whose position changes.
  */
 
 #define MOVE_BY_INDEX 1
@@ -61,6 +66,24 @@ static inline uint pfsp_source(const uint k, const uint a, const uint b)
 #endif
 }
 
+#if TABU_BY_ATTRIBUTE
+static inline int move_tabu(const ulong n, const ulong m, __global const int *tabu_until, const int iteration
+                            PROBLEM_PARAMS)
+{
+    uint a, b;
+    pfsp_move(n, m, &a, &b);
+    for (uint k = min(a, b); k <= max(a, b); k++) {
+#if !INSERTION
+        if (k != a && k != b)
+            continue;
+#endif
+        if (tabu_until[perm[pfsp_source(k, a, b)] * n + k] > iteration)
+            return 1;
+    }
+    return 0;
+}
+#endif
+
 /* Makespan change of move m: start at position s (the first changed position
  * with PREFIX_SHARING, else 0) from the parent's column s - 1 (zeros for
  * s = 0), then one recurrence step per position s .. n-1 in a private column. */
@@ -84,8 +107,10 @@ static inline int move_eval(const ulong n, const ulong m, long *delta PROBLEM_PA
     return 1;
 }
 
-/* Apply move (a, b), in one work-group: work-item 0 marks the move tabu until
- * iteration `until` and moves the jobs of perm; then the work-group rebuilds
+/* Apply move (a, b), in one work-group: work-item 0 marks the move's
+ * attributes tabu until iteration `until` (the move, or the (job, position)
+ * pairs of the jobs at positions min(a, b) .. max(a, b) that change) and
+ * moves the jobs of perm; then the work-group rebuilds
  * the table's columns min(a, b) .. n-1 along anti-diagonals d = k - min(a, b) + i,
  * one machine per work-item, with a barrier between diagonals (Wu et al.,
  * section 3.2, figure 5). */
@@ -95,7 +120,13 @@ __kernel void tabu_apply(const ulong n, const uint a, const uint b, const ulong 
     const uint lid = get_local_id(0), size = get_local_size(0);
     const uint first = min(a, b), cols = (uint)n - first;
     if (lid == 0) {
+#if TABU_BY_ATTRIBUTE
+        for (uint k = first; k <= max(a, b); k++)
+            if (INSERTION || k == a || k == b)
+                tabu_until[perm[k] * n + k] = until;
+#else
         tabu_until[move] = until;
+#endif
         const int job = perm[a];
 #if INSERTION
         if (a < b)

@@ -1,15 +1,30 @@
 /* Quadratic assignment problem, 2-swap neighbourhood (used with tabu_reduce.cl).
  *
- * f(p) = sum_ij A[i][j] B[p(i)][p(j)].  The device keeps A and the permuted
- * distance matrix Bp[i][j] = B[p(i)][p(j)] (row-major, n x n); swapping the
- * assignment of r and s swaps rows r, s and columns r, s of Bp.
+ * f(p) = sum_ij A[i][j] B[p(i)][p(j)].  The device keeps A, the permuted
+ * distance matrix Bp[i][j] = B[p(i)][p(j)] (row-major, n x n) and p itself
+ * (perm); swapping the assignment of r and s swaps rows r, s and columns r, s
+ * of Bp and entries r, s of perm.
+ *
+ * With TABU_BY_ATTRIBUTE the tabu status is per (facility, location) pair,
+ * tabu_until[facility * n + location] (Taillard's robust tabu search): a
+ * swap is tabu when both facilities would return to locations still tabu.
  *
  * Requires MAT_T (int when every entry has |x| < 2^30, else long) and
  * SYMMETRIC (1 when A and B are both symmetric).
  */
 
-#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp
-#define PROBLEM_ARGS , A, Bp
+#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm
+#define PROBLEM_ARGS , A, Bp, perm
+
+#if TABU_BY_ATTRIBUTE
+static inline int move_tabu(const ulong n, const ulong m, __global const int *tabu_until, const int iteration
+                            PROBLEM_PARAMS)
+{
+    uint r, s;
+    pair_from_index(n, m, &r, &s);
+    return tabu_until[r * n + perm[s]] > iteration && tabu_until[s * n + perm[r]] > iteration;
+}
+#endif
 
 /* Change of f when r and s swap locations: the O(n) formula Delta(p, r, s)
  * of Taillard, "Robust taboo search for the quadratic assignment problem",
@@ -41,9 +56,10 @@ static inline int move_delta(const ulong n, const uint r, const uint s, long *de
     return 1;
 }
 
-/* Apply move (r, s) in place: swap rows and columns r, s of Bp; mark the move
- * tabu until iteration `until`.  One work-item per k in [0, n); the elements
- * each touches are disjoint. */
+/* Apply move (r, s) in place: mark its attributes tabu until iteration
+ * `until` (the move, or (r, p(r)) and (s, p(s))), swap perm[r] and perm[s],
+ * and swap rows and columns r, s of Bp.  One work-item per k in [0, n); the
+ * elements each touches are disjoint. */
 __kernel void tabu_apply(const ulong n, const uint r, const uint s, const ulong move, const int until,
                          __global int *tabu_until PROBLEM_PARAMS)
 {
@@ -51,9 +67,16 @@ __kernel void tabu_apply(const ulong n, const uint r, const uint s, const ulong 
     if (k >= n)
         return;
     MAT_T t;
-    if (k == 0)
-        tabu_until[move] = until;
     if (k == r) {
+#if TABU_BY_ATTRIBUTE
+        tabu_until[r * n + perm[r]] = until;
+        tabu_until[s * n + perm[s]] = until;
+#else
+        tabu_until[move] = until;
+#endif
+        const int pr = perm[r];
+        perm[r] = perm[s];
+        perm[s] = pr;
         t = Bp[r * n + r]; Bp[r * n + r] = Bp[s * n + s]; Bp[s * n + s] = t;
         t = Bp[r * n + s]; Bp[r * n + s] = Bp[s * n + r]; Bp[s * n + r] = t;
         return;

@@ -17,17 +17,47 @@
  * or, for any other neighbourhood, MOVE_BY_INDEX and
  *   static inline int move_eval(ulong n, ulong m, long *delta PROBLEM_PARAMS)
  *                   the same for move index m;
- * and with WG (the work-group size, a power of two) defined.
+ * and with WG (the work-group size, a power of two) and TABU_BY_ATTRIBUTE
+ * defined.  With TABU_BY_ATTRIBUTE 0 move m is tabu while tabu_until[m] >
+ * iteration; with 1 the problem file defines
+ *   static inline int move_tabu(ulong n, ulong m, __global const int *tabu_until,
+ *                               int iteration PROBLEM_PARAMS)
+ *                   whether move m is tabu under the problem's attributes.
  *
- * Order of moves: (class, delta, index) lexicographically, where class is
- * 0 = admissible (feasible and not tabu, or tabu but better than the best
- * found: aspiration), 1 = feasible but tabu, 2 = infeasible, 3 = no move.
- * This combine is associative and commutative, so any split of [0, N) and any
- * reduction tree give the same winner.  A key packs class << 40 | index.
+ * Order of moves: (class, delta, tie, index) lexicographically, where class
+ * is 0 = admissible (feasible and not tabu, or tabu but better than the best
+ * found: aspiration), 1 = feasible but tabu, 2 = infeasible, 3 = no move, and
+ * tie = tie_hash(m, iteration, tie_seed) & tie_mask (tie_mask 0: the lowest
+ * index wins ties).  This combine is associative and commutative, so any
+ * split of [0, N) and any reduction tree give the same winner.  A key packs
+ * class << 61 | tie << 40 | index.
  */
 
-#define CLASS_SHIFT 40
+#define CLASS_SHIFT 61
+#define TIE_SHIFT 40
 #define EMPTY_KEY ((long)3 << CLASS_SHIFT)
+
+/* 21-bit tie-break of move m at `iteration` (the same as hpu.tabu.engine.tie_hash):
+ * the "lowbias32" finaliser of C. Wellons, "Prospecting for hash functions" (2018). */
+static inline long tie_hash(const ulong m, const int iteration, const uint seed)
+{
+    uint x = (uint)m ^ (uint)(m >> 32) * 0x9E3779B9u;
+    x ^= (uint)iteration * 0x85EBCA6Bu ^ seed;
+    x ^= x >> 16;
+    x *= 0x7FEB352Du;
+    x ^= x >> 15;
+    x *= 0x846CA68Bu;
+    x ^= x >> 16;
+    return (long)(x >> 11);
+}
+
+#if !TABU_BY_ATTRIBUTE
+static inline int move_tabu(const ulong n, const ulong m, __global const int *tabu_until, const int iteration
+                            PROBLEM_PARAMS)
+{
+    return tabu_until[m] > iteration;
+}
+#endif
 
 static inline int precedes(const long v1, const long k1, const long v2, const long k2)
 {
@@ -45,13 +75,13 @@ static inline int move_eval(const ulong n, const ulong m, long *delta PROBLEM_PA
 #endif
 
 /* Work-group g evaluates moves [lo + g chunk, min(lo + (g + 1) chunk, hi)).
- * A move m is tabu while tabu_until[m] > iteration; a tabu move is still
- * admissible when delta < aspiration (= best value found - current value).
+ * A tabu move (move_tabu) is still admissible when delta < aspiration
+ * (= best value found - current value).
  * partial[2 g] = the winner's delta, partial[2 g + 1] = its key.
  */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const ulong chunk,
-                          const long aspiration, const int iteration,
+                          const long aspiration, const int iteration, const uint tie_seed, const uint tie_mask,
                           __global const int *tabu_until, __global long *partial
                           PROBLEM_PARAMS)
 {
@@ -66,8 +96,10 @@ void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const u
     for (ulong m = start + lid; m < end; m += WG) {
         long delta;
         const int feasible = move_eval(n, m, &delta PROBLEM_ARGS);
-        const long cls = !feasible ? 2 : (tabu_until[m] <= iteration || delta < aspiration) ? 0 : 1;
-        const long key = (cls << CLASS_SHIFT) | (long)m;
+        const long cls = !feasible ? 2
+            : (delta < aspiration || !move_tabu(n, m, tabu_until, iteration PROBLEM_ARGS)) ? 0 : 1;
+        const long tie = tie_mask ? tie_hash(m, iteration, tie_seed) & tie_mask : 0;
+        const long key = (cls << CLASS_SHIFT) | (tie << TIE_SHIFT) | (long)m;
         if (precedes(delta, key, bd, bk)) {
             bd = delta;
             bk = key;

@@ -80,6 +80,81 @@ def deltas_match_brute_force(problem, rng, brute_force, solutions: int, **evalua
         assert feasible.all()
 
 
+def reference_tie(m: int, iteration: int, seed: int) -> int:
+    """The documented 21-bit tie-break hash (hpu.tabu.tie_hash), in plain Python integers."""
+    mask = 0xFFFFFFFF
+    x = (m & mask) ^ ((m >> 32) * 0x9E3779B9 & mask)
+    x ^= (iteration * 0x85EBCA6B & mask) ^ seed
+    x ^= x >> 16
+    x = x * 0x7FEB352D & mask
+    x ^= x >> 15
+    x = x * 0x846CA68B & mask
+    x ^= x >> 16
+    return x >> 11
+
+
+def _moved(x: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:
+    """``(index, value)`` pairs of ``y`` that differ from ``x``: what a move puts where."""
+    return [(int(k), int(y[k])) for k in np.flatnonzero(x != y)]
+
+
+def reference_search(problem, *, iterations, tenure, seed, tie_break="random"):
+    """Plain tabu search from full objectives (no deltas, no split): the independent reference.
+
+    The rules hpu.tabu.tabu_search documents: the best admissible neighbour by (value, tie, move
+    index), tie = reference_tie(move, iteration, s) with s drawn after the random start under
+    tie_break="random", else 0; aspiration below the best value; the best tabu move when all feasible
+    moves are tabu; a restart when none is feasible.  Tabu attributes, read off the solutions (not the
+    move numbering): "move": the move index; "facility-location" (QAP, x[f] = location of f): the
+    (f, former location) of both facilities moved, tabu when both return; "job-position" (PFSP,
+    x[k] = job at position k): the (job, former position) of every job moved, tabu when any returns.
+    Returns (moves, history, best value).
+    """
+    rng = np.random.default_rng(seed)
+    x = problem.random_solution(rng)
+    tie_seed = int(rng.integers(2**32)) if tie_break == "random" else None
+    attr = problem.tabu_attribute
+    tabu_until = {}
+    best = problem.objective(x) if problem.feasible(x) else None
+
+    def is_tabu(m, y, it):
+        if attr == "move":
+            return tabu_until.get(m, 0) > it
+        if attr == "facility-location":
+            return all(tabu_until.get((f, loc), 0) > it for f, loc in _moved(x, y))
+        return any(tabu_until.get((job, k), 0) > it for k, job in _moved(x, y))
+
+    moves, history = [], []
+    for it in range(1, iterations + 1):
+        while True:
+            cands = []
+            for m in range(problem.num_moves):
+                y = problem.apply_move(x, m)
+                if not problem.feasible(y):
+                    continue
+                v = problem.objective(y)
+                admissible = best is None or v < best or not is_tabu(m, y, it)
+                tie = 0 if tie_seed is None else reference_tie(m, it, tie_seed)
+                cands.append((0 if admissible else 1, v, tie, m))
+            if cands:
+                break
+            x = problem.restart(rng)
+            if problem.feasible(x) and (best is None or problem.objective(x) < best):
+                best = problem.objective(x)
+        _, v, _, m = min(cands)
+        y = problem.apply_move(x, m)
+        if attr == "move":
+            tabu_until[m] = it + tenure
+        else:
+            for k, _ in _moved(x, y):
+                tabu_until[(k, int(x[k])) if attr == "facility-location" else (int(x[k]), k)] = it + tenure
+        x = y
+        best = v if best is None else min(best, v)
+        moves.append(m)
+        history.append(v)
+    return np.array(moves), np.array(history), best
+
+
 def same_trajectories(search, problem, ref, splits, **kw) -> None:
     """``search(problem, **split, **kw)`` takes the moves and values of ``ref`` (a TabuResult) for every split."""
     for split in splits:

@@ -18,10 +18,13 @@ from hpu.tabu import (
     evaluate_neighbourhood,
     plan_split,
     tabu_search,
+    tie_hash,
     transfer_levels,
 )
 from hpu.core.costs import ProfileError
 from hpu.tabu.split import SIMPLER_MARGIN
+
+from conftest import reference_search, reference_tie
 
 DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
 
@@ -30,42 +33,6 @@ DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
 def rt():
     with hpu.Runtime() as r:
         yield r
-
-
-def reference_search(problem, *, iterations, tenure, seed):
-    """Plain tabu search from full objectives (no deltas, no split): the independent reference.
-
-    Same rules as documented by hpu.tabu.tabu_search: best admissible neighbour by (value, move
-    index), per-move tabu until iteration + tenure, aspiration below the best value, the best tabu
-    move when all feasible moves are tabu, restart when none is feasible.
-    """
-    rng = np.random.default_rng(seed)
-    x = problem.random_solution(rng)
-    tabu_until = np.zeros(problem.num_moves, dtype=np.int64)
-    best = problem.objective(x) if problem.feasible(x) else None
-    moves, history = [], []
-    for it in range(1, iterations + 1):
-        while True:
-            cands = []
-            for m in range(problem.num_moves):
-                y = problem.apply_move(x, m)
-                if not problem.feasible(y):
-                    continue
-                v = problem.objective(y)
-                admissible = tabu_until[m] <= it or (best is not None and v < best) or best is None
-                cands.append((0 if admissible else 1, v, m))
-            if cands:
-                break
-            x = problem.restart(rng)
-            if problem.feasible(x) and (best is None or problem.objective(x) < best):
-                best = problem.objective(x)
-        _, v, m = min(cands)
-        x = problem.apply_move(x, m)
-        tabu_until[m] = it + tenure
-        best = v if best is None else min(best, v)
-        moves.append(m)
-        history.append(v)
-    return np.array(moves), np.array(history), best
 
 
 def tied_qap(n, seed):
@@ -87,20 +54,29 @@ SPLITS = [
 ]
 
 
+def _qap_move_attribute():
+    q = tied_qap(8, 1)
+    return QAP(q.flow, q.distance, tabu_attribute="move")
+
+
+@pytest.mark.parametrize("tie_break", ["random", "index"])
 @pytest.mark.parametrize(
     "problem, tenure",
     [
         (tied_qap(8, 1), 5),
+        (_qap_move_attribute(), 5),
         (QAP(np.random.default_rng(2).integers(0, 9, (7, 7)), np.random.default_rng(3).integers(0, 9, (7, 7))), 3),
         (HWSWPartitioning.random(9, edges=14, ccr=1.0, constraint="low", seed=4), 6),
         (HWSWPartitioning.random(10, edges=20, ccr=0.1, constraint="high", seed=5), 4),
     ],
-    ids=["qap-ties", "qap-asymmetric", "hwsw-low", "hwsw-high"],
+    ids=["qap-ties", "qap-ties-move-attribute", "qap-asymmetric", "hwsw-low", "hwsw-high"],
 )
-def test_trajectory_equals_the_brute_force_reference_for_every_split(rt, problem, tenure):
-    ref_moves, ref_history, ref_best = reference_search(problem, iterations=60, tenure=tenure, seed=9)
+def test_trajectory_equals_the_brute_force_reference_for_every_split(rt, problem, tenure, tie_break):
+    ref_moves, ref_history, ref_best = reference_search(problem, iterations=60, tenure=tenure, seed=9,
+                                                        tie_break=tie_break)
     for kw in SPLITS:
-        res = tabu_search(problem, iterations=60, tenure=tenure, seed=9, runtime=rt, **kw)
+        res = tabu_search(problem, iterations=60, tenure=tenure, seed=9, runtime=rt, tie_break=tie_break, **kw)
+        assert (res.tabu_attribute, res.tie_break) == (problem.tabu_attribute, tie_break)
         np.testing.assert_array_equal(res.moves, ref_moves, err_msg=str(kw))
         np.testing.assert_array_equal(res.history, ref_history, err_msg=str(kw))
         assert res.best_value == ref_best
@@ -183,6 +159,8 @@ def test_initial_solution_and_input_untouched():
         (dict(iterations=5, tenure=3, time_limit=0), ValueError, "time_limit"),
         (dict(iterations=5, tenure=3, max_no_improve=0), ValueError, "max_no_improve"),
         (dict(iterations=5, tenure=3, target=1.5), ValueError, "target must be an integer"),
+        (dict(iterations=5, tenure=3, tie_break="first"), ValueError,
+         r"tie_break must be one of \('random', 'index'\)"),
         (dict(iterations=5, tenure=3, strategy="cpu", alpha=0.5), ValueError, "alpha can only be forced"),
         (dict(iterations=5, tenure=3, strategy="hybrid", alpha=1.5, transfer_level=0, cpu_chunks=1),
          ValueError, r"alpha must lie in \[0, 1\]"),
@@ -192,6 +170,25 @@ def test_bad_arguments(rt, kwargs, error, message):
     q = QAP.from_qaplib(DATA / "tai12a.dat")
     with pytest.raises(error, match=message):
         tabu_search(q, runtime=rt, **kwargs)
+
+
+def test_bad_tabu_attribute():
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    assert q.tabu_attribute == "facility-location"
+    with pytest.raises(ValueError, match=r"QAP: tabu_attribute must be one of \('facility-location', 'move'\)"):
+        QAP(q.flow, q.distance, tabu_attribute="job-position")
+    with pytest.raises(ValueError, match="HWSWPartitioning: tabu_attribute must be one of"):
+        HWSWPartitioning.random(5, edges=4, ccr=1.0, constraint="low", seed=1)._set_tabu_attribute("facility-location")
+
+
+def test_tie_hash_equals_the_documented_formula():
+    rng = np.random.default_rng(15)
+    index = np.concatenate([np.arange(50), rng.integers(0, 2**40, 200), [2**40 - 1, 2**32, 2**32 - 1]])
+    for iteration, seed in [(0, 0), (1, 7), (2**31 - 1, 2**32 - 1), (12345, int(rng.integers(2**32)))]:
+        got = tie_hash(index, iteration, seed)
+        assert got.dtype == np.int64 and got.min() >= 0 and got.max() < 2**21
+        assert got.tolist() == [reference_tie(int(m), iteration, seed) for m in index]
+    assert len(set(tie_hash(np.arange(4096), 3, 1).tolist())) > 3900  # spreads ties (few collisions in 2^21)
 
 
 def test_gpu_strategy_needs_a_device():

@@ -22,7 +22,7 @@ mutation.
 """
 
 from .calibrate import calibrate, costs_path
-from .engine import evaluate_neighbourhood
+from .engine import evaluate_neighbourhood, tie_hash
 from .evolution import EvolutionResult, crossover, hybrid_ea
 from .hwsw import HWSWPartitioning
 from .pfsp import PFSP
@@ -57,5 +57,6 @@ __all__ = [
     "pair_index",
     "plan_split",
     "tabu_search",
+    "tie_hash",
     "transfer_levels",
 ]

@@ -10,13 +10,17 @@ section 3.3): ``groups`` work-groups each evaluate a contiguous chunk and
 reduce it in local memory, so ``groups`` partial minima come back (the
 *transfer level* of the tree is ``log2(groups)``) and the host finishes.
 
-Moves are ordered by ``(class, delta, index)`` with class 0 = admissible
+Moves are ordered by ``(class, delta, tie, index)`` with class 0 = admissible
 (feasible, and not tabu or better than the best found: aspiration), 1 =
-feasible but tabu, 2 = infeasible.  The combine is associative and
-commutative, so every split returns the same move.
+feasible but tabu, 2 = infeasible; ``tie`` breaks ties between equal
+deltas (:class:`Ties`: a seeded hash of the move and the iteration, or 0 for
+the lowest index).  The combine is associative and commutative, so every
+split returns the same move.
 
-Tabu status is one "tabu until iteration" integer per move, kept on the host
-and on the device and updated in place, one entry per iteration.
+Tabu status is a "tabu until iteration" integer per tabu attribute (one per
+move, or the problem's own attributes such as (job, position) pairs; see
+:class:`~hpu.tabu.problem.NeighbourhoodState`), kept on the host and on the
+device and updated in place when a move is applied.
 
 Each :class:`Evaluator` with a device share borrows a
 :class:`~hpu.core.runtime.DeviceLease` of the runtime for its whole life (its
@@ -47,15 +51,81 @@ try:  # a dependency, but CPU-only installs must import the tabu search
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "Evaluator", "evaluate_neighbourhood", "default_work_group_size"]
+__all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "TIE_BREAKS", "Evaluator", "Ties", "evaluate_neighbourhood",
+           "default_work_group_size", "tie_hash"]
 
 log = logging.getLogger("hpu")
 
 #: Move classes, in order of preference.
 ADMISSIBLE, TABU, INFEASIBLE, _EMPTY = 0, 1, 2, 3
-_CLASS_SHIFT = 40  # key = class << 40 | move index (as in tabu_reduce.cl)
-_INDEX_MASK = (1 << _CLASS_SHIFT) - 1
+#: Accepted values of ``tie_break``.
+TIE_BREAKS = ("random", "index")
+# key = class << 61 | tie << 40 | move index (as in tabu_reduce.cl); tie has 21 bits.
+_CLASS_SHIFT, _TIE_SHIFT, _TIE_BITS = 61, 40, 21
+_INDEX_MASK = (1 << _TIE_SHIFT) - 1
+_KEY_MASK = (1 << _CLASS_SHIFT) - 1
 _NO_ASPIRATION = np.iinfo(np.int64).max
+_PARTIAL_ARG = 9  # position of tabu_evaluate_reduce's partial buffer; the problem's parameters follow
+_U32 = np.uint32
+
+
+def tie_hash(index: np.ndarray, iteration: int, seed: int) -> np.ndarray:
+    """The 21-bit tie-break of moves ``index`` at ``iteration`` (the same integer hash as ``tabu_reduce.cl``).
+
+    ``x = lo32(m) ^ hi32(m) * 0x9E3779B9 ^ iteration * 0x85EBCA6B ^ seed`` in
+    32-bit arithmetic, then the "lowbias32" finaliser (C. Wellons, "Prospecting
+    for hash functions", 2018: ``x ^= x >> 16; x *= 0x7FEB352D; x ^= x >> 15;
+    x *= 0x846CA68B; x ^= x >> 16``), of which the top 21 bits are kept.
+
+    Parameters
+    ----------
+    index : numpy.ndarray of int64, shape (k,)
+        Move indices (``< 2**40``).
+    iteration : int
+        Current iteration (>= 0).
+    seed : int
+        The search's tie seed, in ``[0, 2**32)``.
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (k,), values in ``[0, 2**21)``
+    """
+    m = np.asarray(index, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        x = (m & np.uint64(0xFFFFFFFF)).astype(_U32) ^ ((m >> np.uint64(32)).astype(_U32) * _U32(0x9E3779B9))
+        x ^= _U32(iteration & 0xFFFFFFFF) * _U32(0x85EBCA6B) ^ _U32(seed)
+        x ^= x >> _U32(16)
+        x *= _U32(0x7FEB352D)
+        x ^= x >> _U32(15)
+        x *= _U32(0x846CA68B)
+        x ^= x >> _U32(16)
+    return (x >> _U32(32 - _TIE_BITS)).astype(np.int64)
+
+
+class Ties:
+    """How :class:`Evaluator` breaks ties between moves of equal class and delta, at one iteration.
+
+    Parameters
+    ----------
+    iteration : int
+    seed : int or None
+        ``None``: the lowest move index wins (``tie_break="index"``).  An int
+        in ``[0, 2**32)``: the lowest :func:`tie_hash` wins, then the lowest
+        index (``tie_break="random"``): a pseudo-random but reproducible
+        choice, the same on every unit and split.
+    """
+
+    __slots__ = ("iteration", "seed")
+
+    def __init__(self, iteration: int, seed: int | None):
+        self.iteration, self.seed = int(iteration), seed
+
+    def keys(self, index: np.ndarray) -> np.ndarray:
+        """``tie << 40 | index`` (int64) of moves ``index``: smaller keys win ties."""
+        index = np.asarray(index, dtype=np.int64)
+        if self.seed is None:
+            return index
+        return (tie_hash(index, self.iteration, self.seed) << _TIE_SHIFT) | index
 
 
 def default_work_group_size(device: Any) -> int:
@@ -64,10 +134,9 @@ def default_work_group_size(device: Any) -> int:
     return 1 << (size.bit_length() - 1)
 
 
-def reduce_moves(
-    delta: np.ndarray, feasible: np.ndarray | None, tabu_until: np.ndarray, iteration: int, aspiration: int, offset: int
-) -> tuple[int, int, int]:
-    """Best move of a contiguous range, by ``(class, delta, index)``.
+def reduce_moves(delta: np.ndarray, feasible: np.ndarray | None, tabu: np.ndarray, aspiration: int, offset: int,
+                 ties: Ties) -> tuple[int, int, int]:
+    """Best move of a contiguous range, by ``(class, delta, key)``.
 
     Parameters
     ----------
@@ -75,41 +144,49 @@ def reduce_moves(
         Objective changes of moves ``[offset, offset + m)``.
     feasible : numpy.ndarray of bool, shape (m,), or None
         Feasibility of the neighbours (None: all feasible).
-    tabu_until : numpy.ndarray of int32, shape (m,)
-        A move is tabu while ``tabu_until > iteration``.
-    iteration : int
+    tabu : numpy.ndarray of bool, shape (m,)
+        Which moves are tabu (:meth:`~hpu.tabu.problem.NeighbourhoodState.tabu`).
     aspiration : int
         A tabu move is admissible when ``delta < aspiration`` (best value found
         minus current value; Hou et al. 2019, section 3.5).
     offset : int
         Index of the first move.
+    ties : Ties
+        The tie-break among equal deltas.
 
     Returns
     -------
-    (class, delta, index) : tuple of int
+    (class, delta, key) : tuple of int
+        ``key = tie << 40 | index`` (:meth:`Ties.keys`).
     """
-    allowed = (tabu_until <= iteration) | (delta < aspiration)
-    admissible = allowed if feasible is None else allowed & feasible
+    admissible = ~tabu | (delta < aspiration)
+    if feasible is not None:
+        admissible &= feasible
     if admissible.any():
         cls, mask = ADMISSIBLE, admissible
     elif feasible is None or feasible.any():
         cls, mask = TABU, feasible
     else:
         cls, mask = INFEASIBLE, None
-    k = int(np.argmin(delta if mask is None else np.where(mask, delta, np.iinfo(delta.dtype).max)))
-    return cls, int(delta[k]), offset + k
+    if mask is None:
+        d = delta.min()
+        tied = np.flatnonzero(delta == d)
+    else:
+        d = delta[mask].min()
+        tied = np.flatnonzero((delta == d) & mask)
+    return cls, int(d), int(ties.keys(tied + offset).min())
 
 
-def _best_of(cls: np.ndarray, delta: np.ndarray, index: np.ndarray) -> tuple[int, int, int]:
-    """Lexicographic minimum of ``(class, delta, index)`` triples (the host's top levels of the tree)."""
+def _best_of(cls: np.ndarray, delta: np.ndarray, key: np.ndarray) -> tuple[int, int, int]:
+    """Lexicographic minimum of ``(class, delta, key)`` triples (the host's top levels of the tree)."""
     sel = cls == cls.min()
     d = delta[sel].min()
     sel &= delta == d
-    return int(cls[sel][0]), int(d), int(index[sel].min())
+    return int(cls[sel][0]), int(d), int(key[sel].min())
 
 
 def _columns(parts: list[tuple[int, int, int]]) -> list[np.ndarray]:
-    """``(class, delta, index)`` triples as three int64 arrays."""
+    """``(class, delta, key)`` triples as three int64 arrays."""
     if not parts:
         return [np.empty(0, np.int64)] * 3
     return [np.array(v, dtype=np.int64) for v in zip(*parts)]
@@ -135,6 +212,10 @@ class Evaluator:
     on_device_error : {"fallback", "raise"}
         When the device fails: go on with the CPU alone from the same state
         (:attr:`fallback` then says why), or raise :class:`hpu.DeviceFailure`.
+    tie_seed : int or None
+        Ties between moves of equal class and delta go to the lowest
+        :func:`tie_hash` under this seed (an int in ``[0, 2**32)``), or to the
+        lowest index (None).
 
     Raises
     ------
@@ -147,8 +228,9 @@ class Evaluator:
 
     Attributes
     ----------
-    tabu_until : numpy.ndarray of int32, shape (N,)
-        Host copy of the tabu status (the device keeps its own, updated in place).
+    tabu_until : numpy.ndarray of int32, shape (state.num_attributes,)
+        Host copy of the tabu status, one entry per tabu attribute (the
+        device keeps its own, updated in place).
     cpu_time, device_time, host_time : float
         Seconds spent so far: the CPU share (wall), the device (kernel,
         read-back and apply events when the queue profiles, else wall time
@@ -173,15 +255,19 @@ class Evaluator:
         groups: int = 1,
         work_group_size: int | None = None,
         on_device_error: str = "fallback",
+        tie_seed: int | None = None,
     ):
+        if tie_seed is not None and not 0 <= tie_seed < 2**32:
+            raise ValueError(f"tie_seed must be None or lie in [0, 2**32), got {tie_seed!r}")
         self.state = state
+        self.tie_seed = tie_seed
         self.runtime = runtime
         self.on_device_error = check_on_device_error(on_device_error)
         self.n = state.problem.n
         self.num_moves = state.problem.num_moves
-        if self.num_moves >= 1 << _CLASS_SHIFT:
-            raise ValueError(f"a neighbourhood of {self.num_moves} moves is too large (at most 2**{_CLASS_SHIFT} - 1)")
-        self.tabu_until = np.zeros(self.num_moves, dtype=np.int32)
+        if self.num_moves >= 1 << _TIE_SHIFT:
+            raise ValueError(f"a neighbourhood of {self.num_moves} moves is too large (at most 2**{_TIE_SHIFT} - 1)")
+        self.tabu_until = np.zeros(state.num_attributes, dtype=np.int32)
         self.cpu_time = self.device_time = self.host_time = 0.0
         self.fallback = ""
         self._lease = None
@@ -237,7 +323,8 @@ class Evaluator:
             raise ValueError(f"work_group_size must be a power of two, got {w}")
         self.work_group_size = w
         lease = self._lease = self.runtime.acquire_lease()
-        source = define_header({"WG": w, **st.defines()}) + "".join(
+        defines = {"WG": w, "TABU_BY_ATTRIBUTE": int(st.problem.tabu_attribute != "move"), **st.defines()}
+        source = define_header(defines) + "".join(
             kernel_source(name) for name in ("tabu_pairs", st.kernel, "tabu_reduce"))
         program = lease.build(source)
         ctx, mf = lease.context, cl.mem_flags
@@ -247,8 +334,9 @@ class Evaluator:
         self._tabu_d = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self.tabu_until)
         self._partial_d = None
         self._eval = cl.Kernel(program, "tabu_evaluate_reduce")
+        tie_mask = 0 if self.tie_seed is None else (1 << _TIE_BITS) - 1
         self._eval.set_args(np.uint64(self.n), np.uint64(0), np.uint64(0), np.uint64(1), np.int64(0), np.int32(0),
-                            self._tabu_d, None, *self._pargs)
+                            np.uint32(self.tie_seed or 0), np.uint32(tie_mask), self._tabu_d, None, *self._pargs)
         self._apply_k = cl.Kernel(program, "tabu_apply")
         self._apply_k.set_args(np.uint64(self.n), np.uint32(0), np.uint32(0), np.uint64(0), np.int32(0),
                                self._tabu_d, *self._pargs)
@@ -316,19 +404,20 @@ class Evaluator:
         if self._partial_d is None or self._partial.size < 2 * groups:
             self._partial = np.empty(2 * groups, dtype=np.int64)
             self._partial_d = cl.Buffer(self._lease.context, cl.mem_flags.WRITE_ONLY, size=self._partial.nbytes)
-            self._eval.set_arg(7, self._partial_d)
+            self._eval.set_arg(_PARTIAL_ARG, self._partial_d)
         self._eval.set_arg(1, np.uint64(lo))
         self._eval.set_arg(2, np.uint64(hi))
         self._eval.set_arg(3, np.uint64(-(-(hi - lo) // groups)))
 
     def _cpu_range(self, lo: int, hi: int, iteration: int, aspiration: int) -> tuple[int, int, int]:
         """Evaluate and reduce moves ``[lo, hi)`` block by block (the CPU's leaves and lower levels)."""
-        st, tabu, step = self.state, self.tabu_until, self.state.block_moves
+        st, step, ties = self.state, self.state.block_moves, Ties(iteration, self.tie_seed)
         best = (_EMPTY, 0, lo)
         for b0 in range(lo, hi, step):
             b1 = min(b0 + step, hi)
             delta, feasible = st.deltas(b0, b1)
-            best = min(best, reduce_moves(delta, feasible, tabu[b0:b1], iteration, aspiration, b0))
+            tabu = st.tabu(b0, b1, self.tabu_until, iteration)
+            best = min(best, reduce_moves(delta, feasible, tabu, aspiration, b0, ties))
         return best
 
     def _cpu_parts(self, ranges: list[tuple[int, int]], iteration: int, aspiration: int) -> list[tuple[int, int, int]]:
@@ -350,7 +439,8 @@ class Evaluator:
 
         Returns
         -------
-        (class, delta, index) : tuple of int
+        (class, delta, key) : tuple of int
+            ``key = tie << 40 | index`` (:meth:`Ties.keys`).
         """
         return _best_of(*_columns(self._cpu_parts(ranges, iteration, aspiration)))
 
@@ -359,7 +449,7 @@ class Evaluator:
         k.set_arg(4, np.int64(min(aspiration, _NO_ASPIRATION)))
         k.set_arg(5, np.int32(iteration))
         for pos, value in self.state.dynamic_args():
-            k.set_arg(8 + pos, value)
+            k.set_arg(_PARTIAL_ARG + 1 + pos, value)
         w = self.work_group_size
         evt = cl.enqueue_nd_range_kernel(self._queue, k, (self.groups * w,), (w,))
         read = cl.enqueue_copy(self._queue, self._partial[: 2 * self.groups], self._partial_d, is_blocking=False)
@@ -379,7 +469,7 @@ class Evaluator:
         self._events.clear()
         part = self._partial[: 2 * self.groups]
         keys = part[1::2]
-        return [keys >> _CLASS_SHIFT, part[0::2], keys & _INDEX_MASK]
+        return [keys >> _CLASS_SHIFT, part[0::2], keys & _KEY_MASK]
 
     def device_partials(self, iteration: int, aspiration: int) -> list[np.ndarray]:
         """Run the fused kernel on the device's range and wait: one partial minimum per work-group.
@@ -391,9 +481,9 @@ class Evaluator:
 
         Returns
         -------
-        [class, delta, index] : list of numpy.ndarray of int64, shape (groups,)
+        [class, delta, key] : list of numpy.ndarray of int64, shape (groups,)
             The best move of each work-group's chunk (views of a buffer the
-            next call overwrites).
+            next call overwrites); ``key = tie << 40 | index``.
 
         Raises
         ------
@@ -431,7 +521,8 @@ class Evaluator:
         -------
         (class, delta, index) : tuple of int
             ``class`` is :data:`ADMISSIBLE`, :data:`TABU` (every feasible move
-            is tabu) or :data:`INFEASIBLE` (no feasible move).
+            is tabu) or :data:`INFEASIBLE` (no feasible move); ties between
+            equal deltas are broken as ``tie_seed`` says.
 
         Raises
         ------
@@ -441,10 +532,12 @@ class Evaluator:
         """
         if self.has_device_share:
             try:
-                return self._evaluate(iteration, aspiration)
+                cls, delta, key = self._evaluate(iteration, aspiration)
+                return cls, delta, key & _INDEX_MASK
             except Exception as e:
                 self._device_failed(e)
-        return self._evaluate(iteration, aspiration)
+        cls, delta, key = self._evaluate(iteration, aspiration)
+        return cls, delta, key & _INDEX_MASK
 
     def _evaluate(self, iteration: int, aspiration: int) -> tuple[int, int, int]:
         read = self._launch(iteration, aspiration) if self.has_device_share else None
@@ -467,8 +560,8 @@ class Evaluator:
         right (see :meth:`evaluate` for what follows).
         """
         t0 = time.perf_counter()
+        self.state.mark_tabu(index, self.tabu_until, until)
         self.state.apply(index, delta)
-        self.tabu_until[index] = until
         if self._lease is not None:
             try:
                 self.apply_on_device(index, until)
@@ -479,7 +572,10 @@ class Evaluator:
     def apply_on_device(self, index: int, until: int) -> None:
         """Enqueue the device's part of :meth:`apply` only (the ``tabu_apply`` kernel; no wait).
 
-        For calibration, which times a search's iteration without moving the host's state.
+        The kernel marks the move's tabu attributes as they are before the
+        move (as :meth:`~hpu.tabu.problem.NeighbourhoodState.mark_tabu` does
+        on the host), then applies it.  For calibration, which times a
+        search's iteration without moving the host's state.
         """
         i, j = self.state.apply_params(index)
         k = self._apply_k
@@ -547,6 +643,6 @@ def evaluate_neighbourhood(
         return delta, feasible
     rt = resolve_runtime(runtime)
     with rt.call(), Evaluator(state, rt, cpu_moves=0, groups=N, on_device_error="raise") as ev:
-        cls, delta, index = ev.device_partials(1, _NO_ASPIRATION)
-        order = np.argsort(index)
+        cls, delta, key = ev.device_partials(1, _NO_ASPIRATION)
+        order = np.argsort(key & _INDEX_MASK)
         return delta[order].copy(), cls[order] != INFEASIBLE

@@ -129,6 +129,14 @@ class PFSP(TabuProblem):
         The moves of the tabu search (module docstring).
     name : str
         Instance name (e.g. ``"ta001"``).
+    tabu_attribute : {"job-position", "move"}, optional
+        What the tabu status is kept for.  ``"job-position"`` (default): the
+        (job, position) pairs of Taillard (EJOR 47, 1990, section 3): applying
+        a move marks the former position of every job whose position changes
+        (the two of a swap; the inserted job and those it shifts), and a move
+        is tabu when it puts any job it moves at a position still tabu for that
+        job, so that the two encodings of one adjacent exchange have one
+        status.  ``"move"``: the move's index is tabu.
     prefix_sharing : bool
         How a move is evaluated, on the CPU and on the device.  ``True``: from
         the parent's completion-time column ``f - 1``, ``f`` the child's first
@@ -148,7 +156,7 @@ class PFSP(TabuProblem):
     ValueError
         If the times are not a 2-D array of non-negative integers with at least
         one machine and two jobs, their total is ``>= 2**62`` (makespans could
-        overflow int64), or ``neighbourhood`` is unknown.
+        overflow int64), or ``neighbourhood`` or ``tabu_attribute`` is unknown.
 
     Attributes
     ----------
@@ -161,9 +169,11 @@ class PFSP(TabuProblem):
     """
 
     kind = "pfsp"
+    TABU_ATTRIBUTES = ("job-position", "move")
 
     def __init__(self, processing_times: Any, *, neighbourhood: str = "insertion", name: str = "",
-                 prefix_sharing: bool = True):
+                 prefix_sharing: bool = True, tabu_attribute: str | None = None):
+        self._set_tabu_attribute(tabu_attribute)
         if neighbourhood not in NEIGHBOURHOODS:
             raise ValueError(f"PFSP: neighbourhood must be one of {NEIGHBOURHOODS}, got {neighbourhood!r}")
         if not isinstance(prefix_sharing, (bool, np.bool_)):
@@ -451,6 +461,46 @@ class _PFSPState(NeighbourhoodState):
         delta = np.empty(hi - lo, dtype=np.int64)
         delta[order] = c[-1] - self.value
         return delta, None
+
+    @property
+    def num_attributes(self) -> int:
+        """``n * n`` (job, position) pairs, job-major, or one per move."""
+        n = self.problem.jobs
+        return n * n if self.problem.tabu_attribute == "job-position" else self.problem.num_moves
+
+    def tabu(self, lo: int, hi: int, tabu_until: np.ndarray, iteration: int) -> np.ndarray:
+        """Job-position: whether a move puts any job it moves at a position still tabu for that job.
+
+        With ``q[k, t]``: the job now at position ``k`` may not go to ``t``, a
+        swap ``(a, b)`` is tabu when ``q[a, b]`` or ``q[b, a]``; an insertion
+        when ``q[a, b]`` or, for the jobs it shifts by one, ``q[k, k - 1]``
+        (``a < k <= b``) or ``q[k, k + 1]`` (``b <= k < a``), counted with
+        prefix sums along those diagonals.
+        """
+        pb = self.problem
+        if pb.tabu_attribute == "move":
+            return super().tabu(lo, hi, tabu_until, iteration)
+        n = pb.jobs
+        q = tabu_until.reshape(n, n)[self._perm] > iteration
+        a, b = pb._move_block(lo, hi)
+        moved = q[a, b]
+        if pb.neighbourhood == "swap":
+            return moved | q[b, a]
+        k = np.arange(n - 1)
+        down = np.concatenate([[0, 0], np.cumsum(q[k + 1, k])])  # down[t + 1] = #{1 <= k <= t: q[k, k - 1]}
+        up = np.concatenate([[0], np.cumsum(q[k, k + 1])])  # up[t] = #{k < t: q[k, k + 1]}
+        shifted = np.where(a < b, down[b + 1] - down[a + 1], up[a] - up[b]) > 0
+        return moved | shifted
+
+    def mark_tabu(self, index: int, tabu_until: np.ndarray, until: int) -> None:
+        """Job-position: ``(job, position)`` of every job whose position the move changes, before it."""
+        pb = self.problem
+        if pb.tabu_attribute == "move":
+            return super().mark_tabu(index, tabu_until, until)
+        a, b = pb.move(index)
+        k = np.array([a, b]) if pb.neighbourhood == "swap" else np.arange(min(a, b), max(a, b) + 1)
+        tabu_until[self._perm[k] * pb.jobs + k] = until
+        return None
 
     def apply(self, index: int, delta: int) -> None:
         a, b = self.problem.move(index)

@@ -13,6 +13,13 @@ OpenCL file defines ``MOVE_BY_INDEX`` and ``move_eval`` (see
 makes the incremental (delta) evaluation fast, kept on the host (numpy) and,
 when a device takes part, on the device (OpenCL buffers updated in place by
 the problem's ``tabu_apply`` kernel).
+
+Tabu status is kept per *tabu attribute* (Glover, "Tabu search - part I",
+ORSA J. Computing 1(3), 1989, section 4): by default the move index itself
+(a move is tabu for ``tenure`` iterations after it was taken); a problem may
+offer the attributes of its literature instead (e.g. the (job, position)
+pairs of Taillard's flow-shop search or the (facility, location) pairs of his
+robust QAP search), named by :attr:`TabuProblem.tabu_attribute`.
 """
 
 from __future__ import annotations
@@ -36,8 +43,24 @@ class TabuProblem(abc.ABC):
 
     #: Short name of the problem kind (names calibration caches).
     kind: ClassVar[str] = ""
+    #: The tabu attributes the problem offers; the first is the default.
+    TABU_ATTRIBUTES: ClassVar[tuple[str, ...]] = ("move",)
     #: Number of elements of a solution.
     n: int
+
+    @property
+    def tabu_attribute(self) -> str:
+        """What a tabu status is kept for (one of :attr:`TABU_ATTRIBUTES`; ``"move"``: the move index)."""
+        return getattr(self, "_tabu_attribute", self.TABU_ATTRIBUTES[0])
+
+    def _set_tabu_attribute(self, value: Any) -> None:
+        """Check and set :attr:`tabu_attribute` (``None``: the default); ``ValueError`` names the choices."""
+        if value is None:
+            value = self.TABU_ATTRIBUTES[0]
+        if value not in self.TABU_ATTRIBUTES:
+            raise ValueError(f"{type(self).__name__}: tabu_attribute must be one of {self.TABU_ATTRIBUTES}, "
+                             f"got {value!r}")
+        self._tabu_attribute = value
 
     @property
     def num_moves(self) -> int:
@@ -132,6 +155,38 @@ class NeighbourhoodState(abc.ABC):
     @abc.abstractmethod
     def apply(self, index: int, delta: int) -> None:
         """Move to neighbour ``index`` whose objective change is ``delta`` (host side only)."""
+
+    @property
+    def num_attributes(self) -> int:
+        """Entries of the tabu status array ``tabu_until`` (default: one per move)."""
+        return self.problem.num_moves
+
+    def tabu(self, lo: int, hi: int, tabu_until: np.ndarray, iteration: int) -> np.ndarray:
+        """Which moves of ``[lo, hi)`` are tabu at ``iteration`` in the current solution.
+
+        Default (attribute ``"move"``): ``tabu_until[lo:hi] > iteration``.
+        Must agree with the OpenCL ``move_tabu`` of the problem's file.
+
+        Parameters
+        ----------
+        lo, hi : int
+            A range of moves, ``hi - lo <= block_moves``.
+        tabu_until : numpy.ndarray of int32, shape (num_attributes,)
+        iteration : int
+
+        Returns
+        -------
+        numpy.ndarray of bool, shape (hi - lo,)
+        """
+        return tabu_until[lo:hi] > iteration
+
+    def mark_tabu(self, index: int, tabu_until: np.ndarray, until: int) -> None:
+        """Make the attributes of move ``index`` tabu until iteration ``until``, in place, before the move is applied.
+
+        Default (attribute ``"move"``): ``tabu_until[index] = until``.  Must
+        agree with what the problem's ``tabu_apply`` kernel marks.
+        """
+        tabu_until[index] = until
 
     @abc.abstractmethod
     def reset(self, solution: np.ndarray) -> None:

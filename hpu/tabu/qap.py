@@ -92,12 +92,21 @@ class QAP(TabuProblem):
         ``B``.
     name : str
         Instance name (e.g. ``"tai30a"``).
+    tabu_attribute : {"facility-location", "move"}, optional
+        What the tabu status is kept for.  ``"facility-location"`` (default):
+        Taillard's robust tabu search (Taillard, "Robust taboo search for the
+        quadratic assignment problem", Parallel Computing 17, 1991, section
+        3): taking the swap of facilities ``r`` and ``s`` makes the pairs
+        (r, its location) and (s, its location) tabu, and a swap is tabu when
+        it would put *both* facilities back at locations they held within the
+        tenure.  ``"move"``: the swap's index is tabu.
 
     Raises
     ------
     ValueError
         If the matrices are not square, of one size ``n >= 2``, of integers,
-        or so large that an objective could overflow int64.
+        or so large that an objective could overflow int64; an unknown
+        ``tabu_attribute``.
 
     Notes
     -----
@@ -106,8 +115,10 @@ class QAP(TabuProblem):
     """
 
     kind = "qap"
+    TABU_ATTRIBUTES = ("facility-location", "move")
 
-    def __init__(self, flow: Any, distance: Any, *, name: str = ""):
+    def __init__(self, flow: Any, distance: Any, *, name: str = "", tabu_attribute: str | None = None):
+        self._set_tabu_attribute(tabu_attribute)
         a = self._matrix(flow, "flow")
         b = self._matrix(distance, "distance")
         if a.shape != b.shape:
@@ -148,11 +159,12 @@ class QAP(TabuProblem):
 
     # -- files -----------------------------------------------------------------
     @classmethod
-    def from_qaplib(cls, path: str | os.PathLike) -> QAP:
+    def from_qaplib(cls, path: str | os.PathLike, **kw: Any) -> QAP:
         """Read a QAPLIB instance (``.dat``): ``n``, then ``A`` (n x n), then ``B`` (n x n).
 
         Tokens are separated by whitespace (commas are accepted too); line
-        breaks carry no meaning.
+        breaks carry no meaning.  Keywords go to :class:`QAP` (e.g.
+        ``tabu_attribute="move"``).
 
         Raises
         ------
@@ -184,7 +196,7 @@ class QAP(TabuProblem):
             values[k] = _integer(path, tok, line, what)
         if n < 2:
             raise ValueError(f"{path}: a QAP needs n >= 2 facilities, got n = {n}")
-        return cls(values[: n * n].reshape(n, n), values[n * n :].reshape(n, n), name=path.stem)
+        return cls(values[: n * n].reshape(n, n), values[n * n :].reshape(n, n), name=path.stem, **kw)
 
     def read_solution(self, path: str | os.PathLike) -> QAPSolution:
         """Read a QAPLIB solution (``.sln``): ``n``, the objective value, then the permutation.
@@ -322,6 +334,30 @@ class _QAPState(NeighbourhoodState):
         d += (a[r, r] - a[s, s]) * (bp[s, s] - bp[r, r])
         return d, None
 
+    @property
+    def num_attributes(self) -> int:
+        """``n * n`` (facility, location) pairs, row-major, or one per move."""
+        n = self.problem.n
+        return n * n if self.problem.tabu_attribute == "facility-location" else self.problem.num_moves
+
+    def tabu(self, lo: int, hi: int, tabu_until: np.ndarray, iteration: int) -> np.ndarray:
+        """Facility-location: swap (r, s) is tabu when r's entry at p(s) and s's at p(r) are both tabu."""
+        if self.problem.tabu_attribute == "move":
+            return super().tabu(lo, hi, tabu_until, iteration)
+        n, p = self.problem.n, self._perm
+        r, s = pair_block(n, lo, hi)
+        t = tabu_until.reshape(n, n)
+        return (t[r, p[s]] > iteration) & (t[s, p[r]] > iteration)
+
+    def mark_tabu(self, index: int, tabu_until: np.ndarray, until: int) -> None:
+        """Facility-location: (r, p(r)) and (s, p(s)) before the swap."""
+        if self.problem.tabu_attribute == "move":
+            return super().mark_tabu(index, tabu_until, until)
+        n, p = self.problem.n, self._perm
+        r, s = pair_from_index(n, index)
+        tabu_until[r * n + p[r]] = tabu_until[s * n + p[s]] = until
+        return None
+
     def apply(self, index: int, delta: int) -> None:
         r, s = pair_from_index(self.problem.n, index)
         p, bp = self._perm, self._bp
@@ -347,12 +383,14 @@ class _QAPState(NeighbourhoodState):
         return [
             cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a),
             cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=bp),
+            cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self._perm.astype(np.int32)),
         ]
 
     def upload(self, queue: Any, args: list) -> None:
         import pyopencl as cl
 
         cl.enqueue_copy(queue, args[1], np.ascontiguousarray(self._bp, dtype=self._device_dtype))
+        cl.enqueue_copy(queue, args[2], self._perm.astype(np.int32))
 
     def apply_range(self, work_group_size: int) -> tuple[tuple[int], None]:
         n = self.problem.n

@@ -21,7 +21,7 @@ from ..core.hybrid import DeviceFailure, check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.util import check_int
 from .calibrate import calibrate
-from .engine import INFEASIBLE, Evaluator, default_work_group_size
+from .engine import INFEASIBLE, TIE_BREAKS, Evaluator, default_work_group_size
 from .problem import TabuProblem
 from .split import STRATEGIES, TabuCosts, TabuSplit, plan_split
 
@@ -67,6 +67,10 @@ class TabuResult:
     fallback : str
         Empty, or why the device failed and the CPU evaluated the rest of the
         search (the trajectory is the same: the CPU evaluation is exact).
+    tabu_attribute : str
+        What the tabu status was kept for (:attr:`TabuProblem.tabu_attribute`).
+    tie_break : str
+        How ties between equal moves were broken (``"random"`` or ``"index"``).
     """
 
     best_solution: np.ndarray | None
@@ -84,6 +88,8 @@ class TabuResult:
     host_time: float
     num_moves: int
     fallback: str = ""
+    tabu_attribute: str = "move"
+    tie_break: str = "index"
 
     @property
     def time_per_iteration(self) -> float:
@@ -100,7 +106,8 @@ class TabuResult:
         return (
             f"TabuResult(best_value={self.best_value}, iterations={self.iterations}, stop={self.stop!r}, "
             f"restarts={self.restarts}, strategy={s.strategy!r}, alpha={s.alpha:.3g}, "
-            f"transfer_level={s.transfer_level}, time_per_iteration={self.time_per_iteration * 1e3:.3g} ms"
+            f"transfer_level={s.transfer_level}, tabu_attribute={self.tabu_attribute!r}, "
+            f"tie_break={self.tie_break!r}, time_per_iteration={self.time_per_iteration * 1e3:.3g} ms"
             + (f", fallback={self.fallback!r})" if self.fallback else ")")
         )
 
@@ -217,19 +224,21 @@ def tabu_search(
     cpu_chunks: int | None = None,
     costs: TabuCosts | None = None,
     on_device_error: str = "fallback",
+    tie_break: str = "random",
 ) -> TabuResult:
     """Tabu search with the whole neighbourhood evaluated each iteration on the CPU and the device.
 
     Each iteration evaluates every move of the current solution and moves to
-    the best admissible one (lowest objective; ties by lowest move index): a
+    the best admissible one (lowest objective; ties as ``tie_break`` says): a
     move is admissible when its neighbour is feasible and the move is not
     tabu, or is tabu but reaches a value below the best found (aspiration;
-    Hou et al. 2019, section 3.5).  The move taken becomes tabu for the next
-    ``tenure`` iterations (its entry of the per-move "tabu until" array).  When
-    every feasible move is tabu the best of them is taken (Hou et al. pick one
-    at random, section 3.6; taking the best keeps every split's trajectory
-    identical); when no move is feasible the problem restarts
-    (section 3.4) and the iteration evaluates the new neighbourhood.
+    Hou et al. 2019, section 3.5).  The move taken makes its tabu attributes
+    (:attr:`TabuProblem.tabu_attribute`: the move itself, or e.g. (job,
+    position) pairs) tabu for the next ``tenure`` iterations.  When every
+    feasible move is tabu the best of them is taken (Hou et al. pick one at
+    random, section 3.6; taking the best keeps every split's trajectory
+    identical); when no move is feasible the problem restarts (section 3.4)
+    and the iteration evaluates the new neighbourhood.
 
     Parameters
     ----------
@@ -272,6 +281,14 @@ def tabu_search(
         (:attr:`TabuResult.fallback` says why), or :class:`hpu.DeviceFailure`
         is raised.  Either way the runtime is told, and rebuilds its context
         before its next device call if the failure was fatal.
+    tie_break : {"random", "index"}
+        Among admissible moves of equal objective: ``"random"`` takes the one
+        with the lowest seeded hash of (move, iteration) (:func:`hpu.tabu.tie_hash`;
+        reproducible from ``seed``, the same on every unit), ``"index"`` the
+        lowest move index.  On plateaus of equal objectives (flow-shop
+        makespans) the lowest index keeps revisiting the same few moves: on
+        Taillard's ta001 ``"index"`` stalls where ``"random"`` reaches the
+        optimum (``experiments/bench_tabu_attributes.py``).
 
     Returns
     -------
@@ -284,7 +301,7 @@ def tabu_search(
         ``iterations + tenure >= 2**31``, a bad
         ``initial`` solution (e.g. not a permutation), ``time_limit`` or
         ``max_no_improve`` not positive, a ``target`` that is not an integer,
-        unknown strategy or ``on_device_error``, or a bad forced split.
+        unknown strategy, ``on_device_error`` or ``tie_break``, or a bad forced split.
     hpu.NoDeviceError
         ``strategy="gpu"`` without an OpenCL device.
     hpu.DeviceFailure
@@ -294,8 +311,11 @@ def tabu_search(
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     check_on_device_error(on_device_error)
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     rng = np.random.default_rng(seed)
     solution = problem.check_solution(initial) if initial is not None else problem.random_solution(rng)
+    tie_seed = int(rng.integers(2**32)) if tie_break == "random" else None
     rt = resolve_runtime(runtime)
     with rt.call():
         t_setup = time.perf_counter()
@@ -303,9 +323,10 @@ def tabu_search(
                                               strategy=strategy, alpha=alpha, transfer_level=transfer_level,
                                               cpu_chunks=cpu_chunks)
         with Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
-                       groups=max(split.groups, 1), on_device_error=on_device_error) as ev:
+                       groups=max(split.groups, 1), on_device_error=on_device_error, tie_seed=tie_seed) as ev:
             setup_time = time.perf_counter() - t_setup
             result = _run(problem, ev, split, rng, stops, setup_time)
+    result = dataclasses.replace(result, tabu_attribute=problem.tabu_attribute, tie_break=tie_break)
     return dataclasses.replace(result, fallback=fallback) if fallback and not result.fallback else result
 
 

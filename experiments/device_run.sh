@@ -2,7 +2,8 @@
 # Runs benchmark stages on the H100 benchmark machine (a bare machine with python3 3.12, no pyopencl).
 #
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | stress | default-runtime |
-#                                            tests | argsort | argsort-check | dask | tabu | tabu-more)
+#                                            tests | argsort | argsort-check | dask | tabu | tabu-more |
+#                                            tabu-resident)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
 # $OUT (default ./out).
@@ -20,6 +21,8 @@
 #       int64 keys (for nvidia-h200-x2; both GPUs share one cached profile: they have one name).
 # tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
 # tabu-more: bench_tabu on flow shop, permuted perceptron and the hybrid EA.
+# tabu-resident: the tabu tests on the GPU, then bench_tabu_resident (iterations resident on the device, K per round
+#                trip, against the host loop and one numpy core).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -86,6 +89,12 @@ for stage in "$@"; do
         ;;
     tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider --ignore tests/test_notebooks.py 2>&1 | tee "$OUT/tests.log"
+        ;;
+    tabu-resident)
+        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_tabu_resident.py tests/test_tabu_faults.py \
+            tests/test_tabu_search.py tests/test_tabu_pfsp.py 2>&1 | tee "$OUT/tests_tabu.log"
+        python3 experiments/bench_tabu_resident.py --device gpu --json "$OUT/bench_tabu_resident.json" 2>&1 \
+            | tee "$OUT/bench_tabu_resident.log"
         ;;
     tabu)
         python3 experiments/bench_tabu.py --device gpu --json "$OUT/bench_tabu.json" 2>&1 | tee "$OUT/bench_tabu.log"

@@ -12,14 +12,12 @@
 
 #define PROBLEM_PARAMS , __global int *x, __global long *dh, __global long *dl, \
     __global const long *sw, __global const long *hw, __global const int *adj_ptr, \
-    __global const int *adj_node, __global const long *adj_cost, const long slack
+    __global const int *adj_node, __global const long *adj_cost, __global long *slack
 #define PROBLEM_ARGS , x, dh, dl, sw, hw, adj_ptr, adj_node, adj_cost, slack
 
-/* Flipping i and j changes H by dh[i] + dh[j] and S + C by dl[i] + dl[j],
- * less twice the edge (i, j)'s term, whose cut state does not change.  The
- * neighbour is feasible when that change is at most slack = R - S(x) - C(x)
- * (the feasibility filter of section 3.2). */
-static inline int move_delta(const ulong n, const uint i, const uint j, long *delta PROBLEM_PARAMS)
+/* Change of S + C when i and j flip: dl[i] + dl[j], less twice the edge
+ * (i, j)'s term, whose cut state does not change. */
+static inline long load_change(const uint i, const uint j PROBLEM_PARAMS)
 {
     long c = 0;
     for (int e = adj_ptr[i]; e < adj_ptr[i + 1]; e++) {
@@ -31,18 +29,27 @@ static inline int move_delta(const ulong n, const uint i, const uint j, long *de
         }
     }
     const long cut = x[i] != x[j];
-    *delta = dh[i] + dh[j];
-    return dl[i] + dl[j] - 2 * c * (1 - 2 * cut) <= slack;
+    return dl[i] + dl[j] - 2 * c * (1 - 2 * cut);
 }
 
-/* Apply move (i, j) in place, in one work-group: flip x[i] and x[j], mark the
- * move tabu until iteration `until`, then recompute dh and dl of i, j and
+/* Flipping i and j changes H by dh[i] + dh[j]; the neighbour is feasible when
+ * the change of S + C is at most slack[0] = R - S(x) - C(x) (the feasibility
+ * filter of section 3.2). */
+static inline int move_delta(const ulong n, const uint i, const uint j, long *delta PROBLEM_PARAMS)
+{
+    *delta = dh[i] + dh[j];
+    return load_change(i, j PROBLEM_ARGS) <= slack[0];
+}
+
+/* Apply move (i, j) in place, in one work-group: take its load change off
+ * the slack, flip x[i] and x[j], mark the move tabu until iteration `until`, then recompute dh and dl of i, j and
  * their neighbours (a node listed twice gets the same value twice). */
-__kernel void tabu_apply(const ulong n, const uint i, const uint j, const ulong move, const int until,
-                         __global int *tabu_until PROBLEM_PARAMS)
+static inline void apply_move(const ulong n, const uint i, const uint j, const ulong move, const int until,
+                              __global int *tabu_until PROBLEM_PARAMS)
 {
     const uint lid = get_local_id(0);
     if (lid == 0) {
+        slack[0] -= load_change(i, j PROBLEM_ARGS);
         x[i] ^= 1;
         x[j] ^= 1;
         tabu_until[move] = until;

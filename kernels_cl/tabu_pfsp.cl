@@ -25,6 +25,7 @@
  */
 
 #define MOVE_BY_INDEX 1
+#define MOVE_PARAMS(n, m, a, b) pfsp_move(n, m, a, b)
 #define PROBLEM_PARAMS , __global const CELL_T *pt, __global int *perm, __global CELL_T *table
 #define PROBLEM_ARGS , pt, perm, table
 
@@ -114,8 +115,8 @@ static inline int move_eval(const ulong n, const ulong m, long *delta PROBLEM_PA
  * the table's columns min(a, b) .. n-1 along anti-diagonals d = k - min(a, b) + i,
  * one machine per work-item, with a barrier between diagonals (Wu et al.,
  * section 3.2, figure 5). */
-__kernel void tabu_apply(const ulong n, const uint a, const uint b, const ulong move, const int until,
-                         __global int *tabu_until PROBLEM_PARAMS)
+static inline void apply_move(const ulong n, const uint a, const uint b, const ulong move, const int until,
+                              __global int *tabu_until PROBLEM_PARAMS)
 {
     const uint lid = get_local_id(0), size = get_local_size(0);
     const uint first = min(a, b), cols = (uint)n - first;

@@ -24,6 +24,7 @@
  */
 
 #define MOVE_BY_INDEX 1
+#define MOVE_PARAMS(n, m, i, j) (*(i) = 0, *(j) = 0) /* apply_move decodes the move itself */
 #define PROBLEM_PARAMS , __global const char *A, __global int *V, __global int *Y, __global int *order, \
     __global int *count, __global const int *target, __global int *cursor
 #define PROBLEM_ARGS , A, V, Y, order, count, target, cursor
@@ -121,8 +122,8 @@ static inline int move_eval(const ulong n, const ulong mi, long *delta PROBLEM_P
 /* Apply move `move` in place, in one work-group: Y, then the bin counts and
  * the row order (a counting sort), then V; mark the move tabu until
  * iteration `until`.  i and j are unused: the kernel decodes `move` itself. */
-__kernel void tabu_apply(const ulong n, const uint i, const uint j, const ulong move, const int until,
-                         __global int *tabu_until PROBLEM_PARAMS)
+static inline void apply_move(const ulong n, const uint i, const uint j, const ulong move, const int until,
+                              __global int *tabu_until PROBLEM_PARAMS)
 {
     const uint lid = get_local_id(0), size = get_local_size(0);
     uint c[HAMMING_K];

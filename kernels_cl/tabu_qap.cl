@@ -56,33 +56,30 @@ static inline int move_delta(const ulong n, const uint r, const uint s, long *de
     return 1;
 }
 
-/* Apply move (r, s) in place: mark its attributes tabu until iteration
- * `until` (the move, or (r, p(r)) and (s, p(s))), swap perm[r] and perm[s],
- * and swap rows and columns r, s of Bp.  One work-item per k in [0, n); the
- * elements each touches are disjoint. */
-__kernel void tabu_apply(const ulong n, const uint r, const uint s, const ulong move, const int until,
-                         __global int *tabu_until PROBLEM_PARAMS)
+/* Apply move (r, s) in place, in one work-group: mark its attributes tabu
+ * until iteration `until` (the move, or (r, p(r)) and (s, p(s))), swap
+ * perm[r] and perm[s], and swap rows and columns r, s of Bp.  The work-items
+ * take k in [0, n) in turn; the elements each k touches are disjoint. */
+static inline void apply_move(const ulong n, const uint r, const uint s, const ulong move, const int until,
+                              __global int *tabu_until PROBLEM_PARAMS)
 {
-    const ulong k = get_global_id(0);
-    if (k >= n)
-        return;
     MAT_T t;
-    if (k == r) {
+    for (ulong k = get_local_id(0); k < n; k += get_local_size(0)) {
+        if (k == r) {
 #if TABU_BY_ATTRIBUTE
-        tabu_until[r * n + perm[r]] = until;
-        tabu_until[s * n + perm[s]] = until;
+            tabu_until[r * n + perm[r]] = until;
+            tabu_until[s * n + perm[s]] = until;
 #else
-        tabu_until[move] = until;
+            tabu_until[move] = until;
 #endif
-        const int pr = perm[r];
-        perm[r] = perm[s];
-        perm[s] = pr;
-        t = Bp[r * n + r]; Bp[r * n + r] = Bp[s * n + s]; Bp[s * n + s] = t;
-        t = Bp[r * n + s]; Bp[r * n + s] = Bp[s * n + r]; Bp[s * n + r] = t;
-        return;
+            const int pr = perm[r];
+            perm[r] = perm[s];
+            perm[s] = pr;
+            t = Bp[r * n + r]; Bp[r * n + r] = Bp[s * n + s]; Bp[s * n + s] = t;
+            t = Bp[r * n + s]; Bp[r * n + s] = Bp[s * n + r]; Bp[s * n + r] = t;
+        } else if (k != s) {
+            t = Bp[r * n + k]; Bp[r * n + k] = Bp[s * n + k]; Bp[s * n + k] = t;
+            t = Bp[k * n + r]; Bp[k * n + r] = Bp[k * n + s]; Bp[k * n + s] = t;
+        }
     }
-    if (k == s)
-        return;
-    t = Bp[r * n + k]; Bp[r * n + k] = Bp[s * n + k]; Bp[s * n + k] = t;
-    t = Bp[k * n + r]; Bp[k * n + r] = Bp[k * n + s]; Bp[k * n + s] = t;
 }

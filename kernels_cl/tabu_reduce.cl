@@ -17,7 +17,14 @@
  * or, for any other neighbourhood, MOVE_BY_INDEX and
  *   static inline int move_eval(ulong n, ulong m, long *delta PROBLEM_PARAMS)
  *                   the same for move index m;
- * and with WG (the work-group size, a power of two) and TABU_BY_ATTRIBUTE
+ * and, for every neighbourhood,
+ *   static inline void apply_move(ulong n, uint i, uint j, ulong move, int until,
+ *                                 __global int *tabu_until PROBLEM_PARAMS)
+ *                   run by one work-group: mark the move's tabu attributes
+ *                   tabu until iteration `until`, then move to the neighbour;
+ *   MOVE_PARAMS(n, m, &i, &j)  the (i, j) apply_move takes for move m (default:
+ *                   the pair of tabu_pairs.cl; the host's apply_params);
+ * with WG (the work-group size, a power of two) and TABU_BY_ATTRIBUTE
  * defined.  With TABU_BY_ATTRIBUTE 0 move m is tabu while tabu_until[m] >
  * iteration; with 1 the problem file defines
  *   static inline int move_tabu(ulong n, ulong m, __global const int *tabu_until,
@@ -51,6 +58,10 @@ static inline long tie_hash(const ulong m, const int iteration, const uint seed)
     return (long)(x >> 11);
 }
 
+#ifndef MOVE_PARAMS
+#define MOVE_PARAMS(n, m, i, j) pair_from_index(n, m, i, j)
+#endif
+
 #if !TABU_BY_ATTRIBUTE
 static inline int move_tabu(const ulong n, const ulong m, __global const int *tabu_until, const int iteration
                             PROBLEM_PARAMS)
@@ -74,19 +85,31 @@ static inline int move_eval(const ulong n, const ulong m, long *delta PROBLEM_PA
 }
 #endif
 
-/* Work-group g evaluates moves [lo + g chunk, min(lo + (g + 1) chunk, hi)).
- * A tabu move (move_tabu) is still admissible when delta < aspiration
- * (= best value found - current value).
- * partial[2 g] = the winner's delta, partial[2 g + 1] = its key.
- */
-__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const ulong chunk,
-                          const long aspiration, const int iteration, const uint tie_seed, const uint tie_mask,
-                          __global const int *tabu_until, __global long *partial
-                          PROBLEM_PARAMS)
+/* The work-group's minimum of the work-items' (bd, bk) into best_delta[0], best_key[0]. */
+static inline void reduce_local(const long bd, const long bk, __local long *best_delta, __local long *best_key)
 {
-    __local long best_delta[WG];
-    __local long best_key[WG];
+    const uint lid = get_local_id(0);
+    best_delta[lid] = bd;
+    best_key[lid] = bk;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (lid < s && precedes(best_delta[lid + s], best_key[lid + s], best_delta[lid], best_key[lid])) {
+            best_delta[lid] = best_delta[lid + s];
+            best_key[lid] = best_key[lid + s];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* Work-group g's best move of [lo + g chunk, min(lo + (g + 1) chunk, hi)),
+ * reduced in local memory; work-item 0 writes partial[2 g] = its delta,
+ * partial[2 g + 1] = its key.  A tabu move (move_tabu) is still admissible
+ * when delta < aspiration (= best value found - current value). */
+static inline void evaluate_chunk(const ulong n, const ulong lo, const ulong hi, const ulong chunk,
+                                  const long aspiration, const int iteration, const uint tie_seed,
+                                  const uint tie_mask, __global const int *tabu_until, __global long *partial,
+                                  __local long *best_delta, __local long *best_key PROBLEM_PARAMS)
+{
     const uint lid = get_local_id(0);
     const ulong group = get_group_id(0);
     const ulong start = lo + group * chunk;
@@ -105,18 +128,153 @@ void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const u
             bk = key;
         }
     }
-    best_delta[lid] = bd;
-    best_key[lid] = bk;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (lid < s && precedes(best_delta[lid + s], best_key[lid + s], best_delta[lid], best_key[lid])) {
-            best_delta[lid] = best_delta[lid + s];
-            best_key[lid] = best_key[lid + s];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    reduce_local(bd, bk, best_delta, best_key);
     if (lid == 0) {
         partial[2 * group] = best_delta[0];
         partial[2 * group + 1] = best_key[0];
+    }
+}
+
+/* One iteration's neighbourhood, aspiration given by the host. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const ulong chunk,
+                          const long aspiration, const int iteration, const uint tie_seed, const uint tie_mask,
+                          __global const int *tabu_until, __global long *partial
+                          PROBLEM_PARAMS)
+{
+    __local long best_delta[WG];
+    __local long best_key[WG];
+    evaluate_chunk(n, lo, hi, chunk, aspiration, iteration, tie_seed, tie_mask, tabu_until, partial,
+                   best_delta, best_key PROBLEM_ARGS);
+}
+
+/* Apply move `move` = (i, j) (the host loop's apply, one work-group). */
+__kernel void tabu_apply(const ulong n, const uint i, const uint j, const ulong move, const int until,
+                         __global int *tabu_until PROBLEM_PARAMS)
+{
+    apply_move(n, i, j, move, until, tabu_until PROBLEM_ARGS);
+}
+
+/* Iterations resident on the device: tabu_evaluate_resident and tabu_select,
+ * one pair per iteration, enqueued K iterations at a time, keep the search's
+ * state in ctrl:
+ *   ctrl[0] current value          ctrl[1] best value (LONG_MAX: none yet)
+ *   ctrl[2] iteration of the last new best
+ *   ctrl[3] halt: 0 running, 1 target reached, 2 max_no_improve reached,
+ *           3 no feasible move (the host restarts)
+ *   ctrl[4] the last iteration done
+ * and the trajectory in trail[2 (iteration - first)] = move,
+ * trail[2 (iteration - first) + 1] = value after it.  Once halted, both
+ * kernels return at once, so the iterations enqueued after a stop do nothing. */
+#define NO_TARGET LONG_MIN
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void tabu_evaluate_resident(const ulong n, const ulong hi, const ulong chunk, const int iteration, const uint tie_seed,
+                            const uint tie_mask, __global const int *tabu_until, __global long *partial,
+                            __global const long *ctrl PROBLEM_PARAMS)
+{
+    __local long best_delta[WG];
+    __local long best_key[WG];
+    if (ctrl[3])
+        return;
+    const long aspiration = ctrl[1] == LONG_MAX ? LONG_MAX : ctrl[1] - ctrl[0];
+    evaluate_chunk(n, 0, hi, chunk, aspiration, iteration, tie_seed, tie_mask, tabu_until, partial,
+                   best_delta, best_key PROBLEM_ARGS);
+}
+
+/* Take the best move (delta bd, key bk) at `iteration` (work-item 0): its
+ * value, the best, the trail and the stop rules of hpu.tabu.tabu_search
+ * (target, then max_no_improve; 0: none); returns the move, or -1 when no
+ * move is feasible (ctrl[3] = 3). */
+static inline long take_move(const long bd, const long bk, const int iteration, const int first,
+                             const long stop_target, const int max_no_improve, __global long *ctrl,
+                             __global long *trail)
+{
+    if ((bk >> CLASS_SHIFT) >= 2) {
+        ctrl[3] = 3;
+        return -1;
+    }
+    const long m = bk & (((long)1 << TIE_SHIFT) - 1);
+    const long value = ctrl[0] + bd;
+    ctrl[0] = value;
+    trail[2 * (iteration - first)] = m;
+    trail[2 * (iteration - first) + 1] = value;
+    if (value < ctrl[1]) {
+        ctrl[1] = value;
+        ctrl[2] = iteration;
+    }
+    ctrl[4] = iteration;
+    ctrl[3] = (stop_target != NO_TARGET && ctrl[1] <= stop_target) ? 1
+            : (max_no_improve > 0 && iteration - ctrl[2] >= max_no_improve) ? 2 : 0;
+    return m;
+}
+
+/* Work-item 0 takes the work-group's best move (take_move), then the
+ * work-group applies it; returns 0 when there is none (the search halted). */
+static inline int take_and_apply(const ulong n, const int iteration, const int first, const int tenure,
+                                 const long stop_target, const int max_no_improve, __global long *ctrl,
+                                 __global long *trail, __global int *tabu_until, __local long *best_delta,
+                                 __local long *best_key, __local long *chosen PROBLEM_PARAMS)
+{
+    if (get_local_id(0) == 0)
+        *chosen = take_move(best_delta[0], best_key[0], iteration, first, stop_target, max_no_improve, ctrl, trail);
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    const long m = *chosen;
+    if (m < 0)
+        return 0;
+    uint i, j;
+    MOVE_PARAMS(n, (ulong)m, &i, &j);
+    apply_move(n, i, j, (ulong)m, iteration + tenure, tabu_until PROBLEM_ARGS);
+    return 1;
+}
+
+/* One work-group: reduce the groups' partial minima, take the move (its
+ * value, the best, the stop rules of hpu.tabu.tabu_search: target, then
+ * max_no_improve (0: none)), then apply it. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void tabu_select(const ulong n, const uint groups, const int iteration, const int first, const int tenure,
+                 const long stop_target, const int max_no_improve, __global const long *partial,
+                 __global long *ctrl, __global long *trail, __global int *tabu_until PROBLEM_PARAMS)
+{
+    __local long best_delta[WG];
+    __local long best_key[WG];
+    __local long chosen;
+    const uint lid = get_local_id(0);
+    if (ctrl[3])
+        return;
+    long bd = LONG_MAX, bk = EMPTY_KEY;
+    for (uint g = lid; g < groups; g += WG)
+        if (precedes(partial[2 * g], partial[2 * g + 1], bd, bk)) {
+            bd = partial[2 * g];
+            bk = partial[2 * g + 1];
+        }
+    reduce_local(bd, bk, best_delta, best_key);
+    take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until, best_delta,
+                   best_key, &chosen PROBLEM_ARGS);
+}
+
+/* A whole block in one work-group (the neighbourhood in one chunk): `steps`
+ * iterations in a loop, with barriers between evaluation, choice and move,
+ * so that no launch separates iterations. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void tabu_run_group(const ulong n, const ulong hi, const int first, const int steps, const int tenure,
+                    const long stop_target, const int max_no_improve, const uint tie_seed, const uint tie_mask,
+                    __global long *partial, __global long *ctrl, __global long *trail, __global int *tabu_until
+                    PROBLEM_PARAMS)
+{
+    __local long best_delta[WG];
+    __local long best_key[WG];
+    __local long chosen;
+    const uint lid = get_local_id(0);
+    for (int iteration = first; iteration < first + steps; iteration++) {
+        if (ctrl[3])
+            return;
+        const long aspiration = ctrl[1] == LONG_MAX ? LONG_MAX : ctrl[1] - ctrl[0];
+        evaluate_chunk(n, 0, hi, hi, aspiration, iteration, tie_seed, tie_mask, tabu_until, partial,
+                       best_delta, best_key PROBLEM_ARGS);
+        if (!take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until,
+                            best_delta, best_key, &chosen PROBLEM_ARGS))
+            return;
+        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     }
 }

@@ -21,7 +21,7 @@ cl = pytest.importorskip("pyopencl")
 DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
 DEVICE_SPLITS = [dict(strategy="gpu", transfer_level=2), dict(strategy="hybrid", alpha=0.4, transfer_level=1,
                                                               cpu_chunks=2)]
-KW = dict(iterations=60, tenure=8)
+KW = dict(iterations=60, tenure=8, block_iterations=1)  # the host loop; resident blocks: test_a_fault_in_a_resident_block
 
 
 def _lost_context():
@@ -100,6 +100,21 @@ def test_a_fault_mid_search_continues_on_the_cpu_on_the_same_trajectory(fresh, m
     assert (fresh.context != context) == fatal  # a fatal failure was reported: the context was rebuilt
 
 
+@pytest.mark.parametrize("fault", ["evaluate", "read"])
+def test_a_fault_in_a_resident_block_continues_on_the_cpu_from_the_block_start(fresh, monkeypatch, tai12a, fault):
+    """Blocks of 8 iterations, 2 kernels each: launch 20 is in the second block, copy 5 its read-back."""
+    name, _, error, text, _ = FAULTS[fault]
+    after = 20 if name == "enqueue_nd_range_kernel" else 5
+    kw = dict(iterations=60, tenure=8, seed=6, runtime=fresh)
+    ref = tabu_search(tai12a, strategy="cpu", cpu_chunks=1, **kw)
+    with monkeypatch.context() as m:
+        calls = _fault(m, name, error, after=after)
+        res = tabu_search(tai12a, strategy="gpu", transfer_level=2, block_iterations=8, **kw)
+    assert len(calls) == after + 1 and text in res.fallback and res.device_time > 0
+    _same_trajectory(res, ref)
+    _later_searches_right(fresh, tai12a, dict(strategy="gpu", transfer_level=2))
+
+
 def test_a_fault_in_a_restart_upload_continues_on_the_cpu(fresh, monkeypatch):
     """HW/SW restarts copy the new state to the device (enqueue_copy of the state's buffers)."""
     pb = HWSWPartitioning.random(40, ccr=1.0, constraint="low", seed=8)
@@ -148,7 +163,7 @@ def test_hybrid_ea_with_a_fault_gives_the_cpu_result(fresh, monkeypatch, tai12a)
     kw = dict(population=3, generations=2, offspring=3, ils_iterations=2, ls_iterations=30, seed=3, runtime=fresh)
     cpu = hybrid_ea(tai12a, strategy="cpu", concurrency=1, **kw)
     with monkeypatch.context() as m:
-        _fault(m, "enqueue_nd_range_kernel", _lost_context, after=40)
+        _fault(m, "enqueue_nd_range_kernel", _lost_context, after=4)  # resident blocks: few launches a search
         gpu = hybrid_ea(tai12a, strategy="gpu", concurrency=3, **kw)
     assert gpu.fallbacks >= 1 and cpu.fallbacks == 0
     assert gpu.best_value == cpu.best_value and np.array_equal(gpu.history, cpu.history)

@@ -30,10 +30,11 @@ from .ppp import PPP
 from .pairs import num_pairs, pair_block, pair_from_index, pair_index
 from .problem import NeighbourhoodState, TabuProblem
 from .qap import QAP, QAPSolution
-from .search import TabuResult, choose_split, tabu_search
+from .search import DEFAULT_BLOCK_ITERATIONS, TabuResult, choose_split, tabu_search
 from .split import TabuCosts, TabuSplit, plan_split, transfer_levels
 
 __all__ = [
+    "DEFAULT_BLOCK_ITERATIONS",
     "EvolutionResult",
     "HWSWPartitioning",
     "NeighbourhoodState",

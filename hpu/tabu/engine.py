@@ -326,7 +326,8 @@ class Evaluator:
         defines = {"WG": w, "TABU_BY_ATTRIBUTE": int(st.problem.tabu_attribute != "move"), **st.defines()}
         source = define_header(defines) + "".join(
             kernel_source(name) for name in ("tabu_pairs", st.kernel, "tabu_reduce"))
-        program = lease.build(source)
+        program = self._program = lease.build(source)
+        self._select = None  # the resident kernels (run_block), made on first use
         ctx, mf = lease.context, cl.mem_flags
         self._queue = lease.queue
         self._profiling = bool(self._queue.properties & cl.command_queue_properties.PROFILING_ENABLE)
@@ -346,7 +347,7 @@ class Evaluator:
         """Give the lease back (discarded and reported after ``failure``) and forget the device objects."""
         lease, self._lease = self._lease, None
         self._events.clear()
-        self._eval = self._apply_k = self._pargs = self._tabu_d = self._partial_d = None
+        self._eval = self._apply_k = self._pargs = self._tabu_d = self._partial_d = self._program = None
         if lease is not None:
             if failure is None:
                 self.runtime.release_lease(lease)
@@ -448,8 +449,6 @@ class Evaluator:
         k = self._eval
         k.set_arg(4, np.int64(min(aspiration, _NO_ASPIRATION)))
         k.set_arg(5, np.int32(iteration))
-        for pos, value in self.state.dynamic_args():
-            k.set_arg(_PARTIAL_ARG + 1 + pos, value)
         w = self.work_group_size
         evt = cl.enqueue_nd_range_kernel(self._queue, k, (self.groups * w,), (w,))
         read = cl.enqueue_copy(self._queue, self._partial[: 2 * self.groups], self._partial_d, is_blocking=False)
@@ -568,6 +567,113 @@ class Evaluator:
             except Exception as e:
                 self._device_failed(e)
         self.host_time += time.perf_counter() - t0
+
+    def follow(self, index: int, delta: int, until: int) -> None:
+        """The host's part of :meth:`apply` only: the device took the move itself (:meth:`run_block`)."""
+        t0 = time.perf_counter()
+        self.state.mark_tabu(index, self.tabu_until, until)
+        self.state.apply(index, delta)
+        self.host_time += time.perf_counter() - t0
+
+    def _resident_kernels(self, capacity: int) -> None:
+        """Make the resident kernels and their buffers (trail for ``capacity`` iterations) if not made yet."""
+        ctx, mf, N, w = self._lease.context, cl.mem_flags, self.num_moves, self.work_group_size
+        tie_mask = 0 if self.tie_seed is None else (1 << _TIE_BITS) - 1
+        if self._select is None:
+            self._ctrl_d = cl.Buffer(ctx, mf.READ_WRITE, size=5 * 8)
+            self._trail_d, self._trail = None, np.empty(0, dtype=np.int64)
+            self._eval_res = cl.Kernel(self._program, "tabu_evaluate_resident")
+            self._eval_res.set_args(np.uint64(self.n), np.uint64(N), np.uint64(-(-N // self.groups)), np.int32(0),
+                                    np.uint32(self.tie_seed or 0), np.uint32(tie_mask), self._tabu_d,
+                                    self._partial_d, self._ctrl_d, *self._pargs)
+            self._select = cl.Kernel(self._program, "tabu_select")
+            self._group_k = cl.Kernel(self._program, "tabu_run_group")
+        if self._trail.size < 2 * capacity:
+            self._trail = np.empty(2 * capacity, dtype=np.int64)
+            self._trail_d = cl.Buffer(ctx, mf.READ_WRITE, size=self._trail.nbytes)
+        self._select.set_args(np.uint64(self.n), np.uint32(self.groups), np.int32(0), np.int32(0), np.int32(0),
+                              np.int64(0), np.int32(0), self._partial_d, self._ctrl_d, self._trail_d, self._tabu_d,
+                              *self._pargs)
+        self._group_k.set_args(np.uint64(self.n), np.uint64(N), np.int32(0), np.int32(0), np.int32(0), np.int64(0),
+                               np.int32(0), np.uint32(self.tie_seed or 0), np.uint32(tie_mask), self._partial_d,
+                               self._ctrl_d, self._trail_d, self._tabu_d, *self._pargs)
+        self._block_range = ((self.groups * w,), (w,))
+
+    def run_block(self, first: int, count: int, tenure: int, control: np.ndarray, target: int | None,
+                  max_no_improve: int | None) -> np.ndarray | None:
+        """Run iterations ``first .. first + count - 1`` on the device alone, back to back, and wait for them.
+
+        Each iteration is two kernels (``kernels_cl/tabu_reduce.cl``):
+        ``tabu_evaluate_resident`` (the fused evaluation over ``groups``
+        work-groups, aspiration read from the device) and ``tabu_select`` (one
+        work-group: the best admissible move, the value, the best, the stop
+        rules, then ``apply_move``); with one work-group (transfer level 0)
+        the whole block is one launch of ``tabu_run_group``, which loops over
+        the iterations.  Nothing goes back to the host in between; the host's
+        state is not moved (:meth:`follow` replays the moves).
+
+        Parameters
+        ----------
+        first, count : int
+            Iteration numbers (``first >= 1``, ``count >= 1``).
+        tenure : int
+        control : numpy.ndarray of int64, shape (5,)
+            In: current value, best value (``2**63 - 1``: none), iteration of
+            the last new best, 0, ``first - 1``.  Out: the same after the
+            block, ``control[3]`` the halt reason (0 none, 1 target, 2
+            ``max_no_improve``, 3 no feasible move at iteration
+            ``control[4] + 1``), ``control[4]`` the last iteration done.
+        target, max_no_improve : int or None
+            The stop rules of :func:`hpu.tabu.tabu_search`.
+
+        Returns
+        -------
+        numpy.ndarray of int64, shape (2 * done,) or None
+            ``[move, value after it]`` of each iteration done
+            (``done = control[4] - first + 1``); None when the device failed
+            and the CPU took over (``on_device_error="fallback"``).
+
+        Raises
+        ------
+        ValueError
+            The device does not evaluate the whole neighbourhood.
+        hpu.DeviceFailure
+            The device failed and ``on_device_error="raise"``.
+        """
+        if not self.has_device_share or self.cpu_moves:
+            raise ValueError("resident iterations need the device to evaluate the whole neighbourhood")
+        try:
+            return self._run_block(first, count, tenure, control, target, max_no_improve)
+        except Exception as e:
+            self._device_failed(e)
+            return None
+
+    def _run_block(self, first: int, count: int, tenure: int, control: np.ndarray, target: int | None,
+                   max_no_improve: int | None) -> np.ndarray:
+        self._resident_kernels(count)
+        q, ev, sel, grp = self._queue, self._eval_res, self._select, self._group_k
+        stop_target = np.int64(np.iinfo(np.int64).min if target is None else target)
+        for pos, value in ((3, np.int32(first)), (4, np.int32(tenure)), (5, stop_target),
+                           (6, np.int32(max_no_improve or 0))):
+            sel.set_arg(pos, value)
+        for pos, value in ((2, np.int32(first)), (3, np.int32(count)), (4, np.int32(tenure)), (5, stop_target),
+                           (6, np.int32(max_no_improve or 0))):
+            grp.set_arg(pos, value)
+        self._ctrl_in = control.copy()  # alive until the copy is done
+        cl.enqueue_copy(q, self._ctrl_d, self._ctrl_in, is_blocking=False)
+        t0 = time.perf_counter()
+        w = self.work_group_size
+        if self.groups == 1:
+            cl.enqueue_nd_range_kernel(q, grp, (w,), (w,))
+        for it in range(first, first + count) if self.groups > 1 else ():
+            ev.set_arg(3, np.int32(it))
+            sel.set_arg(2, np.int32(it))
+            cl.enqueue_nd_range_kernel(q, ev, *self._block_range)
+            cl.enqueue_nd_range_kernel(q, sel, (w,), (w,))
+        cl.enqueue_copy(q, control, self._ctrl_d, is_blocking=False)
+        cl.enqueue_copy(q, self._trail[: 2 * count], self._trail_d, is_blocking=True)
+        self.device_time += time.perf_counter() - t0
+        return self._trail[: 2 * int(control[4] - first + 1)].copy()
 
     def apply_on_device(self, index: int, until: int) -> None:
         """Enqueue the device's part of :meth:`apply` only (the ``tabu_apply`` kernel; no wait).

@@ -344,11 +344,8 @@ class _HWSWState(NeighbourhoodState):
             buf(pb._adj_ptr, ro),
             buf(pb._adj_node, ro),
             buf(pb._adj_cost, ro),
-            np.int64(pb.limit - self.load),
+            buf(np.array([pb.limit - self.load], dtype=np.int64), rw),
         ]
-
-    def dynamic_args(self) -> list[tuple[int, Any]]:
-        return [(8, np.int64(self.problem.limit - self.load))]
 
     def upload(self, queue: Any, args: list) -> None:
         import pyopencl as cl
@@ -356,6 +353,4 @@ class _HWSWState(NeighbourhoodState):
         cl.enqueue_copy(queue, args[0], self._x.astype(np.int32))
         cl.enqueue_copy(queue, args[1], self._dh)
         cl.enqueue_copy(queue, args[2], self._dl)
-
-    def apply_range(self, work_group_size: int) -> tuple[tuple[int], tuple[int]]:
-        return (work_group_size,), (work_group_size,)
+        cl.enqueue_copy(queue, args[8], np.array([self.problem.limit - self.load], dtype=np.int64))

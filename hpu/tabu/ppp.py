@@ -393,10 +393,6 @@ class _PPPState(NeighbourhoodState):
         for buf, host in zip(args[1:5], self._device_state()):
             cl.enqueue_copy(queue, buf, host)
 
-    def apply_range(self, work_group_size: int) -> tuple[tuple[int], tuple[int]]:
-        """One work-group: ``tabu_apply`` synchronises its counting sort with barriers."""
-        return (work_group_size,), (work_group_size,)
-
     def apply_params(self, index: int) -> tuple[int, int]:
         """``(0, 0)``: ``tabu_apply`` decodes the move index itself (it may flip three positions)."""
         return 0, 0

@@ -121,9 +121,11 @@ class NeighbourhoodState(abc.ABC):
     Host side: :meth:`deltas` evaluates a contiguous range of moves with
     vectorised numpy; :meth:`apply` moves to a neighbour.  Device side: the
     OpenCL file ``kernels_cl/<kernel>.cl`` defines ``move_delta`` and
-    ``tabu_apply`` (see ``kernels_cl/tabu_reduce.cl``), :meth:`device_args`
-    creates the buffers its ``PROBLEM_PARAMS`` list, and :meth:`dynamic_args`
-    gives the scalar parameters that change between iterations.
+    ``apply_move`` (see ``kernels_cl/tabu_reduce.cl``) and :meth:`device_args`
+    creates the buffers its ``PROBLEM_PARAMS`` list.  Everything that changes
+    between iterations lives in those buffers and is updated by
+    ``apply_move`` on the device, so that iterations can run back to back
+    there (:func:`hpu.tabu.tabu_search`'s ``block_iterations``).
     """
 
     #: Name of the problem's OpenCL file in ``kernels_cl``.
@@ -200,23 +202,20 @@ class NeighbourhoodState(abc.ABC):
     def device_args(self, context: Any) -> list:
         """Create the device copies of the state; the values of ``PROBLEM_PARAMS`` in order."""
 
-    def dynamic_args(self) -> list[tuple[int, Any]]:
-        """``(position in PROBLEM_PARAMS, value)`` of the scalars that change between iterations."""
-        return []
-
     @abc.abstractmethod
     def upload(self, queue: Any, args: list) -> None:
         """Copy the whole host state into the buffers of :meth:`device_args` (after :meth:`reset`)."""
 
-    @abc.abstractmethod
-    def apply_range(self, work_group_size: int) -> tuple[tuple[int], tuple[int] | None]:
-        """Global and local size of the ``tabu_apply`` kernel."""
+    def apply_range(self, work_group_size: int) -> tuple[tuple[int], tuple[int]]:
+        """Global and local size of the ``tabu_apply`` kernel: one work-group (``apply_move`` synchronises in it)."""
+        return (work_group_size,), (work_group_size,)
 
     def apply_params(self, index: int) -> tuple[int, int]:
         """The two ``uint`` arguments ``i, j`` of the ``tabu_apply`` kernel for move ``index``.
 
         Default: :meth:`TabuProblem.move` (the pair).  A problem whose kernel
-        decodes the move index itself may return anything that fits.
+        decodes the move index itself may return anything that fits.  On the
+        device the OpenCL ``MOVE_PARAMS`` macro must give the same.
         """
         i, j = self.problem.move(index)
         return int(i), int(j)

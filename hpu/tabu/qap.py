@@ -391,7 +391,3 @@ class _QAPState(NeighbourhoodState):
 
         cl.enqueue_copy(queue, args[1], np.ascontiguousarray(self._bp, dtype=self._device_dtype))
         cl.enqueue_copy(queue, args[2], self._perm.astype(np.int32))
-
-    def apply_range(self, work_group_size: int) -> tuple[tuple[int], None]:
-        n = self.problem.n
-        return (-(-n // work_group_size) * work_group_size,), None

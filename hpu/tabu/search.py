@@ -25,11 +25,14 @@ from .engine import INFEASIBLE, TIE_BREAKS, Evaluator, default_work_group_size
 from .problem import TabuProblem
 from .split import STRATEGIES, TabuCosts, TabuSplit, plan_split
 
-__all__ = ["TabuResult", "check_tenure", "choose_split", "choose_split_or_cpu", "tabu_search"]
+__all__ = ["DEFAULT_BLOCK_ITERATIONS", "TabuResult", "check_tenure", "choose_split", "choose_split_or_cpu", "tabu_search"]
 
 log = logging.getLogger("hpu")
 
 _MAX_RESTARTS_PER_ITERATION = 100
+
+#: Iterations per round trip when they run resident on the device (``tabu_search``'s ``block_iterations``).
+DEFAULT_BLOCK_ITERATIONS = 32
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -71,6 +74,9 @@ class TabuResult:
         What the tabu status was kept for (:attr:`TabuProblem.tabu_attribute`).
     tie_break : str
         How ties between equal moves were broken (``"random"`` or ``"index"``).
+    block_iterations : int
+        Iterations per round trip to the device: more than 1 when they ran
+        resident on it (``tabu_search``'s ``block_iterations``), 1 on the host loop.
     """
 
     best_solution: np.ndarray | None
@@ -90,6 +96,7 @@ class TabuResult:
     fallback: str = ""
     tabu_attribute: str = "move"
     tie_break: str = "index"
+    block_iterations: int = 1
 
     @property
     def time_per_iteration(self) -> float:
@@ -225,6 +232,7 @@ def tabu_search(
     costs: TabuCosts | None = None,
     on_device_error: str = "fallback",
     tie_break: str = "random",
+    block_iterations: int | None = None,
 ) -> TabuResult:
     """Tabu search with the whole neighbourhood evaluated each iteration on the CPU and the device.
 
@@ -289,6 +297,16 @@ def tabu_search(
         makespans) the lowest index keeps revisiting the same few moves: on
         Taillard's ta001 ``"index"`` stalls where ``"random"`` reaches the
         optimum (``experiments/bench_tabu_attributes.py``).
+    block_iterations : int, optional
+        Where the device evaluates the whole neighbourhood (the split's CPU
+        share is 0), run this many iterations back to back on the device per
+        round trip: evaluation, the choice of the move (tabu status,
+        aspiration, tie-break), the move and the stop rules ``target`` and
+        ``max_no_improve`` all stay there, and the host reads the trajectory
+        back once per block (``time_limit`` is checked between blocks).  The
+        trajectory is the one of the host loop.  Default
+        :data:`DEFAULT_BLOCK_ITERATIONS` (capped by ``iterations``); 1 runs
+        the host loop.  With a CPU share the iterations always run one by one.
 
     Returns
     -------
@@ -301,7 +319,8 @@ def tabu_search(
         ``iterations + tenure >= 2**31``, a bad
         ``initial`` solution (e.g. not a permutation), ``time_limit`` or
         ``max_no_improve`` not positive, a ``target`` that is not an integer,
-        unknown strategy, ``on_device_error`` or ``tie_break``, or a bad forced split.
+        unknown strategy, ``on_device_error`` or ``tie_break``, a bad forced
+        split, ``block_iterations`` below 1 or above ``iterations``.
     hpu.NoDeviceError
         ``strategy="gpu"`` without an OpenCL device.
     hpu.DeviceFailure
@@ -316,6 +335,11 @@ def tabu_search(
     rng = np.random.default_rng(seed)
     solution = problem.check_solution(initial) if initial is not None else problem.random_solution(rng)
     tie_seed = int(rng.integers(2**32)) if tie_break == "random" else None
+    block = min(DEFAULT_BLOCK_ITERATIONS, stops.iterations)
+    if block_iterations is not None:
+        block = check_int("block_iterations", block_iterations, 1)
+        if block > stops.iterations:
+            raise ValueError(f"block_iterations ({block}) exceeds the iteration budget (iterations={stops.iterations})")
     rt = resolve_runtime(runtime)
     with rt.call():
         t_setup = time.perf_counter()
@@ -325,8 +349,10 @@ def tabu_search(
         with Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
                        groups=max(split.groups, 1), on_device_error=on_device_error, tie_seed=tie_seed) as ev:
             setup_time = time.perf_counter() - t_setup
-            result = _run(problem, ev, split, rng, stops, setup_time)
-    result = dataclasses.replace(result, tabu_attribute=problem.tabu_attribute, tie_break=tie_break)
+            resident = block > 1 and ev.has_device_share and not ev.cpu_moves
+            result = _run(problem, ev, split, rng, stops, setup_time, block if resident else 1)
+    result = dataclasses.replace(result, tabu_attribute=problem.tabu_attribute, tie_break=tie_break,
+                                 block_iterations=block if resident else 1)
     return dataclasses.replace(result, fallback=fallback) if fallback and not result.fallback else result
 
 
@@ -362,60 +388,116 @@ def choose_split_or_cpu(problem: TabuProblem, runtime: Runtime, *, on_device_err
         return plan_split(problem.num_moves, None, strategy="cpu", cpu_chunks=chunks, has_device=False), str(e)
 
 
+class _Search:
+    """One search's progress through its iterations, on the host loop or in device-resident blocks."""
+
+    def __init__(self, problem: TabuProblem, ev: Evaluator, rng: np.random.Generator, stops: _Stops):
+        self.problem, self.ev, self.rng, self.stops = problem, ev, rng, stops
+        state = ev.state
+        feasible = problem.feasible(state.solution)
+        self.best_value = state.value if feasible else None
+        self.best_solution = state.solution if feasible else None
+        self.history = np.empty(stops.iterations, dtype=np.int64)
+        self.moves = np.empty(stops.iterations, dtype=np.int64)
+        self.restarts = self.last_improvement = self.done = 0
+        self._tries = (0, 0)  # (iteration, restarts at it)
+
+    def _aspiration(self) -> int:
+        return np.iinfo(np.int64).max if self.best_value is None else self.best_value - self.ev.state.value
+
+    def _restart(self, it: int) -> None:
+        """No feasible neighbour at iteration ``it``: a new current solution (at most 100 per iteration)."""
+        tries = self._tries[1] + 1 if self._tries[0] == it else 1
+        if tries > _MAX_RESTARTS_PER_ITERATION:
+            raise RuntimeError(f"no feasible neighbour after {_MAX_RESTARTS_PER_ITERATION} restarts")
+        self._tries = (it, tries)
+        self.restarts += 1
+        state = self.ev.state
+        self.ev.reset(self.problem.restart(self.rng))
+        if self.problem.feasible(state.solution) and (self.best_value is None or state.value < self.best_value):
+            self.best_value, self.best_solution, self.last_improvement = state.value, state.solution, it
+
+    def _took(self, it: int, index: int) -> str:
+        """Record iteration ``it``'s move; the stop rule that ends the search after it, or ``""``."""
+        state, stops = self.ev.state, self.stops
+        self.history[it - 1], self.moves[it - 1], self.done = state.value, index, it
+        if self.best_value is None or state.value < self.best_value:
+            self.best_value, self.best_solution, self.last_improvement = state.value, state.solution, it
+        if stops.target is not None and self.best_value is not None and self.best_value <= stops.target:
+            return "target"
+        if stops.max_no_improve is not None and it - self.last_improvement >= stops.max_no_improve:
+            return "no_improvement"
+        return ""
+
+    def iteration(self, it: int) -> str:
+        """Iteration ``it`` on the host loop (the evaluator's split); the stop rule met, or ``""``."""
+        cls, delta, index = self.ev.evaluate(it, self._aspiration())
+        while cls == INFEASIBLE:
+            self._restart(it)
+            cls, delta, index = self.ev.evaluate(it, self._aspiration())
+        self.ev.apply(index, delta, it + self.stops.tenure)
+        return self._took(it, index)
+
+    def block(self, it: int, count: int) -> str:
+        """Iterations ``it ..`` (at most ``count``) resident on the device; the stop rule met, or ``""``.
+
+        The host then replays the moves on its own state (the reference for a
+        device failure and for restarts, and the source of the best solution).
+        """
+        ev, stops, state = self.ev, self.stops, self.ev.state
+        control = np.array([state.value, np.iinfo(np.int64).max if self.best_value is None else self.best_value,
+                            self.last_improvement, 0, it - 1], dtype=np.int64)
+        trail = ev.run_block(it, count, stops.tenure, control, stops.target, stops.max_no_improve)
+        if trail is None:  # the device failed; the CPU goes on from iteration it
+            return ""
+        stop = ""
+        for t in range(trail.size // 2):
+            index, value = int(trail[2 * t]), int(trail[2 * t + 1])
+            ev.follow(index, value - state.value, it + t + stops.tenure)
+            stop = self._took(it + t, index)
+        if state.value != control[0]:
+            raise RuntimeError(f"device-resident iterations diverged from the host: {control[0]} != {state.value}")
+        if control[3] == 3:
+            self._restart(self.done + 1)
+        return stop
+
+    def result(self, stop: str, split: TabuSplit, wall: float, setup_time: float) -> TabuResult:
+        ev, it = self.ev, self.done
+        return TabuResult(
+            best_solution=self.best_solution,
+            best_value=None if self.best_value is None else int(self.best_value),
+            history=self.history[:it].copy(),
+            moves=self.moves[:it].copy(),
+            iterations=it,
+            stop=stop,
+            restarts=self.restarts,
+            split=split,
+            wall_time=wall,
+            setup_time=setup_time,
+            cpu_time=ev.cpu_time,
+            device_time=ev.device_time,
+            host_time=ev.host_time,
+            num_moves=self.problem.num_moves,
+            fallback=ev.fallback,
+        )
+
+
 def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.Generator, stops: _Stops,
-         setup_time: float) -> TabuResult:
-    state, iterations = ev.state, stops.iterations
-    feasible = problem.feasible(state.solution)
-    best_value = state.value if feasible else None
-    best_solution = state.solution if feasible else None
-    history = np.empty(iterations, dtype=np.int64)
-    moves = np.empty(iterations, dtype=np.int64)
-    restarts = last_improvement = 0
+         setup_time: float, block: int) -> TabuResult:
+    """The iterations: blocks of ``block`` resident on the device while it evaluates every move, else one by one."""
+    search = _Search(problem, ev, rng, stops)
     stop = "iterations"
     start = time.perf_counter()
-    it = 0
-    for it in range(1, iterations + 1):
-        aspiration = np.iinfo(np.int64).max if best_value is None else best_value - state.value
-        cls, delta, index = ev.evaluate(it, aspiration)
-        tries = 0
-        while cls == INFEASIBLE:
-            tries += 1
-            if tries > _MAX_RESTARTS_PER_ITERATION:
-                raise RuntimeError(f"no feasible neighbour after {_MAX_RESTARTS_PER_ITERATION} restarts")
-            restarts += 1
-            ev.reset(problem.restart(rng))
-            if problem.feasible(state.solution) and (best_value is None or state.value < best_value):
-                best_value, best_solution, last_improvement = state.value, state.solution, it
-            aspiration = np.iinfo(np.int64).max if best_value is None else best_value - state.value
-            cls, delta, index = ev.evaluate(it, aspiration)
-        ev.apply(index, delta, it + stops.tenure)
-        history[it - 1], moves[it - 1] = state.value, index
-        if best_value is None or state.value < best_value:
-            best_value, best_solution, last_improvement = state.value, state.solution, it
-        if stops.target is not None and best_value is not None and best_value <= stops.target:
-            stop = "target"
-            break
-        if stops.max_no_improve is not None and it - last_improvement >= stops.max_no_improve:
-            stop = "no_improvement"
+    while search.done < stops.iterations:
+        it = search.done + 1
+        if block > 1 and ev.has_device_share and not ev.cpu_moves:
+            met = search.block(it, min(block, stops.iterations - it + 1))
+        else:
+            met = search.iteration(it)
+        if met:
+            stop = met
             break
         if stops.time_limit is not None and time.perf_counter() - start >= stops.time_limit:
             stop = "time_limit"
             break
-    wall = time.perf_counter() - start
-    return TabuResult(
-        best_solution=best_solution,
-        best_value=None if best_value is None else int(best_value),
-        history=history[:it].copy(),
-        moves=moves[:it].copy(),
-        iterations=it,
-        stop=stop,
-        restarts=restarts,
-        split=split,
-        wall_time=wall,
-        setup_time=setup_time,
-        cpu_time=ev.cpu_time,
-        device_time=ev.device_time,
-        host_time=ev.host_time,
-        num_moves=problem.num_moves,
-        fallback=ev.fallback,
-    )
+    return search.result(stop, split, time.perf_counter() - start, setup_time)

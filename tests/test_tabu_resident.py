@@ -1,0 +1,92 @@
+"""Tabu iterations resident on the device (block_iterations): the host loop's trajectory, stop rules, errors."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hpu.tabu import PFSP, PPP, QAP, HWSWPartitioning, tabu_search
+
+DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
+GPU = dict(strategy="gpu", transfer_level=2)
+
+
+@pytest.fixture
+def rt(runtime):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    return runtime
+
+
+PROBLEMS = {
+    "qap": lambda: QAP.from_qaplib(DATA / "tai12a.dat"),
+    "qap-move-attribute": lambda: QAP.from_qaplib(DATA / "tai12a.dat", tabu_attribute="move"),
+    "hwsw": lambda: HWSWPartitioning.random(30, edges=60, ccr=1.0, constraint="low", seed=4),
+    "pfsp-insertion": lambda: PFSP.taillard("ta001"),
+    "pfsp-swap": lambda: PFSP.taillard("ta001", neighbourhood="swap"),
+    "ppp-1": lambda: PPP.generate(15, 13, 7, hamming=1),
+    "ppp-2": lambda: PPP.generate(15, 13, 7, hamming=2),
+    "ppp-3": lambda: PPP.generate(15, 13, 7, hamming=3),
+}
+
+
+def same(a, b) -> None:
+    np.testing.assert_array_equal(a.moves, b.moves)
+    np.testing.assert_array_equal(a.history, b.history)
+    assert (a.best_value, a.iterations, a.stop, a.restarts) == (b.best_value, b.iterations, b.stop, b.restarts)
+    np.testing.assert_array_equal(a.best_solution, b.best_solution)
+
+
+@pytest.mark.parametrize("level", [2, 0], ids=["two-kernels", "one-work-group"])
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_resident_blocks_take_the_host_loops_trajectory(rt, name, level):
+    """Transfer level 0: one work-group, a block is one launch looping over its iterations."""
+    problem = PROBLEMS[name]()
+    kw = dict(iterations=500, tenure=7, seed=3, runtime=rt, strategy="gpu", transfer_level=level)
+    host = tabu_search(problem, block_iterations=1, **kw)
+    assert host.block_iterations == 1
+    for k in (7, 64):
+        res = tabu_search(problem, block_iterations=k, **kw)
+        assert res.block_iterations == k and res.fallback == ""
+        same(res, host)
+    if name == "hwsw":
+        assert host.restarts > 0  # a block halted on "no feasible move" and the host restarted it
+
+
+@pytest.mark.parametrize("level", [2, 0], ids=["two-kernels", "one-work-group"])
+@pytest.mark.parametrize("rule", [dict(target=241696 + 2000), dict(max_no_improve=40)])
+def test_stop_rules_hit_the_exact_iteration_inside_a_block(rt, rule, level):
+    problem = PROBLEMS["qap"]()
+    kw = dict(iterations=2000, tenure=7, seed=1, runtime=rt, strategy="gpu", transfer_level=level, **rule)
+    host = tabu_search(problem, block_iterations=1, **kw)
+    res = tabu_search(problem, block_iterations=32, **kw)
+    assert host.stop in ("target", "no_improvement") and host.iterations < 2000
+    assert host.iterations % 32  # the stop falls inside a block, not at its end
+    same(res, host)
+
+
+def test_time_limit_is_checked_between_blocks(rt):
+    problem = PROBLEMS["qap"]()
+    res = tabu_search(problem, iterations=100_000, tenure=7, seed=1, runtime=rt, block_iterations=16,
+                      time_limit=0.2, **GPU)
+    assert res.stop == "time_limit" and res.iterations % 16 == 0 and 0 < res.iterations < 100_000
+    host = tabu_search(problem, iterations=res.iterations, tenure=7, seed=1, runtime=rt, block_iterations=1, **GPU)
+    np.testing.assert_array_equal(res.moves, host.moves)
+
+
+def test_a_cpu_share_runs_the_host_loop(rt):
+    problem = PROBLEMS["qap"]()
+    kw = dict(iterations=50, tenure=7, seed=2, runtime=rt)
+    hybrid = tabu_search(problem, strategy="hybrid", alpha=0.5, transfer_level=1, cpu_chunks=1, block_iterations=10,
+                         **kw)
+    assert hybrid.block_iterations == 1
+    same(hybrid, tabu_search(problem, block_iterations=10, **GPU, **kw))
+    assert tabu_search(problem, strategy="cpu", **kw).block_iterations == 1
+
+
+@pytest.mark.parametrize("k, message", [(0, r"block_iterations must be an integer >= 1"),
+                                        (2.5, "block_iterations must be an integer"),
+                                        (51, r"block_iterations \(51\) exceeds the iteration budget \(iterations=50\)")])
+def test_bad_block_iterations(k, message):
+    with pytest.raises(ValueError, match=message):
+        tabu_search(PROBLEMS["qap"](), iterations=50, tenure=3, strategy="cpu", block_iterations=k)

@@ -52,8 +52,9 @@ except ImportError as e:  # pragma: no cover - the optional extra is missing
     raise ImportError("hpu.dask needs the optional extra: pip install 'hpu[dask]' (dask[array] and distributed)") from e
 
 from .core.runtime import Runtime, default_runtime, list_devices, set_default_runtime
+from .core.util import check_int
 from .sorting.api import sort as hpu_sort
-from .sorting.costs import fast_split
+from .sorting.mergesort import planned_split
 from .sorting.keys import check_sort_dtype, to_unsigned
 from .tabu import hybrid_ea, tabu_search
 
@@ -149,20 +150,21 @@ def register(client: distributed.Client, **kw: Any) -> None:
     client.register_plugin(HpuPlugin(**kw))
 
 
-def worker_speed() -> float:
-    """Keys per second this process's default runtime sorts, as its model predicts for 2^24 int32 keys.
+def worker_speed(dtype: Any = np.int32) -> float:
+    """Keys per second this process's default runtime sorts, as its model predicts for 2^24 keys of ``dtype``.
 
-    With a calibrated profile: :func:`hpu.sorting.costs.fast_split`'s
-    predicted time of the model's best split; otherwise the CPU alone,
-    ``n log2 n`` merge steps of the profile's ``cpu_op_seconds`` (a guess
-    when uncalibrated: :data:`hpu.core.runtime.GUESSED_CPU_OP_SECONDS`) over ``p`` cores (the paper's CPU cost, López-Ortiz et al. 2014, section 3).
+    With a calibrated profile: the predicted time of the split :func:`hpu.sort`
+    would run (:func:`hpu.sorting.planned_split`; the CPU alone where the
+    device cannot take ``dtype``); otherwise the CPU alone, ``n log2 n`` merge
+    steps of the profile's ``cpu_op_seconds`` (a guess when uncalibrated:
+    :data:`hpu.core.runtime.GUESSED_CPU_OP_SECONDS`) over ``p`` cores (the
+    paper's CPU cost, López-Ortiz et al. 2014, section 3).
     """
     rt = default_runtime()
     n = _SPEED_KEYS
-    if rt.profile.cost_curves("sort") is not None:
-        device = rt.has_device and rt.calibrated
-        t = fast_split(n, rt.profile, device=device, itemsize=4, shared_cores=device and rt.device_shares_host_cores)
-        return n / t.predicted_time
+    split = planned_split(n, dtype, rt)
+    if split is not None:
+        return n / split.predicted_time
     return n / (n * np.log2(n) * rt.profile.cpu_op_seconds / max(rt.profile.p, 1.0))
 
 
@@ -227,7 +229,7 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
     if any(np.isnan(c) for c in x.chunks[0]):
         raise ValueError("hpu.dask.sort needs known chunk sizes; call x.compute_chunk_sizes() first")
     c = _client(client)
-    speeds = c.run(worker_speed)
+    speeds = c.run(worker_speed, x.dtype)
     if not speeds:
         raise ValueError("the Dask cluster has no workers")
     workers = sorted(speeds)
@@ -341,9 +343,8 @@ def tabu_search_many(problem: Any, seeds: Sequence[Any], *, client: distributed.
         No client or no workers; both before any task runs.
     """
     c = _ready_client(client, "tabu_search_many", problem, list(seeds), kw)
-    futures = c.map(_one_search, [problem] * len(seeds), list(seeds), [kw] * len(seeds), pure=False,
-                    key=[f"hpu-tabu-search-{i}-{dask.base.tokenize(problem, s, kw)}" for i, s in enumerate(seeds)])
-    return c.gather(futures)
+    shared = c.scatter(problem, broadcast=True)  # sent once, not with every task
+    return c.gather(c.map(_one_search, list(seeds), problem=shared, kw=kw, key="hpu-tabu-search", pure=False))
 
 
 def _ready_client(client: distributed.Client | None, what: str, *sent: Any) -> distributed.Client:
@@ -362,7 +363,7 @@ def _ready_client(client: distributed.Client | None, what: str, *sent: Any) -> d
     return c
 
 
-def _one_search(problem: Any, seed: Any, kw: dict[str, Any]) -> Any:
+def _one_search(seed: Any, problem: Any, kw: dict[str, Any]) -> Any:
     return tabu_search(problem, seed=seed, **kw)
 
 
@@ -426,22 +427,22 @@ def hybrid_ea_islands(problem: Any, *, islands: int | None = None, epochs: int =
         what :func:`hpu.tabu.hybrid_ea` raises.
     """
     c = _ready_client(client, "hybrid_ea_islands", problem, seed, kw)
-    k = len(c.scheduler_info()["workers"]) if islands is None else int(islands)
-    if k < 1 or int(epochs) < 1:
-        raise ValueError(f"islands and epochs must be >= 1, got {islands!r} and {epochs!r}")
-    if not 0 <= int(migrants) < kw.get("population", _EA_POPULATION):
-        raise ValueError(f"migrants must lie in [0, population), got {migrants!r}")
+    k = len(c.scheduler_info()["workers"]) if islands is None else check_int("islands", islands, 1)
+    epochs = check_int("epochs", epochs, 1)
+    migrants = check_int("migrants", migrants, 0, kw.get("population", _EA_POPULATION), " (the population)")
+    shared = c.scatter(problem, broadcast=True)  # sent once, not with every epoch's tasks
 
     def mapper(fn: Callable[..., Any], *args: list) -> list:
-        return c.gather(c.map(fn, *args, pure=False))
+        return c.gather(c.map(fn, *args, key="hpu-island-epoch", pure=False))
 
-    return run_islands(problem, k, int(epochs), int(migrants), seed, kw, mapper)
+    return run_islands(shared, k, epochs, migrants, seed, kw, mapper)
 
 
 def run_islands(problem: Any, k: int, epochs: int, migrants: int, seed: Any, kw: dict[str, Any],
                 mapper: Callable[..., list]) -> IslandResult:
     """:func:`hybrid_ea_islands`'s epochs and migrations, each epoch's islands run by ``mapper(fn, *arg_lists)``
-    (``client.map`` and ``gather``, or the builtin ``map`` in a ``list`` for one process: the same result)."""
+    (``client.map`` and ``gather``, or the builtin ``map`` in a ``list`` for one process: the same result);
+    ``problem`` is passed to ``mapper`` as it is (a scattered future for ``client.map``)."""
     seeds = np.random.SeedSequence(seed).spawn(k * epochs)
     pops: list[Any] = [None] * k
     history: list[int] = []

@@ -23,7 +23,7 @@
  *                   run by one work-group: mark the move's tabu attributes
  *                   tabu until iteration `until`, then move to the neighbour;
  *   MOVE_PARAMS(n, m, &i, &j)  the (i, j) apply_move takes for move m (default:
- *                   the pair of tabu_pairs.cl; the host's apply_params);
+ *                   the pair of tabu_pairs.cl);
  * with WG (the work-group size, a power of two) and TABU_BY_ATTRIBUTE
  * defined.  With TABU_BY_ATTRIBUTE 0 move m is tabu while tabu_until[m] >
  * iteration; with 1 the problem file defines
@@ -148,10 +148,11 @@ void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const u
                    best_delta, best_key PROBLEM_ARGS);
 }
 
-/* Apply move `move` = (i, j) (the host loop's apply, one work-group). */
-__kernel void tabu_apply(const ulong n, const uint i, const uint j, const ulong move, const int until,
-                         __global int *tabu_until PROBLEM_PARAMS)
+/* Apply move `move` (the host loop's apply, one work-group). */
+__kernel void tabu_apply(const ulong n, const ulong move, const int until, __global int *tabu_until PROBLEM_PARAMS)
 {
+    uint i, j;
+    MOVE_PARAMS(n, move, &i, &j);
     apply_move(n, i, j, move, until, tabu_until PROBLEM_ARGS);
 }
 
@@ -168,6 +169,12 @@ __kernel void tabu_apply(const ulong n, const uint i, const uint j, const ulong 
  * kernels return at once, so the iterations enqueued after a stop do nothing. */
 #define NO_TARGET LONG_MIN
 
+/* Best value found - current value (LONG_MAX before any best). */
+static inline long resident_aspiration(__global const long *ctrl)
+{
+    return ctrl[1] == LONG_MAX ? LONG_MAX : ctrl[1] - ctrl[0];
+}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_evaluate_resident(const ulong n, const ulong hi, const ulong chunk, const int iteration, const uint tie_seed,
                             const uint tie_mask, __global const int *tabu_until, __global long *partial,
@@ -177,8 +184,7 @@ void tabu_evaluate_resident(const ulong n, const ulong hi, const ulong chunk, co
     __local long best_key[WG];
     if (ctrl[3])
         return;
-    const long aspiration = ctrl[1] == LONG_MAX ? LONG_MAX : ctrl[1] - ctrl[0];
-    evaluate_chunk(n, 0, hi, chunk, aspiration, iteration, tie_seed, tie_mask, tabu_until, partial,
+    evaluate_chunk(n, 0, hi, chunk, resident_aspiration(ctrl), iteration, tie_seed, tie_mask, tabu_until, partial,
                    best_delta, best_key PROBLEM_ARGS);
 }
 
@@ -269,8 +275,7 @@ void tabu_run_group(const ulong n, const ulong hi, const int first, const int st
     for (int iteration = first; iteration < first + steps; iteration++) {
         if (ctrl[3])
             return;
-        const long aspiration = ctrl[1] == LONG_MAX ? LONG_MAX : ctrl[1] - ctrl[0];
-        evaluate_chunk(n, 0, hi, hi, aspiration, iteration, tie_seed, tie_mask, tabu_until, partial,
+        evaluate_chunk(n, 0, hi, hi, resident_aspiration(ctrl), iteration, tie_seed, tie_mask, tabu_until, partial,
                        best_delta, best_key PROBLEM_ARGS);
         if (!take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until,
                             best_delta, best_key, &chosen PROBLEM_ARGS))

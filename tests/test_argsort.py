@@ -123,6 +123,23 @@ def test_sort_by_key(runtime, dtype, n, kind, seed, split):
         assert same_bits(old, now)
 
 
+@pytest.mark.parametrize("split", SPLITS[:5])
+def test_sort_by_key_carries_large_structured_values(runtime, split):
+    """Values past the pool's minimum size, with padding and with fields out of memory order."""
+    n = 1 << 18
+    rng = np.random.default_rng(4)
+    keys = rng.integers(0, 1000, n).astype(np.int32)
+    aligned = np.zeros(n, dtype=np.dtype([("a", "i1"), ("b", "f8")], align=True))
+    aligned["a"], aligned["b"] = rng.integers(-100, 100, n), rng.random(n)
+    swapped = np.zeros(n, dtype=np.dtype({"names": ["b", "a"], "formats": ["f8", "i4"], "offsets": [8, 0]}))
+    swapped["a"], swapped["b"] = np.arange(n), rng.random(n)
+    sk, (sa, ss) = hpu.sort_by_key(keys, (aligned, swapped), runtime=runtime, **split)
+    order = np.argsort(keys, kind="stable")
+    assert same_bits(sk, keys[order])
+    assert sa.dtype == aligned.dtype and same_bits(sa, aligned[order])
+    assert ss.dtype == swapped.dtype and same_bits(ss, swapped[order])
+
+
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -3, None])
 @pytest.mark.parametrize("dtype", ["int16", "float32", "datetime64[s]", "uint64"])
 def test_any_axis(runtime, axis, dtype):

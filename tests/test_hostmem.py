@@ -46,6 +46,22 @@ def test_arrays_are_plain_writable_and_recycled(pool):
     del c
 
 
+ODD_DTYPES = [np.dtype([("a", "i1"), ("b", "f8")], align=True),  # padding
+              np.dtype({"names": ["b", "a"], "formats": ["f8", "i4"], "offsets": [8, 0]}),  # fields out of order
+              np.dtype(">i8"), np.dtype("M8[ns]"), np.dtype("S3")]
+
+
+@pytest.mark.parametrize("dtype", ODD_DTYPES, ids=str)
+def test_arrays_keep_every_dtype(pool, dtype):
+    pool, pinned = pool
+    n = MIN_POOLED_BYTES // dtype.itemsize + 1
+    a = pool.empty(n, dtype, pinned=pinned)
+    assert a.dtype == dtype and a.shape == (n,) and pool.is_pinned(a) == pinned
+    raw = np.frombuffer(np.random.default_rng(1).bytes(n * dtype.itemsize), dtype=np.uint8)
+    a.view(np.uint8)[:] = raw  # every byte of every element is the array's own
+    assert a.view(np.uint8).tobytes() == raw.tobytes()
+
+
 def test_small_full_and_closed(pool):
     pool, pinned = pool
     assert pool.empty(16, np.float64) is None  # below MIN_POOLED_BYTES

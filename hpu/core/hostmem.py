@@ -59,17 +59,21 @@ class _Block:
 
 
 class _Lease:
-    """The ``base`` of a pooled array: returns its block to the pool when garbage-collected."""
+    """The ``base`` of a pooled array (its first ``nbytes`` bytes): returns its block to the pool when collected.
+
+    The array interface is plain bytes; :meth:`HostArrayPool.empty` views them
+    as the dtype asked for (a view keeps every dtype exactly: structured ones
+    with padding or fields out of order included).
+    """
 
     __slots__ = ("_pool", "_block", "__array_interface__")
 
-    def __init__(self, pool: HostArrayPool, block: _Block, shape: tuple[int, ...], dtype: np.dtype):
+    def __init__(self, pool: HostArrayPool, block: _Block, nbytes: int):
         self._pool, self._block = pool, block
         self.__array_interface__ = {
             "data": (block.host.__array_interface__["data"][0], False),
-            "shape": shape,
-            "typestr": dtype.str,
-            "descr": dtype.descr,  # keeps a structured dtype's fields
+            "shape": (nbytes,),
+            "typestr": "|u1",
             "version": 3,
         }
 
@@ -162,7 +166,17 @@ class HostArrayPool:
                 with self._lock:
                     self._total -= need
                 return None
-        return np.asarray(_Lease(self, block, (int(n),), dt))
+        return np.asarray(_Lease(self, block, need)).view(dt)
+
+    def empty_or_new(self, n: int, dtype: Any, *, pinned: bool = False) -> np.ndarray:
+        """:meth:`empty`, or ``numpy.empty(n, dtype)`` where the pool has no array to give.
+
+        Returns
+        -------
+        numpy.ndarray of shape (n,) and ``dtype``, uninitialised (object arrays: ``None`` everywhere)
+        """
+        a = self.empty(n, dtype, pinned=pinned)
+        return np.empty(int(n), dtype) if a is None else a
 
     def is_pinned(self, arr: np.ndarray) -> bool:
         """Whether ``arr`` (or the array it views) lies in pinned memory of this pool."""

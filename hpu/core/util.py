@@ -77,7 +77,7 @@ def check_int(name: str, value: object, low: int, high: int | None = None, what:
     ValueError
         Anything else; the message names ``name`` and the range.
     """
-    bounds = f">= {low}" if high is None else f"in [{low}, {high}){what}"
+    bounds = (f">= {low}" if high is None else f"in [{low}, {high})") + what
     try:
         v = None if isinstance(value, bool) else operator.index(value)
     except TypeError:

@@ -50,7 +50,7 @@ from ..core.hybrid import check_on_device_error, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.runtime import Runtime, resolve_runtime
 from ..dc.executor import STRATEGIES
-from .keys import check_sort_dtype, key_bits, pack, packed_bits, to_unsigned, unpack_positions
+from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
 from .mergesort import hybrid_mergesort, planned_strategy
 from .pipeline import fast_keyed_sort, keyed_fits, keyed_key_type
 
@@ -110,7 +110,8 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         masked arrays.
     numpy.exceptions.AxisError
         ``axis`` out of range (a ``ValueError``); ValueError also for an
-        unknown ``kind`` or strategy.
+        unknown ``kind``, ``strategy`` or ``on_device_error``, and ``alpha``
+        outside ``[0, 1]``.
     hpu.DeviceFailure
         With ``on_device_error="raise"`` when the device fails.
     """
@@ -193,7 +194,10 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
         Unsupported key dtype.
     ValueError
         ``keys`` not 1-D, a value array not 1-D, or of another length than
-        ``keys``.
+        ``keys``; a bad ``strategy``, ``alpha`` or ``on_device_error`` (as
+        for :func:`sort`).
+    hpu.DeviceFailure
+        With ``on_device_error="raise"`` when the device fails.
     """
     arr, _ = _prepare(keys, None, None, "hpu.sort_by_key keys")
     if np.ndim(keys) != 1:
@@ -288,10 +292,7 @@ def _sort_1d(x: np.ndarray, opts: _Options) -> np.ndarray:
     if dt in CL_TYPES:
         return hybrid_mergesort(x, **opts.hybrid)
     if dt.kind in "Mm":  # one-to-one uint64 keys (keys.to_unsigned), mapped back
-        k = hybrid_mergesort(to_unsigned(x), **opts.hybrid)
-        k += np.uint64(1)
-        k ^= np.uint64(1 << 63)
-        return k.view(dt)
+        return time_from_unsigned(hybrid_mergesort(to_unsigned(x), **opts.hybrid), dt)
     if dt.kind == "b":  # by byte value, as numpy orders bools (a view of other bytes keeps them)
         return hybrid_mergesort(x.view(np.uint8).astype(np.uint32), **opts.hybrid).astype(np.uint8).view(dt)
     wide = np.float32 if dt.kind == "f" else np.int32 if dt.kind == "i" else np.uint32
@@ -305,7 +306,12 @@ def _radix(dtype: np.dtype, opts: _Options) -> bool:
     packed one of twice the data); forced device strategies still use the
     device.
     """
-    return dtype.kind in "biu" and dtype.itemsize <= 2 and opts.strategy in ("auto", "cpu")
+    return _numpy_radix(dtype) and opts.strategy in ("auto", "cpu")
+
+
+def _numpy_radix(dtype: np.dtype) -> bool:
+    """Whether numpy's stable sort of ``dtype`` is its radix sort: bool, 8- and 16-bit integers."""
+    return dtype.kind in "biu" and dtype.itemsize <= 2
 
 
 def _sort_block(block: np.ndarray) -> np.ndarray:
@@ -315,7 +321,7 @@ def _sort_block(block: np.ndarray) -> np.ndarray:
     payloads): rows holding a negative zero or a NaN are sorted again stably.
     For bool and 8- and 16-bit integers numpy's stable sort is a radix sort, the fastest.
     """
-    if block.dtype.kind in "biu" and block.dtype.itemsize <= 2:
+    if _numpy_radix(block.dtype):
         return np.sort(block, axis=-1, kind="stable")
     out = np.sort(block, axis=-1)
     if block.dtype.kind == "f":
@@ -354,6 +360,30 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     longer, the CPU's row sorts shorter than a whole sort).  Packing on the device saves the host passes of
     the packed host path (to unsigned keys, packing, unpacking: over twice the keys' bytes each) and copies up
     only the keys (``experiments/bench_argsort.py``).
+
+    Parameters
+    ----------
+    n : int
+        Keys in all (``n >= 0``).
+    dtype : numpy dtype
+        The keys' dtype.
+    runtime : hpu.Runtime, optional
+        Default :func:`hpu.default_runtime`.
+    rows : int
+        Rows of ``n / rows`` keys each (``axis=-1`` of a 2-D array).
+    value_dtypes : tuple of numpy dtypes
+        The value arrays' dtypes (:func:`sort_by_key`).
+    strategy : str
+        As for :func:`sort` (``"gpu"`` forces the device; ``"auto"`` asks the model).
+    gather : bool
+        Keys and values come back gathered (:func:`sort`, :func:`sort_by_key`)
+        rather than positions (:func:`argsort`): a second copy of each array
+        on the device.
+
+    Returns
+    -------
+    bool
+        False also for ``n < 2`` (nothing to sort on the device).
 
     Raises
     ------
@@ -471,9 +501,7 @@ def _cpu_rows(rows: np.ndarray, rt: Runtime, fn: Callable[[np.ndarray], np.ndarr
 def _empty(rt: Runtime, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialised array from the runtime's recycled host memory (no page faults; :mod:`hpu.core.hostmem`),
     or from ``numpy.empty`` when the pool has none."""
-    n = int(np.prod(shape, dtype=np.int64))
-    a = rt.host_pool.empty(n, dtype)
-    return (np.empty(n, dtype) if a is None else a).reshape(shape)
+    return rt.host_pool.empty_or_new(int(np.prod(shape, dtype=np.int64)), dtype).reshape(shape)
 
 
 def _in_pool(rt: Runtime, r: int, m: int, fn: Callable[[slice, slice], Any], split_columns: bool = True) -> None:
@@ -481,6 +509,7 @@ def _in_pool(rt: Runtime, r: int, m: int, fn: Callable[[slice, slice], Any], spl
 
     Blocks of whole rows; a single row (``split_columns``) in column chunks.
     At least :data:`_TASK_ELEMENTS` elements a task, at most one task a thread.
+    The caller holds ``rt.call()`` (every public entry point does).
     """
     tasks = max(1, min(rt.threads, (r * m) // _TASK_ELEMENTS))
     if r == 1 and split_columns:
@@ -489,9 +518,8 @@ def _in_pool(rt: Runtime, r: int, m: int, fn: Callable[[slice, slice], Any], spl
     else:
         b = np.linspace(0, r, min(tasks, r) + 1).astype(np.int64)
         blocks = [(slice(int(b[i]), int(b[i + 1])), slice(0, m)) for i in range(len(b) - 1)]
-    with rt.call():
-        if len(blocks) == 1:
-            fn(*blocks[0])
-            return
-        for f in [rt.pool.submit(fn, rs, cs) for rs, cs in blocks]:
-            f.result()
+    if len(blocks) == 1:
+        fn(*blocks[0])
+        return
+    for f in [rt.pool.submit(fn, rs, cs) for rs, cs in blocks]:
+        f.result()

@@ -155,6 +155,12 @@ class DeviceSorter:
         self._scratch: Any = None
         self._partitions: Any = None
 
+    @classmethod
+    def of_lease(cls, lease: Any, dtype: Any) -> DeviceSorter:
+        """The :class:`hpu.DeviceLease`'s sorter for ``dtype`` keys with the default sizes, made once per lease."""
+        dt = np.dtype(dtype).newbyteorder("=")
+        return lease.cached(("sorter", dt.str), lambda: cls(lease, dt))
+
     def _build(self, requested: int | None) -> dict[str, Any]:
         dev = self.runtime.device
         ctype, pad = CL_TYPES[self.dtype]
@@ -447,7 +453,7 @@ def device_sort(array: Any, runtime: Runtime | None = None) -> np.ndarray:
     with runtime.call():
         lease = runtime.acquire_lease()
         try:
-            sorter = lease.cached(("sorter", key.str), lambda: DeviceSorter(lease, key))
+            sorter = DeviceSorter.of_lease(lease, key)
             buf = cl.Buffer(lease.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=host)
             _, event = sorter.sort(buf, host.size, out=buf)
             result = np.empty_like(host)

@@ -21,9 +21,12 @@ sorting algorithms for manycore GPUs", IPDPS 2009, sort key-index pairs).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-__all__ = ["SORT_DTYPES", "check_sort_dtype", "key_bits", "pack", "packed_bits", "to_unsigned", "unpack_positions"]
+__all__ = ["SORT_DTYPES", "check_sort_dtype", "key_bits", "pack", "packed_bits", "time_from_unsigned", "to_unsigned",
+           "unpack_positions"]
 
 #: dtype kinds hpu sorts: bool, signed and unsigned integers, floats, datetime64 ('M') and timedelta64 ('m').
 SORT_DTYPES = "biufMm"
@@ -107,6 +110,25 @@ def to_unsigned(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         out[out == ~sign] = sign  # -0.0 -> +0.0
         out[np.isnan(a)] = _QUIET_NAN[size] | sign
     return out
+
+
+def time_from_unsigned(keys: np.ndarray, dtype: Any) -> np.ndarray:
+    """Undo :func:`to_unsigned` for datetime64/timedelta64 keys, in place: ``keys`` viewed as ``dtype``.
+
+    Parameters
+    ----------
+    keys : numpy.ndarray of uint64
+        Keys of :func:`to_unsigned` (overwritten).
+    dtype : numpy dtype
+        A native datetime64 or timedelta64 dtype (any unit).
+
+    Returns
+    -------
+    numpy.ndarray of ``dtype``, ``keys``' shape (a view of ``keys``)
+    """
+    keys += np.uint64(1)  # NaT's key 2**64 - 1 wraps to 0 ...
+    keys ^= np.uint64(1 << 63)  # ... and the sign bit flips back
+    return keys.view(dtype)
 
 
 def packed_bits(key_width: int, m: int, rows: int = 1) -> int:

@@ -36,7 +36,7 @@ from .pipeline import DEFAULT_OPTIONS, PipelineOptions, fast_sort
 
 log = logging.getLogger("hpu")
 
-__all__ = ["hybrid_mergesort", "as_sortable", "planned_strategy"]
+__all__ = ["hybrid_mergesort", "as_sortable", "planned_split", "planned_strategy"]
 
 _SPEC = mergesort_spec()
 
@@ -201,6 +201,12 @@ def planned_strategy(n: int, dtype: Any, runtime: Runtime, strategy: str = "auto
     (:func:`hpu.sorting.costs.fast_split`) for ``strategy``.
     """
     return _plan(int(n), np.dtype(dtype), runtime, strategy)[0]
+
+
+def planned_split(n: int, dtype: Any, runtime: Runtime, strategy: str = "auto") -> Split | None:
+    """The model's split behind :func:`planned_strategy` (with its ``predicted_time`` in seconds), or None when the
+    runtime's profile has no measured cost curves (uncalibrated: fast mode then runs the CPU alone unpredicted)."""
+    return _plan(int(n), np.dtype(dtype), runtime, strategy)[1]
 
 
 def _plan(n: int, dtype: np.dtype, rt: Runtime, strategy: str) -> tuple[str, Split | None]:

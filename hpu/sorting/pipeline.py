@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from ..core.hybrid import HybridResult, run_hybrid
+from ..core.kernels import CL_TYPES, cl_type
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace, event_times
 from .cpu import multiway_merge, parallel_copy, parallel_sort
@@ -305,7 +306,7 @@ def _device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec:
     """
     n, dt = src.shape[0], src.dtype
     nbytes = n * dt.itemsize
-    sorter = lease.cached(("sorter", dt.str), lambda: DeviceSorter(lease, dt))
+    sorter = DeviceSorter.of_lease(lease, dt)
     d_in, d_out = lease.buffer("in", nbytes), lease.buffer("out", nbytes)
     in_place = dst is not None and rt.host_pool.is_pinned(dst)
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
@@ -313,8 +314,7 @@ def _device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec:
     pieces, ready, tasks, staging_tasks = _stage(rt, lease, src, stage, rec, options.chunk_bytes)
     try:
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
-        h2d = [cl.enqueue_copy(cq, d_in, stage[a:b], dst_offset=a * dt.itemsize, is_blocking=False, wait_for=[r])
-               for (a, b), r in zip(pieces, ready)]
+        h2d = _upload(cq, d_in, stage, pieces, ready)
         cq.flush()
         steps, segs = _enqueue_sorts(lease, sorter, h2d, pieces, tasks, n, t, d_in, d_out, options.sort_waves)
         d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
@@ -387,9 +387,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     n_dev = n - n_cpu
     t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
     # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
-    out = rt.host_pool.empty(n, dt, pinned=n_cpu == 0 and t == 0)
-    if out is None:
-        out = np.empty_like(src)
+    out = rt.host_pool.empty_or_new(n, dt, pinned=n_cpu == 0 and t == 0)
     trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
 
     if n_dev == 0:
@@ -433,18 +431,15 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
 # -- argsort and key-value sorts with the packing on the device ------------------------------------------------
 
 _WORDS = ((8, "ulong"), (4, "uint"), (2, "ushort"), (1, "uchar"))
-_KEY_TYPES = {"u": ("uint", "ulong"), "i": ("int", "long"), "f": ("float", "double"), "M": (None, "long"),
-              "m": (None, "long")}
 
 
 def keyed_key_type(dtype: Any) -> tuple[str, int] | None:
     """``(OpenCL type, KEY_KIND)`` of ``kernels_cl/keyed.cl`` for keys of ``dtype`` that :func:`fast_keyed_sort`
     packs on the device: native 32- and 64-bit integers and floats, datetime64 and timedelta64; None for others."""
     dt = np.dtype(dtype)
-    if dt.kind not in _KEY_TYPES or dt.itemsize not in (4, 8) or not dt.isnative:
-        return None
-    ctype = _KEY_TYPES[dt.kind][dt.itemsize // 8]
-    return None if ctype is None else (ctype, "uifMm".index(dt.kind) if dt.kind in "uif" else 3)
+    if dt.kind in "Mm" and dt.isnative:  # 64-bit integers underneath
+        return cl_type(np.int64), 3
+    return (cl_type(dt), "uif".index(dt.kind)) if dt in CL_TYPES else None
 
 
 def keyed_fits(rt: Runtime, n: int, itemsizes: Sequence[int], gathered: bool) -> bool:
@@ -475,9 +470,9 @@ def keyed_fits(rt: Runtime, n: int, itemsizes: Sequence[int], gathered: bool) ->
 
 
 def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime, *, gather: bool = False,
-                    row_length: int | None = None, redo: Callable[[], list[np.ndarray]], on_device_error: str = "fallback",
-                    options: PipelineOptions = DEFAULT_OPTIONS, strategy: str = "gpu",
-                    split: Any = None) -> tuple[list[np.ndarray], Trace]:
+                    row_length: int | None = None, redo: Callable[[], list[np.ndarray]] | None,
+                    on_device_error: str = "fallback", options: PipelineOptions = DEFAULT_OPTIONS,
+                    strategy: str = "gpu") -> tuple[list[np.ndarray], Trace]:
     """The device alone sorts ``keys`` (or each row of them) as (key, position) pairs that it packs itself; the
     stable argsort, or the keys and values gathered in its order.
 
@@ -510,12 +505,12 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
         ``m``, dividing ``n``: sort each row of ``m`` keys (default one row,
         ``m = n``).  ``bits(n / m - 1) + 32 + bits(m - 1) <= 64``
         (:func:`hpu.sorting.keys.packed_bits`), so ``m < 2**32``.
-    redo : callable() -> list of numpy.ndarray
+    redo : callable() -> list of numpy.ndarray, or None
         The same result on the CPU, run when the device fails and
-        ``on_device_error="fallback"``.
+        ``on_device_error="fallback"`` (None only with ``"raise"``).
     on_device_error : {"fallback", "raise"}
     options : PipelineOptions
-    strategy, split
+    strategy : str
         Recorded in the trace.
 
     Returns
@@ -540,9 +535,9 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     if m < 1 or n % m or packed_bits(32, m, n // m) > 64:
         raise ValueError(f"row_length {row_length} does not divide {n} keys into rows packed in 64 bits")
     rec = Recorder()
-    trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
+    trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n)
     dtypes = [keys.dtype, *(v.dtype for v in values)] if gather else [np.dtype(np.int64)]
-    outs = [_pinned_result(rt, n, dt) for dt in dtypes]
+    outs = [rt.host_pool.empty_or_new(n, dt, pinned=True) for dt in dtypes]
 
     def finish(r: HybridResult) -> list[np.ndarray]:
         trace.fallback = r.fallback
@@ -552,11 +547,6 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
                                                                 options),
                         redo=redo, on_device_error=on_device_error, finish=finish)
     return result, rec.finish(trace)
-
-
-def _pinned_result(rt: Runtime, n: int, dtype: np.dtype) -> np.ndarray:
-    out = rt.host_pool.empty(n, dtype, pinned=True)
-    return np.empty(n, dtype) if out is None else out
 
 
 def _keyed_kernels(lease: DeviceLease, key_dtype: np.dtype, word: str) -> dict[str, Any]:
@@ -579,7 +569,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     col_bits, i64 = np.int32((m - 1).bit_length()), np.int64
     mask = np.uint64((1 << int(col_bits)) - 1)
     prg = _keyed_kernels(lease, keys.dtype, "ulong")
-    sorter = lease.cached(("sorter", np.dtype(np.uint64).str), lambda: DeviceSorter(lease, np.uint64))
+    sorter = DeviceSorter.of_lease(lease, np.uint64)
     d_src = [lease.buffer(f"keyed-in{i}", a.nbytes) for i, a in enumerate(arrays)]
     d_in, d_out = lease.buffer("in", 8 * n), lease.buffer("out", 8 * n)
     q, cq = lease.queue, lease.copy_queue
@@ -594,9 +584,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     try:
         for a, st in zip(arrays, stages):
             staged.append(_stage(rt, lease, a, st, rec, options.chunk_bytes))
-        h2d = [[cl.enqueue_copy(cq, d, _bytes(stage, a, b), dst_offset=a * arr.itemsize, is_blocking=False,
-                                wait_for=[r]) for (a, b), r in zip(pieces, ready)]
-               for d, arr, (pieces, ready, _, _), stage in zip(d_src, arrays, staged, stages)]
+        h2d = [_upload(cq, d, stage, pieces, ready) for d, (pieces, ready, _, _), stage in zip(d_src, staged, stages)]
         cq.flush()
         pieces, _, tasks, _ = staged[0]
         steps, _ = _enqueue_sorts(lease, sorter, h2d[0], pieces, tasks, n, 0, d_in, d_out, options.sort_waves,
@@ -668,6 +656,13 @@ def _keyed_download(lease: DeviceLease, items: list[tuple[Any, np.ndarray, Any]]
             events.append(cl.enqueue_copy(lease.copy_queue, _bytes(host, a, b), buf, src_offset=a * host.itemsize,
                                           is_blocking=False, wait_for=[ev] if a == 0 else None))
     return events
+
+
+def _upload(cq: Any, d: Any, stage: np.ndarray, pieces: list[tuple[int, int]], ready: list) -> list:
+    """Enqueue the copy of each staged piece ``stage[a:b]`` into the buffer ``d`` on ``cq`` once ``ready`` says it is
+    staged; the copies' events."""
+    return [cl.enqueue_copy(cq, d, _bytes(stage, a, b), dst_offset=a * stage.itemsize, is_blocking=False,
+                            wait_for=[r]) for (a, b), r in zip(pieces, ready)]
 
 
 def _bytes(a: np.ndarray, start: int, stop: int) -> np.ndarray:

@@ -13,8 +13,8 @@ reduce it in local memory, so ``groups`` partial minima come back (the
 Moves are ordered by ``(class, delta, tie, index)`` with class 0 = admissible
 (feasible, and not tabu or better than the best found: aspiration), 1 =
 feasible but tabu, 2 = infeasible; ``tie`` breaks ties between equal
-deltas (:class:`Ties`: a seeded hash of the move and the iteration, or 0 for
-the lowest index).  The combine is associative and commutative, so every
+deltas (:func:`tie_hash` of the move and the iteration under the search's
+tie seed, or 0 for the lowest index).  The combine is associative and commutative, so every
 split returns the same move.
 
 Tabu status is a "tabu until iteration" integer per tabu attribute (one per
@@ -51,13 +51,15 @@ try:  # a dependency, but CPU-only installs must import the tabu search
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "TIE_BREAKS", "Evaluator", "Ties", "evaluate_neighbourhood",
-           "default_work_group_size", "tie_hash"]
+__all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "HALT_NO_FEASIBLE_MOVE", "TIE_BREAKS", "Evaluator",
+           "evaluate_neighbourhood", "default_work_group_size", "tie_hash"]
 
 log = logging.getLogger("hpu")
 
 #: Move classes, in order of preference.
 ADMISSIBLE, TABU, INFEASIBLE, _EMPTY = 0, 1, 2, 3
+#: ``control[3]`` after :meth:`Evaluator.run_block` when a block stopped on a neighbourhood with no feasible move.
+HALT_NO_FEASIBLE_MOVE = 3
 #: Accepted values of ``tie_break``.
 TIE_BREAKS = ("random", "index")
 # key = class << 61 | tie << 40 | move index (as in tabu_reduce.cl); tie has 21 bits.
@@ -102,30 +104,12 @@ def tie_hash(index: np.ndarray, iteration: int, seed: int) -> np.ndarray:
     return (x >> _U32(32 - _TIE_BITS)).astype(np.int64)
 
 
-class Ties:
-    """How :class:`Evaluator` breaks ties between moves of equal class and delta, at one iteration.
-
-    Parameters
-    ----------
-    iteration : int
-    seed : int or None
-        ``None``: the lowest move index wins (``tie_break="index"``).  An int
-        in ``[0, 2**32)``: the lowest :func:`tie_hash` wins, then the lowest
-        index (``tie_break="random"``): a pseudo-random but reproducible
-        choice, the same on every unit and split.
-    """
-
-    __slots__ = ("iteration", "seed")
-
-    def __init__(self, iteration: int, seed: int | None):
-        self.iteration, self.seed = int(iteration), seed
-
-    def keys(self, index: np.ndarray) -> np.ndarray:
-        """``tie << 40 | index`` (int64) of moves ``index``: smaller keys win ties."""
-        index = np.asarray(index, dtype=np.int64)
-        if self.seed is None:
-            return index
-        return (tie_hash(index, self.iteration, self.seed) << _TIE_SHIFT) | index
+def _tie_keys(index: np.ndarray, iteration: int, seed: int | None) -> np.ndarray:
+    """``tie << 40 | index`` (int64) of moves ``index``: the smallest wins a tie (``seed`` None: tie = 0)."""
+    index = np.asarray(index, dtype=np.int64)
+    if seed is None:
+        return index
+    return (tie_hash(index, iteration, seed) << _TIE_SHIFT) | index
 
 
 def default_work_group_size(device: Any) -> int:
@@ -135,7 +119,7 @@ def default_work_group_size(device: Any) -> int:
 
 
 def reduce_moves(delta: np.ndarray, feasible: np.ndarray | None, tabu: np.ndarray, aspiration: int, offset: int,
-                 ties: Ties) -> tuple[int, int, int]:
+                 iteration: int, tie_seed: int | None) -> tuple[int, int, int]:
     """Best move of a contiguous range, by ``(class, delta, key)``.
 
     Parameters
@@ -151,13 +135,16 @@ def reduce_moves(delta: np.ndarray, feasible: np.ndarray | None, tabu: np.ndarra
         minus current value; Hou et al. 2019, section 3.5).
     offset : int
         Index of the first move.
-    ties : Ties
-        The tie-break among equal deltas.
+    iteration : int
+    tie_seed : int or None
+        Ties between equal deltas go to the lowest :func:`tie_hash` of (move,
+        ``iteration``) under this seed, then the lowest index (None: the
+        lowest index).
 
     Returns
     -------
     (class, delta, key) : tuple of int
-        ``key = tie << 40 | index`` (:meth:`Ties.keys`).
+        ``key = tie << 40 | index``.
     """
     admissible = ~tabu | (delta < aspiration)
     if feasible is not None:
@@ -174,7 +161,7 @@ def reduce_moves(delta: np.ndarray, feasible: np.ndarray | None, tabu: np.ndarra
     else:
         d = delta[mask].min()
         tied = np.flatnonzero((delta == d) & mask)
-    return cls, int(d), int(ties.keys(tied + offset).min())
+    return cls, int(d), int(_tie_keys(tied + offset, iteration, tie_seed).min())
 
 
 def _best_of(cls: np.ndarray, delta: np.ndarray, key: np.ndarray) -> tuple[int, int, int]:
@@ -261,6 +248,8 @@ class Evaluator:
             raise ValueError(f"tie_seed must be None or lie in [0, 2**32), got {tie_seed!r}")
         self.state = state
         self.tie_seed = tie_seed
+        # the kernels' tie_seed and tie_mask (0: every tie hash is 0, the lowest index wins)
+        self._tie_args = (np.uint32(tie_seed or 0), np.uint32(0 if tie_seed is None else (1 << _TIE_BITS) - 1))
         self.runtime = runtime
         self.on_device_error = check_on_device_error(on_device_error)
         self.n = state.problem.n
@@ -315,6 +304,11 @@ class Evaluator:
         """Whether the device evaluates some of the moves (False after a fallback)."""
         return self._lease is not None and self.cpu_moves < self.num_moves
 
+    @property
+    def device_only(self) -> bool:
+        """Whether the device evaluates every move (what :meth:`run_block` needs; False after a fallback)."""
+        return self.has_device_share and not self.cpu_moves
+
     def _setup_device(self, work_group_size: int | None) -> None:
         """Borrow a lease; build the fused kernel on its context; copy the state and tabu status to the device."""
         st = self.state
@@ -335,12 +329,10 @@ class Evaluator:
         self._tabu_d = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self.tabu_until)
         self._partial_d = None
         self._eval = cl.Kernel(program, "tabu_evaluate_reduce")
-        tie_mask = 0 if self.tie_seed is None else (1 << _TIE_BITS) - 1
         self._eval.set_args(np.uint64(self.n), np.uint64(0), np.uint64(0), np.uint64(1), np.int64(0), np.int32(0),
-                            np.uint32(self.tie_seed or 0), np.uint32(tie_mask), self._tabu_d, None, *self._pargs)
+                            *self._tie_args, self._tabu_d, None, *self._pargs)
         self._apply_k = cl.Kernel(program, "tabu_apply")
-        self._apply_k.set_args(np.uint64(self.n), np.uint32(0), np.uint32(0), np.uint64(0), np.int32(0),
-                               self._tabu_d, *self._pargs)
+        self._apply_k.set_args(np.uint64(self.n), np.uint64(0), np.int32(0), self._tabu_d, *self._pargs)
         self._apply_range = st.apply_range(w)
 
     def _drop_device(self, failure: BaseException | None) -> None:
@@ -406,19 +398,20 @@ class Evaluator:
             self._partial = np.empty(2 * groups, dtype=np.int64)
             self._partial_d = cl.Buffer(self._lease.context, cl.mem_flags.WRITE_ONLY, size=self._partial.nbytes)
             self._eval.set_arg(_PARTIAL_ARG, self._partial_d)
+        self._chunk = -(-(hi - lo) // groups)
         self._eval.set_arg(1, np.uint64(lo))
         self._eval.set_arg(2, np.uint64(hi))
-        self._eval.set_arg(3, np.uint64(-(-(hi - lo) // groups)))
+        self._eval.set_arg(3, np.uint64(self._chunk))
 
     def _cpu_range(self, lo: int, hi: int, iteration: int, aspiration: int) -> tuple[int, int, int]:
         """Evaluate and reduce moves ``[lo, hi)`` block by block (the CPU's leaves and lower levels)."""
-        st, step, ties = self.state, self.state.block_moves, Ties(iteration, self.tie_seed)
+        st, step = self.state, self.state.block_moves
         best = (_EMPTY, 0, lo)
         for b0 in range(lo, hi, step):
             b1 = min(b0 + step, hi)
             delta, feasible = st.deltas(b0, b1)
             tabu = st.tabu(b0, b1, self.tabu_until, iteration)
-            best = min(best, reduce_moves(delta, feasible, tabu, aspiration, b0, ties))
+            best = min(best, reduce_moves(delta, feasible, tabu, aspiration, b0, iteration, self.tie_seed))
         return best
 
     def _cpu_parts(self, ranges: list[tuple[int, int]], iteration: int, aspiration: int) -> list[tuple[int, int, int]]:
@@ -441,7 +434,7 @@ class Evaluator:
         Returns
         -------
         (class, delta, key) : tuple of int
-            ``key = tie << 40 | index`` (:meth:`Ties.keys`).
+            ``key = tie << 40 | index``.
         """
         return _best_of(*_columns(self._cpu_parts(ranges, iteration, aspiration)))
 
@@ -531,26 +524,24 @@ class Evaluator:
         """
         if self.has_device_share:
             try:
-                cls, delta, key = self._evaluate(iteration, aspiration)
-                return cls, delta, key & _INDEX_MASK
+                return self._evaluate(iteration, aspiration)
             except Exception as e:
                 self._device_failed(e)
-        cls, delta, key = self._evaluate(iteration, aspiration)
-        return cls, delta, key & _INDEX_MASK
+        return self._evaluate(iteration, aspiration)
 
     def _evaluate(self, iteration: int, aspiration: int) -> tuple[int, int, int]:
         read = self._launch(iteration, aspiration) if self.has_device_share else None
         t0 = time.perf_counter()
         parts = self._cpu_parts(self._cpu_ranges, iteration, aspiration) if self._cpu_ranges else []
         self.cpu_time += time.perf_counter() - t0 if parts else 0.0
-        cls, delta, index = _columns(parts)
+        cls, delta, key = _columns(parts)
         if read is not None:
-            dcls, ddelta, dindex = self._device_result(read)
-            cls, delta, index = (np.concatenate(pair) for pair in ((cls, dcls), (delta, ddelta), (index, dindex)))
+            dcls, ddelta, dkey = self._device_result(read)
+            cls, delta, key = (np.concatenate(pair) for pair in ((cls, dcls), (delta, ddelta), (key, dkey)))
         t2 = time.perf_counter()
-        best = _best_of(cls, delta, index)
+        best_cls, best_delta, best_key = _best_of(cls, delta, key)
         self.host_time += time.perf_counter() - t2
-        return best
+        return best_cls, best_delta, best_key & _INDEX_MASK
 
     def apply(self, index: int, delta: int, until: int) -> None:
         """Move to neighbour ``index`` (objective change ``delta``); the move is tabu until iteration ``until``.
@@ -576,28 +567,24 @@ class Evaluator:
         self.host_time += time.perf_counter() - t0
 
     def _resident_kernels(self, capacity: int) -> None:
-        """Make the resident kernels and their buffers (trail for ``capacity`` iterations) if not made yet."""
-        ctx, mf, N, w = self._lease.context, cl.mem_flags, self.num_moves, self.work_group_size
-        tie_mask = 0 if self.tie_seed is None else (1 << _TIE_BITS) - 1
+        """Make the resident kernels (once per lease) and a trail for ``capacity`` iterations; set their buffers."""
+        ctx, mf, n, N = self._lease.context, cl.mem_flags, np.uint64(self.n), np.uint64(self.num_moves)
         if self._select is None:
             self._ctrl_d = cl.Buffer(ctx, mf.READ_WRITE, size=5 * 8)
             self._trail_d, self._trail = None, np.empty(0, dtype=np.int64)
             self._eval_res = cl.Kernel(self._program, "tabu_evaluate_resident")
-            self._eval_res.set_args(np.uint64(self.n), np.uint64(N), np.uint64(-(-N // self.groups)), np.int32(0),
-                                    np.uint32(self.tie_seed or 0), np.uint32(tie_mask), self._tabu_d,
-                                    self._partial_d, self._ctrl_d, *self._pargs)
             self._select = cl.Kernel(self._program, "tabu_select")
             self._group_k = cl.Kernel(self._program, "tabu_run_group")
         if self._trail.size < 2 * capacity:
             self._trail = np.empty(2 * capacity, dtype=np.int64)
             self._trail_d = cl.Buffer(ctx, mf.READ_WRITE, size=self._trail.nbytes)
-        self._select.set_args(np.uint64(self.n), np.uint32(self.groups), np.int32(0), np.int32(0), np.int32(0),
-                              np.int64(0), np.int32(0), self._partial_d, self._ctrl_d, self._trail_d, self._tabu_d,
-                              *self._pargs)
-        self._group_k.set_args(np.uint64(self.n), np.uint64(N), np.int32(0), np.int32(0), np.int32(0), np.int64(0),
-                               np.int32(0), np.uint32(self.tie_seed or 0), np.uint32(tie_mask), self._partial_d,
-                               self._ctrl_d, self._trail_d, self._tabu_d, *self._pargs)
-        self._block_range = ((self.groups * w,), (w,))
+        i32, i64 = np.int32(0), np.int64(0)  # set per block by _run_block
+        self._eval_res.set_args(n, N, np.uint64(self._chunk), i32, *self._tie_args, self._tabu_d, self._partial_d,
+                                self._ctrl_d, *self._pargs)
+        self._select.set_args(n, np.uint32(self.groups), i32, i32, i32, i64, i32, self._partial_d, self._ctrl_d,
+                              self._trail_d, self._tabu_d, *self._pargs)
+        self._group_k.set_args(n, N, i32, i32, i32, i64, i32, *self._tie_args, self._partial_d, self._ctrl_d,
+                               self._trail_d, self._tabu_d, *self._pargs)
 
     def run_block(self, first: int, count: int, tenure: int, control: np.ndarray, target: int | None,
                   max_no_improve: int | None) -> np.ndarray | None:
@@ -621,8 +608,9 @@ class Evaluator:
             In: current value, best value (``2**63 - 1``: none), iteration of
             the last new best, 0, ``first - 1``.  Out: the same after the
             block, ``control[3]`` the halt reason (0 none, 1 target, 2
-            ``max_no_improve``, 3 no feasible move at iteration
-            ``control[4] + 1``), ``control[4]`` the last iteration done.
+            ``max_no_improve``, :data:`HALT_NO_FEASIBLE_MOVE` no feasible move
+            at iteration ``control[4] + 1``), ``control[4]`` the last
+            iteration done.
         target, max_no_improve : int or None
             The stop rules of :func:`hpu.tabu.tabu_search`.
 
@@ -640,7 +628,7 @@ class Evaluator:
         hpu.DeviceFailure
             The device failed and ``on_device_error="raise"``.
         """
-        if not self.has_device_share or self.cpu_moves:
+        if not self.device_only:
             raise ValueError("resident iterations need the device to evaluate the whole neighbourhood")
         try:
             return self._run_block(first, count, tenure, control, target, max_no_improve)
@@ -665,11 +653,12 @@ class Evaluator:
         w = self.work_group_size
         if self.groups == 1:
             cl.enqueue_nd_range_kernel(q, grp, (w,), (w,))
-        for it in range(first, first + count) if self.groups > 1 else ():
-            ev.set_arg(3, np.int32(it))
-            sel.set_arg(2, np.int32(it))
-            cl.enqueue_nd_range_kernel(q, ev, *self._block_range)
-            cl.enqueue_nd_range_kernel(q, sel, (w,), (w,))
+        else:
+            for it in range(first, first + count):
+                ev.set_arg(3, np.int32(it))
+                sel.set_arg(2, np.int32(it))
+                cl.enqueue_nd_range_kernel(q, ev, (self.groups * w,), (w,))
+                cl.enqueue_nd_range_kernel(q, sel, (w,), (w,))
         cl.enqueue_copy(q, control, self._ctrl_d, is_blocking=False)
         cl.enqueue_copy(q, self._trail[: 2 * count], self._trail_d, is_blocking=True)
         self.device_time += time.perf_counter() - t0
@@ -683,12 +672,9 @@ class Evaluator:
         on the host), then applies it.  For calibration, which times a
         search's iteration without moving the host's state.
         """
-        i, j = self.state.apply_params(index)
         k = self._apply_k
-        k.set_arg(1, np.uint32(i))
-        k.set_arg(2, np.uint32(j))
-        k.set_arg(3, np.uint64(index))
-        k.set_arg(4, np.int32(until))
+        k.set_arg(1, np.uint64(index))
+        k.set_arg(2, np.int32(until))
         self._events.append(cl.enqueue_nd_range_kernel(self._queue, k, *self._apply_range))
 
     def reset(self, solution: np.ndarray) -> None:

@@ -293,7 +293,8 @@ class _IteratedTabuSearch:
             res = tabu_search(self.problem, iterations=cfg.ls_iterations, tenure=cfg.tenure, seed=rng,
                               runtime=self.runtime, time_limit=left, initial=initial,
                               on_device_error=cfg.on_device_error, **self.forced)
-            out.tally.add(_Tally(1, res.iterations, int(bool(res.fallback)), res.cpu_time, res.device_time))
+            out.tally.add(_Tally(searches=1, iterations=res.iterations, fallbacks=int(bool(res.fallback)),
+                                 cpu_time=res.cpu_time, device_time=res.device_time))
             if res.best_value < out.value:
                 out.solution, out.value = res.best_solution, res.best_value
         return out

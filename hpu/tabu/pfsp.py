@@ -131,7 +131,7 @@ class PFSP(TabuProblem):
         Instance name (e.g. ``"ta001"``).
     tabu_attribute : {"job-position", "move"}, optional
         What the tabu status is kept for.  ``"job-position"`` (default): the
-        (job, position) pairs of Taillard (EJOR 47, 1990, section 3): applying
+        (job, position) pairs of Taillard (EJOR 47, 1990), extended: applying
         a move marks the former position of every job whose position changes
         (the two of a swap; the inserted job and those it shifts), and a move
         is tabu when it puts any job it moves at a position still tabu for that
@@ -496,11 +496,11 @@ class _PFSPState(NeighbourhoodState):
         """Job-position: ``(job, position)`` of every job whose position the move changes, before it."""
         pb = self.problem
         if pb.tabu_attribute == "move":
-            return super().mark_tabu(index, tabu_until, until)
-        a, b = pb.move(index)
-        k = np.array([a, b]) if pb.neighbourhood == "swap" else np.arange(min(a, b), max(a, b) + 1)
-        tabu_until[self._perm[k] * pb.jobs + k] = until
-        return None
+            super().mark_tabu(index, tabu_until, until)
+        else:
+            a, b = pb.move(index)
+            k = np.array([a, b]) if pb.neighbourhood == "swap" else np.arange(min(a, b), max(a, b) + 1)
+            tabu_until[self._perm[k] * pb.jobs + k] = until
 
     def apply(self, index: int, delta: int) -> None:
         a, b = self.problem.move(index)

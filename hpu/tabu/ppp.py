@@ -392,7 +392,3 @@ class _PPPState(NeighbourhoodState):
 
         for buf, host in zip(args[1:5], self._device_state()):
             cl.enqueue_copy(queue, buf, host)
-
-    def apply_params(self, index: int) -> tuple[int, int]:
-        """``(0, 0)``: ``tabu_apply`` decodes the move index itself (it may flip three positions)."""
-        return 0, 0

@@ -15,7 +15,7 @@ when a device takes part, on the device (OpenCL buffers updated in place by
 the problem's ``tabu_apply`` kernel).
 
 Tabu status is kept per *tabu attribute* (Glover, "Tabu search - part I",
-ORSA J. Computing 1(3), 1989, section 4): by default the move index itself
+ORSA J. Computing 1(3), 1989): by default the move index itself
 (a move is tabu for ``tenure`` iterations after it was taken); a problem may
 offer the attributes of its literature instead (e.g. the (job, position)
 pairs of Taillard's flow-shop search or the (facility, location) pairs of his
@@ -209,13 +209,3 @@ class NeighbourhoodState(abc.ABC):
     def apply_range(self, work_group_size: int) -> tuple[tuple[int], tuple[int]]:
         """Global and local size of the ``tabu_apply`` kernel: one work-group (``apply_move`` synchronises in it)."""
         return (work_group_size,), (work_group_size,)
-
-    def apply_params(self, index: int) -> tuple[int, int]:
-        """The two ``uint`` arguments ``i, j`` of the ``tabu_apply`` kernel for move ``index``.
-
-        Default: :meth:`TabuProblem.move` (the pair).  A problem whose kernel
-        decodes the move index itself may return anything that fits.  On the
-        device the OpenCL ``MOVE_PARAMS`` macro must give the same.
-        """
-        i, j = self.problem.move(index)
-        return int(i), int(j)

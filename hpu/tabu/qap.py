@@ -95,8 +95,8 @@ class QAP(TabuProblem):
     tabu_attribute : {"facility-location", "move"}, optional
         What the tabu status is kept for.  ``"facility-location"`` (default):
         Taillard's robust tabu search (Taillard, "Robust taboo search for the
-        quadratic assignment problem", Parallel Computing 17, 1991, section
-        3): taking the swap of facilities ``r`` and ``s`` makes the pairs
+        quadratic assignment problem", Parallel Computing 17, 1991): taking
+        the swap of facilities ``r`` and ``s`` makes the pairs
         (r, its location) and (s, its location) tabu, and a swap is tabu when
         it would put *both* facilities back at locations they held within the
         tenure.  ``"move"``: the swap's index is tabu.
@@ -352,11 +352,11 @@ class _QAPState(NeighbourhoodState):
     def mark_tabu(self, index: int, tabu_until: np.ndarray, until: int) -> None:
         """Facility-location: (r, p(r)) and (s, p(s)) before the swap."""
         if self.problem.tabu_attribute == "move":
-            return super().mark_tabu(index, tabu_until, until)
-        n, p = self.problem.n, self._perm
-        r, s = pair_from_index(n, index)
-        tabu_until[r * n + p[r]] = tabu_until[s * n + p[s]] = until
-        return None
+            super().mark_tabu(index, tabu_until, until)
+        else:
+            n, p = self.problem.n, self._perm
+            r, s = pair_from_index(n, index)
+            tabu_until[r * n + p[r]] = tabu_until[s * n + p[s]] = until
 
     def apply(self, index: int, delta: int) -> None:
         r, s = pair_from_index(self.problem.n, index)

@@ -21,11 +21,12 @@ from ..core.hybrid import DeviceFailure, check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.util import check_int
 from .calibrate import calibrate
-from .engine import INFEASIBLE, TIE_BREAKS, Evaluator, default_work_group_size
+from .engine import HALT_NO_FEASIBLE_MOVE, INFEASIBLE, TIE_BREAKS, Evaluator, default_work_group_size
 from .problem import TabuProblem
 from .split import STRATEGIES, TabuCosts, TabuSplit, plan_split
 
-__all__ = ["DEFAULT_BLOCK_ITERATIONS", "TabuResult", "check_tenure", "choose_split", "choose_split_or_cpu", "tabu_search"]
+__all__ = ["DEFAULT_BLOCK_ITERATIONS", "TabuResult", "check_tenure", "choose_split", "choose_split_or_cpu",
+           "tabu_search"]
 
 log = logging.getLogger("hpu")
 
@@ -349,10 +350,7 @@ def tabu_search(
         with Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
                        groups=max(split.groups, 1), on_device_error=on_device_error, tie_seed=tie_seed) as ev:
             setup_time = time.perf_counter() - t_setup
-            resident = block > 1 and ev.has_device_share and not ev.cpu_moves
-            result = _run(problem, ev, split, rng, stops, setup_time, block if resident else 1)
-    result = dataclasses.replace(result, tabu_attribute=problem.tabu_attribute, tie_break=tie_break,
-                                 block_iterations=block if resident else 1)
+            result = _run(problem, ev, split, rng, stops, setup_time, block if ev.device_only else 1)
     return dataclasses.replace(result, fallback=fallback) if fallback and not result.fallback else result
 
 
@@ -457,11 +455,11 @@ class _Search:
             stop = self._took(it + t, index)
         if state.value != control[0]:
             raise RuntimeError(f"device-resident iterations diverged from the host: {control[0]} != {state.value}")
-        if control[3] == 3:
+        if control[3] == HALT_NO_FEASIBLE_MOVE:
             self._restart(self.done + 1)
         return stop
 
-    def result(self, stop: str, split: TabuSplit, wall: float, setup_time: float) -> TabuResult:
+    def result(self, stop: str, split: TabuSplit, wall: float, setup_time: float, block: int) -> TabuResult:
         ev, it = self.ev, self.done
         return TabuResult(
             best_solution=self.best_solution,
@@ -479,6 +477,9 @@ class _Search:
             host_time=ev.host_time,
             num_moves=self.problem.num_moves,
             fallback=ev.fallback,
+            tabu_attribute=self.problem.tabu_attribute,
+            tie_break="index" if ev.tie_seed is None else "random",
+            block_iterations=block,
         )
 
 
@@ -490,7 +491,7 @@ def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.G
     start = time.perf_counter()
     while search.done < stops.iterations:
         it = search.done + 1
-        if block > 1 and ev.has_device_share and not ev.cpu_moves:
+        if block > 1 and ev.device_only:
             met = search.block(it, min(block, stops.iterations - it + 1))
         else:
             met = search.iteration(it)
@@ -500,4 +501,4 @@ def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.G
         if stops.time_limit is not None and time.perf_counter() - start >= stops.time_limit:
             stop = "time_limit"
             break
-    return search.result(stop, split, time.perf_counter() - start, setup_time)
+    return search.result(stop, split, time.perf_counter() - start, setup_time, block)

@@ -11,8 +11,11 @@ keys per block) it times, side by side in shuffled rounds (``--rounds``):
 - ``dask.dataframe.from_dask_array(x, columns=["k"]).sort_values("k")``
   persisted (a one-column frame: Dask's own distributed sort).
 
-Every result is checked on the workers: each block sorted, blocks in order,
-as many keys as the input and the same sum (so nothing lost or duplicated).
+A first, untimed call of each (kernel builds, the workers' first allocations)
+is checked on the workers: each block sorted, blocks in order, as many keys as
+the input and the same sum (so nothing lost or duplicated).  Every call builds
+a graph of its own keys, so that none is answered from results the cluster
+still holds.
 Keys per second are n / median time; the JSON also holds, per hpu run, the
 busy seconds of each phase from Dask's task stream (sample, splitters,
 partition, sort of the key ranges, and the transfers between workers), to say
@@ -26,19 +29,17 @@ Needs ``dask[dataframe]`` besides ``hpu[dask]`` (pandas, pyarrow) for the baseli
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
-import platform
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import command_line, utc_now, write_json  # noqa: E402
+from bench_common import command_line, shuffled_rounds, utc_now, write_json
 
 #: Phases of hpu.dask.sort by the task names they show in Dask's task stream (a range's sort is fused with the
 #: block made of it, "from-value-sort_range-..."; one output block: "_sort_block").
+VARIANTS = ("hpu.dask.sort", "dask.dataframe sort_values")
 PHASES = {"sample": ("_sample",), "splitters": ("_splitters",), "partition": ("_partition", "getitem"),
           "sort": ("sort_range", "_sort_block")}
 
@@ -90,39 +91,50 @@ def phases(stream: list[dict]) -> dict[str, float]:
 
 
 def run_size(client, x, n: int, rounds: int, rng: np.random.Generator) -> list[dict]:
-    """Time hpu.dask.sort and sort_values of ``x`` side by side; their rows."""
+    """Time hpu.dask.sort and sort_values of ``x`` side by side, after an untimed, checked call of each; their rows.
+
+    Every call builds a graph of its own keys (another sampling seed, another column name): a graph seen before
+    would be answered from the results the cluster still holds.
+    """
     import dask.dataframe as dd
     from distributed import get_task_stream, wait
 
     import hpu.dask
 
     total = int(x.sum(dtype=np.int64).compute())
-    runs = {"hpu.dask.sort": lambda: hpu.dask.sort(x, client=client),
-            "dask.dataframe sort_values": lambda: dd.from_dask_array(x, columns=["k"]).sort_values("k")["k"]}
-    samples: dict[str, list[float]] = {k: [] for k in runs}
-    streams: list[dict] = []
+    calls = itertools.count()
+
+    def make(name: str):
+        i = next(calls)
+        if name == "hpu.dask.sort":
+            return hpu.dask.sort(x, client=client, seed=i)
+        return dd.from_dask_array(x, columns=[f"k{i}"]).sort_values(f"k{i}")[f"k{i}"]
+
     correct = {}
-    for _ in range(rounds):
-        for name in rng.permutation(list(runs)):
-            time.sleep(0.5)
+    for name in VARIANTS:  # warm-up (kernel builds on the workers) and the check
+        y = make(name).persist()
+        wait(y)
+        correct[name] = check(y if name == "hpu.dask.sort" else y.to_dask_array(lengths=True), n, total)
+        del y
+    streams: list[list[dict]] = []
+
+    def timed(name: str):
+        def run() -> None:
             with get_task_stream(client) as ts:
-                t0 = time.perf_counter()
-                y = runs[name]().persist()
-                wait(y)
-                samples[name].append(time.perf_counter() - t0)
+                wait(make(name).persist())
             if name == "hpu.dask.sort":
-                streams.append(phases(ts.data))
-            if name not in correct:
-                arr = y if name == "hpu.dask.sort" else y.to_dask_array(lengths=True)
-                correct[name] = check(arr, n, total)
-            del y
+                streams.append(ts.data)
+        return run
+
+    samples = shuffled_rounds({name: timed(name) for name in VARIANTS}, rounds, rng, pause=0.5)
+    busy = [phases(s) for s in streams]
     rows = []
     for name, s in samples.items():
         med = float(np.median(s))
         row = {"variant": name, "n": n, "seconds": med, "samples": s, "keys_per_second": n / med,
                "correct": correct[name]}
         if name == "hpu.dask.sort":
-            row["phases_busy_seconds"] = {k: float(np.median([p[k] for p in streams])) for k in streams[0]}
+            row["phases_busy_seconds"] = {k: float(np.median([p[k] for p in busy])) for k in busy[0]}
         rows.append(row)
     return rows
 
@@ -133,7 +145,7 @@ def workers_facts(client) -> dict:
     def facts() -> dict:
         rt = hpu.default_runtime()
         return {"device": rt.device_name, "calibrated": rt.calibrated, "threads": rt.threads,
-                "keys_per_second_model": hpu.dask.worker_speed()}
+                "keys_per_second_model": hpu.dask.worker_speed(np.int64)}
 
     return client.run(facts)
 
@@ -146,9 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     from distributed import Client, LocalCluster
 
     import hpu.dask
+    from hpu.core.util import host_description
 
-    meta = {"date": utc_now(), "command": command_line("bench_dask.py", argv), "host": platform.node(),
-            "cores": os.cpu_count(), "dask": dask.__version__, "distributed": distributed.__version__,
+    meta = {"date": utc_now(), "command": command_line("bench_dask.py", argv), "host": host_description(),
+            "cores": os.cpu_count(), "hpu": hpu.__version__, "numpy": np.__version__, "dask": dask.__version__, "distributed": distributed.__version__,
             "threads_per_worker": args.threads, "chunk": args.chunk}
     rows, bad = [], 0
     rng = np.random.default_rng(0)

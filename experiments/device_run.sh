@@ -17,8 +17,9 @@
 # argsort-check: tests/test_argsort.py on the GPU, then bench_argsort at 2^24 only (the issue's figures).
 # tests: the test suite with the GPU as hpu's default device (PYOPENCL_CTX=gpu; notebooks left out: no Jupyter
 #        kernel there).
-# dask: bench_dask, one worker and two (a GPU each, 16 threads each) against dask.dataframe's sort_values, 2^26-2^28
-#       int64 keys (for nvidia-h200-x2; both GPUs share one cached profile: they have one name).
+# dask: bench_dask, $DASK_WORKERS workers (default 1,2; a GPU each where there are several, 8 threads each) against
+#       dask.dataframe's sort_values, 2^26-2^28 int64 keys, into bench_dask_w$DASK_WORKERS.json (one call per worker
+#       count fits the 10-minute limit; on nvidia-h200-x2 both GPUs share one cached profile: they have one name).
 # tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
 # tabu-more: bench_tabu on flow shop, permuted perceptron and the hybrid EA.
 # tabu-resident: the tabu tests on the GPU, then bench_tabu_resident (iterations resident on the device, K per round
@@ -83,9 +84,10 @@ for stage in "$@"; do
         ;;
     dask)
         calibrate
-        timeout "${DASK_SECONDS:-420}" python3 experiments/bench_dask.py --workers 1,2 --threads 16 --min-log 26 \
-            --max-log 28 --chunk 16777216 --rounds 2 --json "$OUT/bench_dask.json" 2>&1 | grep -v WARNING \
-            | tee "$OUT/bench_dask.log"
+        w=${DASK_WORKERS:-1,2}
+        timeout "${DASK_SECONDS:-540}" python3 experiments/bench_dask.py --workers "$w" --threads 8 --min-log 26 \
+            --max-log 28 --chunk 16777216 --rounds 2 --json "$OUT/bench_dask_w${w/,/-}.json" 2>&1 | grep -v WARNING \
+            | tee "$OUT/bench_dask_w${w/,/-}.log"
         ;;
     tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider --ignore tests/test_notebooks.py 2>&1 | tee "$OUT/tests.log"
@@ -93,7 +95,7 @@ for stage in "$@"; do
     tabu-resident)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_tabu_resident.py tests/test_tabu_faults.py \
             tests/test_tabu_search.py tests/test_tabu_pfsp.py 2>&1 | tee "$OUT/tests_tabu.log"
-        python3 experiments/bench_tabu_resident.py --device gpu --json "$OUT/bench_tabu_resident.json" 2>&1 \
+        python3 experiments/bench_tabu_resident.py --device gpu --rounds 3 --json "$OUT/bench_tabu_resident.json" 2>&1 \
             | tee "$OUT/bench_tabu_resident.log"
         ;;
     tabu)

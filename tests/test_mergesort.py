@@ -208,7 +208,7 @@ def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy, n):
         pytest.skip("no OpenCL device")
     import hpu.sorting.pipeline as fm
 
-    real = fm._device_share
+    real = fm.device_share
 
     def broken(rt, lease, src, t, rec, dst, options):
         runs = real(rt, lease, src, t, rec, dst, options)
@@ -216,7 +216,7 @@ def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy, n):
             r[:] = 999  # the device wrote garbage into the staging buffer or the result, then "failed"
         raise DeviceFailure("injected: device lost")
 
-    monkeypatch.setattr(fm, "_device_share", broken)
+    monkeypatch.setattr(fm, "device_share", broken)
     a = np.random.default_rng(6).standard_normal(n).astype(np.float32)
     before = a.copy()
     split = {} if strategy == "gpu" else {"transfer_level": 2, "alpha": 0.25}

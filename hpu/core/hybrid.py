@@ -1,6 +1,7 @@
 """The one hybrid driver: a CPU share and a device share run at once, with fallback.
 
-Every workload runs its two shares through :func:`run_hybrid`: the device
+Every workload runs its shares through :func:`run_units` (several devices)
+or :func:`run_hybrid` (one device, the usual case): the device
 share on a feeder thread (which mostly waits on OpenCL events) with a
 :class:`~hpu.core.runtime.DeviceLease` of its own (command queues and cached
 buffers no other call touches), the CPU share on the calling thread (which
@@ -21,7 +22,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 try:
@@ -32,7 +33,7 @@ except Exception:  # pragma: no cover - CPU-only installs
 log = logging.getLogger("hpu")
 
 __all__ = ["ON_DEVICE_ERROR", "STRATEGIES", "DeviceFailure", "HybridResult", "as_device_failure",
-           "check_on_device_error", "check_strategy", "run_hybrid"]
+           "check_on_device_error", "check_strategy", "run_hybrid", "run_units", "UnitsResult"]
 
 #: Values of every entry point's ``on_device_error`` argument.
 ON_DEVICE_ERROR = ("fallback", "raise")
@@ -45,6 +46,7 @@ STRATEGIES = {
     "basic": "the paper's basic division (López-Ortiz et al. 2014, section 5.1): device below the transfer level",
     "advanced": "the paper's advanced division (section 5.2): a CPU share alpha beside the device's, both bottom-up",
     "hybrid": "a CPU share and a device share of each step at once, sized by the model",
+    "keyrange": "a key range per unit (the CPU and every device), each sorted where it lands: no final merge",
 }
 
 C = TypeVar("C")
@@ -126,6 +128,8 @@ def run_hybrid(runtime: Any, *, device: Callable[[Any], D] | None, cpu: Callable
                finish: Callable[[HybridResult], Any] | None = None) -> Any:
     """Run a CPU share and a device share of one call at once; fall back to the CPU if the device fails.
 
+    :func:`run_units` with one device.
+
     Parameters
     ----------
     runtime : hpu.Runtime
@@ -160,52 +164,134 @@ def run_hybrid(runtime: Any, *, device: Callable[[Any], D] | None, cpu: Callable
         Anything the CPU share or ``finish`` raises, and non-device errors of
         the device share, unchanged.
     """
-    check_on_device_error(on_device_error)
-    if device is not None and redo is None and on_device_error == "fallback":
-        raise ValueError("run_hybrid with on_device_error='fallback' needs a redo callable")
-    finish = finish or (lambda r: r)
+    done = finish or (lambda r: r)
     if device is None:
-        return finish(HybridResult(cpu() if cpu is not None else None, None))
-    outcome: list[tuple[bool, Any]] = []
-    lease = None
-    # Called from a pool worker, the feeder's pool tasks run on the feeder: the workers may all be waiting here.
-    as_worker = runtime.pool.acting_as_worker if runtime.pool.in_worker() else contextlib.nullcontext
+        check_on_device_error(on_device_error)
+        return done(HybridResult(cpu() if cpu is not None else None, None))
+    return run_units([runtime], devices=[device], cpu=cpu, redo=None if redo is None else (lambda i: redo()),
+                     on_device_error=on_device_error,
+                     finish=lambda r: done(HybridResult(r.cpu, r.devices[0], r.fallbacks[0])))
 
-    def job() -> None:
-        nonlocal lease
+
+@dataclasses.dataclass
+class UnitsResult(Generic[C, D]):
+    """What :func:`run_units` returns.
+
+    Attributes
+    ----------
+    cpu : object
+        The CPU share's result (None without a CPU share).
+    devices : list
+        Each device share's result, or ``redo``'s after its fallback.
+    fallbacks : list of str
+        Per device: empty, or why its share failed and the CPU redid it.
+    """
+
+    cpu: C | None
+    devices: list
+    fallbacks: list
+
+
+def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]], cpu: Callable[[], C] | None = None,
+              redo: Callable[[int], D] | None = None, on_device_error: str = "fallback",
+              finish: Callable[[UnitsResult], Any] | None = None) -> Any:
+    """Run a CPU share and the shares of several devices at once; the CPU redoes a failed device's share.
+
+    Device share ``i`` runs on a feeder thread of its own with a
+    :class:`~hpu.core.runtime.DeviceLease` of ``runtimes[i]`` held for the
+    whole call; the CPU share runs on the calling thread.  A device share
+    that fails with a device error (:func:`as_device_failure`) is reported to
+    its runtime (a faulted context is rebuilt before its next call) and then,
+    after every share has ended, redone by ``redo(i)`` or raised as
+    :class:`DeviceFailure`.
+
+    Parameters
+    ----------
+    runtimes : sequence of hpu.Runtime
+        One per device share (the same runtime may appear twice: two leases).
+    devices : sequence of callable(lease) -> D
+    cpu : callable() -> C, optional
+    redo : callable(i) -> D
+        Computes device share ``i`` on the CPU from the input, never from what
+        the failed share wrote (needed with ``on_device_error="fallback"``).
+    on_device_error : {"fallback", "raise"}
+    finish : callable(UnitsResult) -> T, optional
+        Runs while every lease is still held; its value is returned.
+
+    Returns
+    -------
+    UnitsResult, or ``finish``'s value
+
+    Raises
+    ------
+    DeviceFailure
+        A device share failed and ``on_device_error="raise"``.
+    ValueError
+        Bad ``on_device_error``, ``"fallback"`` without ``redo``, or
+        ``runtimes`` and ``devices`` of different lengths.
+    Exception
+        Anything the CPU share or ``finish`` raises, and non-device errors of
+        a device share, unchanged (the first in unit order).
+    """
+    check_on_device_error(on_device_error)
+    if len(runtimes) != len(devices):
+        raise ValueError(f"{len(runtimes)} runtimes for {len(devices)} device shares")
+    if devices and redo is None and on_device_error == "fallback":
+        raise ValueError("on_device_error='fallback' needs a redo callable")
+    finish = finish or (lambda r: r)
+    k = len(devices)
+    outcome: list[tuple[bool, Any] | None] = [None] * k
+    leases: list[Any] = [None] * k
+    # Called from a pool worker, the feeders' pool tasks run on the feeders: the workers may all be waiting here.
+    as_worker = runtimes[0].pool.acting_as_worker if k and runtimes[0].pool.in_worker() else contextlib.nullcontext
+
+    def job(i: int) -> None:
         try:
             with as_worker():
-                lease = runtime.acquire_lease()
-                outcome.append((True, device(lease)))
+                leases[i] = runtimes[i].acquire_lease()
+                outcome[i] = (True, devices[i](leases[i]))
         except BaseException as e:  # handed to the calling thread
-            outcome.append((False, e))
+            outcome[i] = (False, e)
 
+    # The CPU share (or, without one, the last device share) runs on the calling thread.
+    feeders = [threading.Thread(target=job, args=(i,), name=f"hpu-device-feeder-{i}", daemon=True)
+               for i in range(k if cpu is not None else k - 1)]
+    for f in feeders:
+        f.start()
     cpu_value = None
-    if cpu is not None:
-        feeder = threading.Thread(target=job, name="hpu-device-feeder", daemon=True)
-        feeder.start()
-        try:
-            cpu_value = cpu()
-        finally:
-            feeder.join()
-    else:
-        job()
-    ok, value = outcome[0]
     try:
-        if ok:
-            return finish(HybridResult(cpu_value, value))
-        err = as_device_failure(value)
-        if lease is not None:  # its queues may still hold work of the failed share: never lent again
-            runtime.release_lease(lease, failure=err or value)
-            lease = None
-        elif err is not None:
-            runtime.report_failure(err)
-        if err is None:
-            raise value
-        if on_device_error == "raise":
-            raise err from value if err is not value else None
-        log.warning("device share failed (%s); the CPU redoes it", err)
-        return finish(HybridResult(cpu_value, redo(), str(err)))
+        if cpu is not None:
+            cpu_value = cpu()
+        elif k:
+            job(k - 1)
     finally:
-        if lease is not None:
-            runtime.release_lease(lease)
+        for f in feeders:
+            f.join()
+    try:
+        results, fallbacks, redo_units = [], [], []
+        for i, (ok, value) in enumerate(outcome):
+            if ok:
+                results.append(value)
+                fallbacks.append("")
+                continue
+            err = as_device_failure(value)
+            if leases[i] is not None:  # its queues may still hold work of the failed share: never lent again
+                runtimes[i].release_lease(leases[i], failure=err or value)
+                leases[i] = None
+            elif err is not None:
+                runtimes[i].report_failure(err)
+            if err is None:
+                raise value
+            if on_device_error == "raise":
+                raise err from value if err is not value else None
+            log.warning("device share %d failed (%s); the CPU redoes it", i, err)
+            results.append(None)
+            fallbacks.append(str(err))
+            redo_units.append(i)
+        for i in redo_units:
+            results[i] = redo(i)
+        return finish(UnitsResult(cpu_value, results, fallbacks))
+    finally:
+        for i, lease in enumerate(leases):
+            if lease is not None:
+                runtimes[i].release_lease(lease)

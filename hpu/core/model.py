@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from .profile import Profile
 from .util import check_nonneg, check_positive
 
-__all__ = ["Recurrence", "Split", "advanced_split", "basic_split", "check_n", "level_sum"]
+__all__ = ["Recurrence", "Split", "UnitShares", "advanced_split", "basic_split", "check_n", "equal_finish_shares",
+           "level_sum"]
 
 # ---------------------------------------------------------------------------
 # Recurrences and level sums
@@ -191,6 +192,10 @@ class Split:
     cpu_threads : int
         Threads the CPU share uses: 0 for all of the runtime's, 1 for one
         (:func:`fast_split` only).
+    shares : tuple of float
+        For a key-range split (strategy ``"keyrange"``): the fraction of the
+        keys of the CPU, then of each device (:func:`equal_finish_shares`);
+        empty otherwise.
     """
 
     strategy: str
@@ -206,6 +211,7 @@ class Split:
     predicted_speedup: float
     case: str = ""
     cpu_threads: int = 0
+    shares: tuple[float, ...] = ()
 
     def __str__(self) -> str:
         w = max(len(f.name) for f in dataclasses.fields(self))
@@ -547,3 +553,120 @@ def _advanced_result(m: _Advanced, alpha: float, total: float) -> Split:
     )
 
 
+
+
+# ---------------------------------------------------------------------------
+# Several units: shares that finish together (beyond the paper)
+# ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class UnitShares:
+    """How :func:`equal_finish_shares` divides ``n`` items among units.
+
+    Attributes
+    ----------
+    counts : tuple of int
+        Items per unit (summing to ``n``; 0 for a unit left out).
+    shares : tuple of float
+        ``counts / n``.
+    times : tuple of float
+        Each unit's predicted time ``T_i(counts[i])`` (0 for a unit left out).
+    predicted_time : float
+        ``max(times)``: the wall time when the units run at once.
+    """
+
+    counts: tuple[int, ...]
+    shares: tuple[float, ...]
+    times: tuple[float, ...]
+    predicted_time: float
+
+
+def equal_finish_shares(n: int, costs: Sequence[Callable[[np.ndarray], np.ndarray]], *,
+                        samples: int = 256) -> UnitShares:
+    """Divide ``n`` independent items among ``k`` units so that the units that take part finish together.
+
+    The paper's HPU has two units, a CPU of ``p`` cores and a GPU of ``g``
+    cores of relative speed ``gamma`` (López-Ortiz et al. 2014, section 3),
+    and notes that the model extends to more units.  Here each unit ``i``
+    has its own cost function ``T_i(m)``: the seconds it takes for ``m``
+    items, its transfers included (e.g. ``lambda_i + delta_i w m + C_i(m)``
+    with ``C_i`` its measured cost curve; in the paper's units,
+    ``C_i(m) = W(m) / (p)`` for the CPU and ``W(m) / (gamma_i g_i)`` for a
+    saturated device, ``W`` the work).  The shares minimise the wall time of
+    the units running at once,
+
+    ``T = max_i T_i(m_i)`` subject to ``sum_i m_i = n``, ``m_i >= 0``.
+
+    For increasing ``T_i`` with ``T_i(0) = 0``, the optimum over a set ``U``
+    of units taking part has ``T_i(m_i) = T`` for every ``i`` in ``U`` (else
+    moving items from the last unit to finish to another lowers the max), so
+    ``m_i = T_i^{-1}(T)`` and ``T`` solves ``sum_{i in U} T_i^{-1}(T) = n``
+    (bisection on ``T``).  Fixed costs (``lambda_i``) can make a unit's
+    share slower than leaving it out; every subset ``U`` is tried and the
+    fastest kept.  For linear costs ``T_i(m) = m / r_i`` the shares are
+    ``r_i / sum_j r_j``: each unit gets its share of the total speed.
+
+    Parameters
+    ----------
+    n : int
+        Items to divide (>= 0).
+    costs : sequence of callable
+        ``T_i(m)`` for an array ``m`` of item counts (float64), seconds;
+        non-decreasing in ``m``.  At most 8 units.
+    samples : int
+        Points of the geometric grid on which each ``T_i`` is inverted.
+
+    Returns
+    -------
+    UnitShares
+
+    Raises
+    ------
+    ValueError
+        ``n < 0``, no units or more than 8.
+    """
+    n = int(n)
+    k = len(costs)
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if not 1 <= k <= 8:
+        raise ValueError(f"equal_finish_shares takes 1 to 8 units, got {k}")
+    grid = np.unique(np.concatenate([[0.0], np.geomspace(1.0, max(n, 1), samples), [float(n)]]))
+    curves = [np.maximum.accumulate(np.asarray(c(grid), dtype=float)) for c in costs]  # made non-decreasing
+    best: UnitShares | None = None
+    for mask in range(1, 1 << k):
+        used = [i for i in range(k) if mask >> i & 1]
+        counts = _finish_together(n, grid, [curves[i] for i in used])
+        full = [0] * k
+        for i, m in zip(used, counts):
+            full[i] = m
+        times = tuple(float(costs[i](np.array([float(m)]))[0]) if m else 0.0 for i, m in enumerate(full))
+        cand = UnitShares(tuple(full), tuple(m / n if n else 0.0 for m in full), times, max(times))
+        if best is None or cand.predicted_time < best.predicted_time:
+            best = cand
+    assert best is not None
+    return best
+
+
+def _finish_together(n: int, grid: np.ndarray, curves: list[np.ndarray]) -> list[int]:
+    """Integer counts summing to ``n`` with ``T_i(m_i)`` equal (inverse interpolation on ``grid``, then bisection)."""
+    def counts_at(t: float) -> np.ndarray:
+        return np.array([np.interp(t, c, grid, right=float(n)) if t >= c[0] else 0.0 for c in curves])
+
+    lo, hi = 0.0, min(float(c[-1]) for c in curves)
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if counts_at(mid).sum() >= n:
+            hi = mid
+        else:
+            lo = mid
+    m = np.floor(counts_at(hi)).astype(np.int64)
+    m = np.minimum(m, n)
+    short = n - int(m.sum())
+    if short > 0:  # rounding: the rest to the unit with the most items
+        m[int(np.argmax(m))] += short
+    elif short < 0:
+        i = int(np.argmax(m))
+        m[i] += short
+    return [int(v) for v in m]

@@ -29,7 +29,7 @@ import re
 import threading
 import warnings
 from pathlib import Path
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,8 @@ log = logging.getLogger("hpu")
 
 __all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "ResourceCache", "Runtime", "RuntimeClosedError", "WorkerPool",
            "UNCALIBRATED", "default_profile_path", "default_runtime", "device_key", "list_devices",
-           "resolve_runtime", "select_device", "set_default_runtime", "uncalibrated_profile", "using_runtime"]
+           "resolve_runtime", "select_device", "select_devices", "set_default_runtime", "uncalibrated_profile",
+           "using_runtime"]
 
 #: ``provenance["source"]`` of :func:`uncalibrated_profile`'s profiles.
 UNCALIBRATED = "uncalibrated"
@@ -202,6 +203,39 @@ def select_device(device: Any = None) -> Any:
                 return d
     avail = "; ".join(str(_describe(d, i)) for i, d in devices) or "none"
     raise ValueError(f"unknown OpenCL device {spec!r}; available devices: {avail}")
+
+
+def select_devices(devices: str | Sequence[Any]) -> list:
+    """The devices of a several-device HPU (``Runtime(devices=...)``).
+
+    Parameters
+    ----------
+    devices : "all" or sequence
+        ``"all"``: every GPU and accelerator in platform order, else the
+        default device (:func:`select_device` with None) alone; a sequence:
+        each item as :func:`select_device` takes it (repeats allowed).
+
+    Returns
+    -------
+    list of pyopencl.Device (one None entry: CPU-only mode)
+
+    Raises
+    ------
+    ValueError
+        An empty sequence, a CPU-only item among others, or an unknown device.
+    """
+    if isinstance(devices, str):
+        if devices.strip().lower() != "all":
+            raise ValueError(f"devices must be 'all' or a sequence of devices, got {devices!r}")
+        accel = cl.device_type.GPU | cl.device_type.ACCELERATOR if cl is not None else 0
+        found = [d for _, d in _all_devices() if d.type & accel]
+        return found or [select_device(None)]
+    found = [select_device(d) for d in devices]
+    if not found:
+        raise ValueError("devices is empty; give at least one device (or 'all')")
+    if len(found) > 1 and any(d is None for d in found):
+        raise ValueError("a CPU-only entry ('none') cannot be combined with devices")
+    return found
 
 
 def device_key(dev: Any) -> str:
@@ -510,11 +544,26 @@ class Runtime:
         Most idle :class:`DeviceLease` objects (queues and per-call buffers)
         kept for reuse (default 4); more concurrent calls make more and drop
         the extra ones when they finish.
+    devices : "all" or sequence, optional
+        Several devices in one HPU (instead of ``device``): ``"all"`` (every
+        GPU and accelerator; the default device when there is none) or a
+        sequence of :func:`select_device` forms.  The first is this
+        runtime's device; each further one gets a peer runtime of its own
+        (:attr:`peers`: context, leases, profile from its own calibration,
+        :func:`default_profile_path`), and key-range sorts
+        (:func:`hpu.hybrid_mergesort` ``strategy="keyrange"``) give every
+        unit a share.  The same device may be named twice (two contexts on
+        one device; tests use it on PoCL).
+    device_memory_limit : int, optional
+        Most bytes of device memory a call may use on each device (default:
+        80% of the device's global memory).  Sorts larger than that are
+        sorted on the device in pieces by key range; tests use a few MiB.
 
     Raises
     ------
     ValueError
-        Unknown device, or ``threads < 1``.
+        Unknown device, ``threads < 1``, both ``device`` and ``devices``,
+        an empty ``devices``, or ``device_memory_limit < 1``.
     ProfileError
         The profile path is missing or corrupt.
 
@@ -543,12 +592,19 @@ class Runtime:
 
     def __init__(self, device: Any = None, *, profile: Profile | str | os.PathLike | None = None,
                  threads: int | None = None, profiling: bool = True, host_pool_bytes: int | None = None,
-                 max_idle_leases: int = 4):
+                 max_idle_leases: int = 4, devices: str | Sequence[Any] | None = None,
+                 device_memory_limit: int | None = None):
         threads = (os.cpu_count() or 1) if threads is None else int(threads)
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
+        if device_memory_limit is not None and int(device_memory_limit) < 1:
+            raise ValueError(f"device_memory_limit must be >= 1 byte, got {device_memory_limit!r}")
+        self.device_memory_limit = None if device_memory_limit is None else int(device_memory_limit)
         self.threads = threads
-        self.device = select_device(device)
+        if devices is not None and device is not None:
+            raise ValueError("give either device or devices, not both")
+        found = select_devices(devices) if devices is not None else [select_device(device)]
+        self.device = found[0]
         self._profiling = profiling
         self._pid = os.getpid()
         self._cond = threading.Condition()
@@ -568,6 +624,10 @@ class Runtime:
         self.pool = WorkerPool(threads)
         #: Long-lived objects shared by calls (see :class:`ResourceCache`); cleared by :meth:`close`.
         self.resources = ResourceCache()
+        #: Runtimes of the further devices of ``devices`` (their thread pools stay idle: work runs on this one's).
+        self.peers: tuple[Runtime, ...] = tuple(
+            Runtime(d, threads=1, profiling=profiling, host_pool_bytes=0, max_idle_leases=max_idle_leases,
+                    device_memory_limit=device_memory_limit) for d in found[1:])
 
     def _open_context(self) -> None:
         self.context = self.queue = None
@@ -598,6 +658,19 @@ class Runtime:
         return uncalibrated_profile(self.device, self.threads)
 
     # -- properties ------------------------------------------------------------
+    @property
+    def units(self) -> tuple[Runtime, ...]:
+        """The device runtimes of this HPU: itself (when it has a device) and its :attr:`peers`."""
+        return ((self,) if self.device is not None else ()) + tuple(p for p in self.peers if p.has_device)
+
+    @property
+    def device_memory_bytes(self) -> int:
+        """Bytes of device memory one call may use: ``device_memory_limit``, at most 80% of global memory (0: none)."""
+        if self.device is None:
+            return 0
+        usable = int(0.8 * self.device.global_mem_size)
+        return usable if self.device_memory_limit is None else min(usable, self.device_memory_limit)
+
     @property
     def calibrated(self) -> bool:
         """False while the profile is :func:`uncalibrated_profile`'s guesses (workloads then use the CPU alone)."""
@@ -793,6 +866,8 @@ class Runtime:
         self.host_pool.close()
         with self._build_lock:
             self._programs.clear()
+        for peer in self.peers:
+            peer.close()
 
     def __enter__(self) -> Runtime:
         return self
@@ -802,7 +877,9 @@ class Runtime:
 
     def __repr__(self) -> str:
         state = ", closed" if self._closed else ""
-        return f"Runtime(device={self.device_name!r}, threads={self.threads}, profile={self.profile.name!r}{state})"
+        peers = f", peers={[p.device_name for p in self.peers]!r}" if self.peers else ""
+        return (f"Runtime(device={self.device_name!r}{peers}, threads={self.threads}, profile={self.profile.name!r}"
+                f"{state})")
 
 
 # ---------------------------------------------------------------------------

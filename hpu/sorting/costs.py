@@ -12,15 +12,16 @@ mergesort, which check the general level sums of :mod:`hpu.core.model`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ..core.hybrid import check_strategy
-from ..core.model import Recurrence, Split, check_n
+from ..core.model import Recurrence, Split, check_n, equal_finish_shares
 from ..core.profile import Profile
 
-__all__ = ["FAST_COSTS", "fast_cost", "fast_split", "mergesort_closed_forms"]
+__all__ = ["FAST_COSTS", "fast_cost", "fast_split", "keyrange_split", "mergesort_closed_forms"]
 
 
 def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
@@ -49,15 +50,18 @@ def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
     return {"T_c": t_c, "T_g_max": t_gmax, "case": case, "y": y, "W_g": w_g, "total": n * (L + 1)}
 
 
-#: Fast-mode cost curves a calibrated profile carries in ``the profile's ``"sort"`` curves``, next to ``"sizes"``
-#: (``"cpu_sort_1"`` only where the runtime has more than one thread).
-FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16")
+#: Fast-mode cost curves a calibrated profile carries in the profile's ``"sort"`` curves, next to ``"sizes"``
+#: (``"cpu_sort_1"`` only where the runtime has more than one thread; ``"partition"`` from calibrations made
+#: since the key-range split; without it ``"auto"`` does not consider that split).
+FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16", "partition")
 
 
 def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     """Predicted seconds of one fast-mode step on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
 
     ``cpu_sort``: :func:`hpu.sorting.cpu.parallel_sort` on all threads;
+    ``partition``: the key-range split's partition into two buckets
+    (:func:`hpu.sorting.keyrange.partition`) on all threads;
     ``cpu_sort_1``: the same on one thread (numpy's sort);
     ``device_sort``: the device-resident sort; ``transfer``: everything
     else of a device-only sort of ``n`` elements (staging, copies to the
@@ -103,8 +107,90 @@ def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,
     return cpu, dev, final, total
 
 
+def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, itemsize: int = 4,
+                   shared_cores: bool = False, cpu: bool = True) -> Split:
+    """Shares of a key-range split (:mod:`hpu.sorting.keyrange`) over the CPU and ``k`` devices, and its time.
+
+    Each unit sorts its own range of keys, so that the units only have to
+    finish together (:func:`hpu.core.model.equal_finish_shares`): with
+    ``m_0`` keys on the CPU and ``m_i`` on device ``i``,
+
+    ``T = T_part(n) + max(T_cpu_sort(m_0), max_i (T_transfer,i(m_i) + T_dev_sort,i(m_i)))``
+
+    where ``T_part`` is the partition on the thread pool and every term is
+    a measured cost curve (:func:`fast_cost`) of the CPU's profile or of
+    device ``i``'s own.  When the devices run on the host's cores
+    (``shared_cores``, e.g. PoCL) nothing overlaps and ``max`` becomes a sum.
+
+    Parameters
+    ----------
+    n : float
+        Keys (>= 1).
+    profile : Profile
+        The CPU's (and the first device's) profile, with ``"partition"`` in
+        its sort curves (else the partition is predicted free).
+    devices : sequence of Profile
+        One per device, with ``"transfer"`` and ``"device_sort"`` curves; a
+        device without them gets no share.
+    itemsize : int
+    shared_cores : bool
+    cpu : bool
+        Whether the CPU may take a share (False: devices only).
+
+    Returns
+    -------
+    Split
+        ``strategy="keyrange"``, ``shares`` (CPU first), ``alpha`` the CPU's
+        share, ``predicted_time`` in seconds, ``case="keyrange"``.
+
+    Raises
+    ------
+    ValueError
+        ``n < 1``, or no unit with cost curves.
+    """
+    n = check_n(n)
+    m = int(n)
+
+    def cpu_cost(x: np.ndarray) -> np.ndarray:
+        return np.where(x > 0, fast_cost(profile, "cpu_sort", x, itemsize), 0.0) if cpu else np.where(x > 0, np.inf, 0.0)
+
+    def dev_cost(prof: Profile) -> Any:
+        curves = prof.cost_curves("sort")
+        if curves is None or "transfer" not in curves or "device_sort" not in curves:
+            return lambda x: np.where(x > 0, np.inf, 0.0)
+        return lambda x: np.where(x > 0, fast_cost(prof, "transfer", x, itemsize) +
+                                  fast_cost(prof, "device_sort", x, itemsize), 0.0)
+
+    units = equal_finish_shares(m, [cpu_cost] + [dev_cost(p) for p in devices])
+    if not math.isfinite(units.predicted_time):
+        raise ValueError("no unit has the cost curves of a key-range split; run python -m hpu.calibrate")
+    curves = profile.cost_curves("sort")
+    part = float(fast_cost(profile, "partition", n, itemsize)) if curves is not None and "partition" in curves else 0.0
+    busy = sum(units.times) if shared_cores else units.predicted_time
+    total = part + busy
+    one_core = Recurrence(2, 2, 1).total_work(n) * profile.cpu_op_seconds
+    alpha = units.shares[0]
+    return Split(
+        strategy="keyrange",
+        alpha=alpha,
+        y=0.0,
+        transfer_level=0,
+        depth=math.log2(n),
+        gpu_work_fraction=1.0 - alpha,
+        predicted_cpu_time=part + units.times[0],
+        predicted_gpu_time=max(units.times[1:], default=0.0),
+        predicted_transfer_time=sum(float(fast_cost(p, "transfer", c, itemsize)) for p, c in
+                                    zip(devices, units.counts[1:]) if c),
+        predicted_time=total,
+        predicted_speedup=one_core / total,
+        case="keyrange",
+        shares=units.shares,
+    )
+
+
 def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level: int = 4,
-               device: bool = True, itemsize: int = 4, shared_cores: bool = False) -> Split:
+               device: bool = True, itemsize: int = 4, shared_cores: bool = False,
+               devices: Sequence[Profile] | None = None) -> Split:
     """Choose and predict a fast-mode split (``alpha``, ``transfer_level``) by minimising predicted time.
 
     The prediction (beyond the paper; fast mode of DESIGN.md) is
@@ -127,7 +213,9 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     strategy : {"auto", "cpu", "gpu", "basic", "advanced"}
         ``"cpu"``: alpha = 1; ``"gpu"``: alpha = 0, t = 0; ``"basic"``:
         alpha = 0, best t >= 1; ``"advanced"``: best alpha in (0, 1) and t;
-        ``"auto"``: the best of all of them.
+        ``"keyrange"``: the key-range split of :func:`keyrange_split`;
+        ``"auto"``: the best of all of them (the key-range split only where
+        the profile has the ``"partition"`` curve).
     max_level : int
         Largest transfer level considered.
     device : bool
@@ -136,6 +224,9 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
         Bytes per key (costs scale from the 4-byte calibration).
     shared_cores : bool
         The device shares the host's cores (:attr:`hpu.Runtime.device_shares_host_cores`).
+    devices : sequence of Profile, optional
+        The profile of every device of the HPU for the key-range split
+        (default: ``[profile]``, one device).
 
     Returns
     -------
@@ -154,9 +245,15 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
         ``n < 1``, unknown strategy, or a profile without fast-mode costs.
     """
     n = check_n(n)
-    check_strategy(strategy, ("auto", "cpu", "gpu", "basic", "advanced"))
-    cands: list[tuple[str, float, int, int]] = [("cpu", 1.0, 0, 0)]
+    check_strategy(strategy, ("auto", "cpu", "gpu", "basic", "advanced", "keyrange"))
     curves = profile.cost_curves("sort")
+    devices = [profile] if devices is None else list(devices)
+    keyrange = None
+    if device and (strategy == "keyrange" or (strategy == "auto" and curves is not None and "partition" in curves)):
+        keyrange = keyrange_split(n, profile, devices, itemsize=itemsize, shared_cores=shared_cores)
+        if strategy == "keyrange":
+            return keyrange
+    cands: list[tuple[str, float, int, int]] = [("cpu", 1.0, 0, 0)]
     if curves is not None and "cpu_sort_1" in curves:
         cands.append(("cpu", 1.0, 0, 1))
     if device:
@@ -170,6 +267,8 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize, c[3], shared_cores)[3]))
     name, alpha, t, threads = best
     cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize, threads, shared_cores))
+    if keyrange is not None and keyrange.predicted_time < total:
+        return keyrange
     one_core = Recurrence(2, 2, 1).total_work(n) * profile.cpu_op_seconds  # mergesort's T(n) on one core
     return Split(
         strategy=name,

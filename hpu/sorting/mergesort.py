@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,8 @@ from ..core.trace import Trace
 from ..dc.executor import STRATEGIES, execute
 from .costs import fast_split
 from .paper import mergesort_spec
-from .pipeline import DEFAULT_OPTIONS, PipelineOptions, fast_sort
+from .keyrange import keyrange_sort
+from .pipeline import DEFAULT_OPTIONS, PipelineOptions, fast_sort, max_device_elements
 
 log = logging.getLogger("hpu")
 
@@ -74,7 +75,8 @@ MODES = ("fast", "paper")
 def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alpha: float | None = None,
                      transfer_level: int | None = None, runtime: Runtime | None = None,
                      return_trace: bool = False, on_device_error: str = "fallback",
-                     options: PipelineOptions | None = None) -> np.ndarray | tuple[np.ndarray, Trace]:
+                     options: PipelineOptions | None = None,
+                     shares: Sequence[float] | None = None) -> np.ndarray | tuple[np.ndarray, Trace]:
     """Sort a 1-D array on the CPU and the OpenCL device at once (paper, section 6).
 
     Parameters
@@ -82,13 +84,18 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     a : array_like, shape (n,)
         int32, uint32, int64, uint64, float32 or float64.  Never modified
         (also when non-contiguous or read-only).
-    strategy : {"auto", "advanced", "basic", "gpu", "cpu"}
+    strategy : {"auto", "advanced", "basic", "gpu", "cpu", "keyrange"}
         Work division (paper section 5): ``"auto"`` (default: the fastest the
         model predicts in fast mode, ``"advanced"`` in paper mode),
         ``"advanced"`` (CPU share ``alpha`` and device share run
         concurrently, one transfer each way at level ``transfer_level``),
         ``"basic"`` (device levels below ``transfer_level``, CPU above),
-        ``"gpu"`` or ``"cpu"`` only.  In CPU-only mode, for float64 on a
+        ``"gpu"`` or ``"cpu"`` only, or (fast mode, beyond the paper)
+        ``"keyrange"``: a range of keys for the CPU and for each device of
+        the runtime (:mod:`hpu.sorting.keyrange`; no final merge).  A device
+        share larger than the device memory the runtime may use
+        (:attr:`hpu.Runtime.device_memory_bytes`) is sorted on the device
+        in pieces by key range.  In CPU-only mode, for float64 on a
         device without fp64, and in fast mode while the runtime has no
         calibrated profile (:attr:`hpu.Runtime.calibrated`; the device's
         speed is unknown, so ``"auto"`` never risks being slower than the
@@ -111,6 +118,11 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         On a device failure, finish on the CPU with a logged warning, or raise.
     options : hpu.sorting.PipelineOptions, optional
         Fast mode's tuning knobs (staging piece size, wave sorting).
+    shares : sequence of float, optional
+        ``"keyrange"`` (implied when given): the fractions of the keys for
+        the CPU, then each device of ``runtime.units``, summing to 1;
+        default: the model's (:func:`hpu.sorting.costs.keyrange_split`), or
+        ``alpha`` for the CPU and the rest divided as the model divides it.
 
     Returns
     -------
@@ -128,7 +140,7 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         Unsupported dtype or unconvertible input.
     ValueError
         Non-1-D input, unknown strategy, alpha outside [0, 1], transfer level
-        outside ``[0, depth]``.
+        outside ``[0, depth]``, bad ``shares`` (or with another strategy).
     hpu.DeviceFailure
         With ``on_device_error="raise"`` when the device fails.
 
@@ -141,7 +153,13 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     arr = as_sortable(a)
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    check_strategy(strategy, ("auto", *STRATEGIES))
+    check_strategy(strategy, ("auto", *STRATEGIES, "keyrange"))
+    if shares is not None:
+        if strategy not in ("auto", "keyrange"):
+            raise ValueError(f"shares go with strategy='keyrange', not {strategy!r}")
+        strategy = "keyrange"
+    if strategy == "keyrange" and mode != "fast":
+        raise ValueError("strategy='keyrange' is a fast-mode strategy; the paper's mode splits by position")
     if alpha is not None and not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
     n = arr.shape[0]
@@ -152,7 +170,7 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     rt = resolve_runtime(runtime)
     with rt.call():
         if mode == "fast":
-            return _fast(arr, rt, strategy, alpha, transfer_level, return_trace, on_device_error, options)
+            return _fast(arr, rt, strategy, alpha, transfer_level, return_trace, on_device_error, options, shares)
         if strategy == "auto":
             strategy = "advanced"
         plan = _SPEC.plan(n, arr.dtype)
@@ -171,26 +189,48 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
 
 
 def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, transfer_level: int | None,
-          return_trace: bool, on_device_error: str, options: PipelineOptions | None
-          ) -> np.ndarray | tuple[np.ndarray, Trace]:
+          return_trace: bool, on_device_error: str, options: PipelineOptions | None,
+          shares: Sequence[float] | None) -> np.ndarray | tuple[np.ndarray, Trace]:
     n = arr.shape[0]
     if transfer_level is not None and not 0 <= int(transfer_level) <= max(0, int(np.ceil(np.log2(n)))):
         raise ValueError(f"transfer_level must lie in [0, ceil(log2 n)] for n={n}, got {transfer_level}")
     strategy, split = _plan(n, arr.dtype, rt, strategy)
-    if split is not None:
-        strategy, a_cpu, y = split.strategy, split.alpha, split.transfer_level
-    else:
-        a_cpu = {"cpu": 1.0, "gpu": 0.0, "basic": 0.0}.get(strategy, 0.5)
-        y = 1 if strategy == "basic" else 0
-    if alpha is not None:
-        a_cpu = float(alpha)
-    if transfer_level is not None:
-        y = int(transfer_level)
+    if strategy != "keyrange":
+        if split is not None and split.strategy != "keyrange":
+            a_cpu, y = split.alpha, split.transfer_level
+        else:
+            a_cpu = {"cpu": 1.0, "gpu": 0.0, "basic": 0.0}.get(strategy, 0.5)
+            y = 1 if strategy == "basic" else 0
+        if alpha is not None:
+            a_cpu = float(alpha)
+        if transfer_level is not None:
+            y = int(transfer_level)
+        if strategy != "cpu" and a_cpu < 1.0 and (1.0 - a_cpu) * n > max_device_elements(rt, arr.dtype.itemsize):
+            # More than the device may hold: sorted on the device in pieces by key range, not by the CPU.
+            strategy, shares = "keyrange", (a_cpu, 1.0 - a_cpu) + (0.0,) * len(rt.peers)
+    if strategy == "keyrange":
+        out, trace = keyrange_sort(arr, rt, _keyrange_shares(rt, split, alpha, shares),
+                                   on_device_error=on_device_error, split=split, options=options or DEFAULT_OPTIONS)
+        return (out, trace.resolve()) if return_trace else out
     out, trace = fast_sort(arr, rt, strategy=strategy, alpha=a_cpu, transfer_level=y,
                            on_device_error=on_device_error, split=split,
                            cpu_threads=split.cpu_threads if split is not None and alpha is None else 0,
                            options=options or DEFAULT_OPTIONS)
     return (out, trace.resolve()) if return_trace else out
+
+
+def _keyrange_shares(rt: Runtime, split: Split | None, alpha: float | None,
+                     shares: Sequence[float] | None) -> tuple[float, ...]:
+    """The key-range shares to run: the caller's, else the model's with ``alpha`` for the CPU, else equal ones."""
+    if shares is not None:
+        return tuple(float(v) for v in shares)
+    k = len(rt.units)
+    model = split.shares if split is not None and len(split.shares) == 1 + k else (1.0 / (k + 1),) * (k + 1)
+    if alpha is None:
+        return tuple(model)
+    rest = sum(model[1:])
+    devs = [v / rest for v in model[1:]] if rest > 0 else [1.0 / k] * k
+    return (float(alpha), *((1.0 - float(alpha)) * v for v in devs))
 
 
 def planned_strategy(n: int, dtype: Any, runtime: Runtime, strategy: str = "auto") -> str:
@@ -227,7 +267,8 @@ def _split_memo(rt: Runtime) -> Callable[[int, int, str, bool], Split]:
         @functools.lru_cache(maxsize=4096)
         def split(n: int, itemsize: int, strategy: str, usable: bool) -> Split:
             return fast_split(n, profile, strategy=strategy, device=usable, itemsize=itemsize,
-                              shared_cores=usable and rt.device_shares_host_cores)
+                              shared_cores=usable and rt.device_shares_host_cores,
+                              devices=[u.profile for u in rt.units])
         return split
 
     return rt.resources.get(("sort", "fast_split", id(profile)), make)

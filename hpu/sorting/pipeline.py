@@ -62,7 +62,8 @@ try:
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["PipelineOptions", "fast_keyed_sort", "fast_sort", "keyed_fits", "keyed_key_type"]
+__all__ = ["DEFAULT_OPTIONS", "PipelineOptions", "device_share", "fast_keyed_sort", "fast_sort", "keyed_fits",
+           "keyed_key_type", "max_device_elements"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +93,7 @@ DEFAULT_OPTIONS = PipelineOptions()
 
 def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
            chunk_bytes: int) -> tuple[list, list, int, list]:
-    """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool.
+    """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
 
     Pieces of ``chunk_bytes`` (rounded down to whole multiples of the
     device's sub-buffer alignment, ``mem_base_addr_align``, in elements, so
@@ -123,6 +124,10 @@ def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, 
     tasks = max(1, min(rt.threads, (len(pieces) + 1) // 2))
     ready = [cl.UserEvent(lease.context) for _ in pieces]
     complete = cl.command_execution_status.COMPLETE
+    if src.__array_interface__["data"][0] == stage.__array_interface__["data"][0]:  # already in place
+        for ev in ready:
+            ev.set_status(complete)
+        return pieces, ready, tasks, []
 
     def task(w: int) -> None:
         mine = list(range(w, len(pieces), tasks))
@@ -179,10 +184,15 @@ def _segments(n: int, t: int, align: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
-def _max_device_elements(rt: Runtime, itemsize: int) -> int:
+def max_device_elements(rt: Runtime, itemsize: int) -> int:
+    """Most keys of ``itemsize`` bytes one device run of :func:`device_share` may sort on ``rt``'s device.
+
+    The input buffer, the sorter's output and its scratch: three copies, in
+    :attr:`hpu.Runtime.device_memory_bytes` (the runtime's
+    ``device_memory_limit``), each within the device's largest allocation.
+    """
     dev = rt.device
-    # Input buffer, the sorter's output and scratch: three copies of the device share.
-    by_total = int(0.8 * dev.global_mem_size) // (3 * itemsize)
+    by_total = rt.device_memory_bytes // (3 * itemsize)
     by_alloc = int(dev.max_mem_alloc_size) // itemsize
     return max(0, min(by_total, by_alloc))
 
@@ -268,7 +278,7 @@ def _copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h
         f.result()
 
 
-def _defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, itemsize: int) -> None:
+def _defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, itemsize: int, unit: str = "") -> None:
     """Queue the reading of the copies' and steps' device times until the trace is resolved (:meth:`Trace.resolve`)."""
     host_end = rec.now()
     # Plain handles of the finished copies: pyopencl's copy events keep their host array alive, and a trace
@@ -283,32 +293,35 @@ def _defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, item
         except Exception:  # no profiling: every device event is put at the end
             rec.device_offset = None
         for ev, kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
-            rec.add("bus", kind, -1, *event_times(ev, rec, host_end), 1, 0, 0)
+            rec.add(f"bus{unit}", kind, -1, *event_times(ev, rec, host_end), 1, 0, 0)
         prev_end = -np.inf
         for kind, parts, keys, waited, ev in steps:
             # A step starts when the one before it and the copies it waited for have ended (in-order queue).
             start = max([prev_end, *(event_times(e, rec, host_end)[1] for e in waited)])
             prev_end = event_times(ev, rec, host_end)[1]
-            rec.add("device", kind, t, start, prev_end, parts, keys // parts, keys * itemsize)
+            rec.add(f"device{unit}", kind, t, start, prev_end, parts, keys // parts, keys * itemsize)
 
     rec.deferred.append(record)
 
 
-def _device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: Recorder,
-                  dst: np.ndarray | None, options: PipelineOptions) -> list[np.ndarray]:
-    """Sort ``src`` on the device as ``2**t`` segments; return the sorted runs as views of the lease's staging memory.
+def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: Recorder,
+                 dst: np.ndarray | None, options: PipelineOptions, unit: str = "") -> list[np.ndarray]:
+    """Sort ``src`` on the lease's device as ``2**t`` segments; return the sorted runs as views of its staging memory.
 
     With ``dst`` (only when ``t == 0``) the result ends in ``dst`` and
-    ``[dst]`` is returned: when ``dst`` is pinned memory of the runtime's
-    host pool it is the staging buffer itself; otherwise thread-pool workers
-    copy each chunk from the pinned staging buffer into ``dst`` as soon as
-    its device-to-host copy completes.
+    ``[dst]`` is returned: when ``dst`` is pinned memory of ``rt``'s host
+    pool in the lease's context it is the staging buffer itself (and when
+    ``src`` is ``dst``, nothing is staged: the sort is in place); otherwise
+    thread-pool workers copy each chunk from the pinned staging buffer into
+    ``dst`` as soon as its device-to-host copy completes.  ``rt`` gives
+    the thread pool and host pool (a peer device's lease may come from
+    another runtime); ``unit`` suffixes the trace's ``device`` and ``bus``.
     """
     n, dt = src.shape[0], src.dtype
     nbytes = n * dt.itemsize
     sorter = DeviceSorter.of_lease(lease, dt)
     d_in, d_out = lease.buffer("in", nbytes), lease.buffer("out", nbytes)
-    in_place = dst is not None and rt.host_pool.is_pinned(dst)
+    in_place = dst is not None and rt.host_pool.is_pinned(dst) and lease.context is rt.context
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
     q, cq = lease.queue, lease.copy_queue
     pieces, ready, tasks, staging_tasks = _stage(rt, lease, src, stage, rec, options.chunk_bytes)
@@ -328,7 +341,7 @@ def _device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec:
     if dst is not None and not in_place:
         _copy_out(rt, stage, dst, pieces, d2h, rec)
     d2h[-1].wait()
-    _defer_record(rec, h2d, d2h, steps, t, dt.itemsize)
+    _defer_record(rec, h2d, d2h, steps, t, dt.itemsize, unit)
     if dst is not None:
         return [dst]
     return [stage[a:b] for a, b in segs]
@@ -383,7 +396,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     use_device = rt.has_device and rt.supports(dt) and alpha < 1.0
     n_cpu = n if not use_device else int(round(alpha * n))
     if use_device:
-        n_cpu = max(n_cpu, n - _max_device_elements(rt, dt.itemsize))
+        n_cpu = max(n_cpu, n - max_device_elements(rt, dt.itemsize))
     n_dev = n - n_cpu
     t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
     # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
@@ -423,7 +436,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
                 multiway_merge(runs, out, rt.pool, rt.threads)
             rec.add("cpu:pool", "merge" if len(runs) > 1 else "stage", 0, tt, rec.now(), len(runs), n, src.nbytes)
 
-    run_hybrid(rt, device=lambda lease: _device_share(rt, lease, src[n_cpu:], t, rec, direct, options),
+    run_hybrid(rt, device=lambda lease: device_share(rt, lease, src[n_cpu:], t, rec, direct, options),
                cpu=cpu_share if n_cpu else None, redo=redo, on_device_error=on_device_error, finish=finish)
     return out, rec.finish(trace)
 
@@ -461,12 +474,13 @@ def keyed_fits(rt: Runtime, n: int, itemsizes: Sequence[int], gathered: bool) ->
     -------
     bool
         The arrays, three 8-byte buffers (packed, sorted, the sorter's
-        scratch) and the gathered copies take at most 80% of the device's
-        global memory, and each buffer at most its largest allocation.
+        scratch) and the gathered copies take at most
+        :attr:`hpu.Runtime.device_memory_bytes`, and each buffer at most the
+        device's largest allocation.
     """
     dev = rt.device
     per_element = sum(itemsizes) * (2 if gathered else 1) + 3 * 8
-    return n * per_element <= 0.8 * dev.global_mem_size and n * max(8, *itemsizes) <= dev.max_mem_alloc_size
+    return n * per_element <= rt.device_memory_bytes and n * max(8, *itemsizes) <= dev.max_mem_alloc_size
 
 
 def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime, *, gather: bool = False,

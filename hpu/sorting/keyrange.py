@@ -1,0 +1,361 @@
+"""Key-range split: a sample sort across the CPU and every device, with no final merge (beyond the paper).
+
+The paper splits a sort by position (López-Ortiz et al. 2014, section 5.2):
+each unit sorts a share of the positions and the top levels merge the
+shares.  When one unit is much faster than the other, that final merge on
+the host costs more than the slower unit's share saves.  A key-range split
+gives each unit a range of keys instead, as a sample sort does (Frazer and
+McKellar, "Samplesort", JACM 1970; Blelloch et al., "A comparison of
+sorting algorithms for the Connection Machine CM-2", SPAA 1991):
+
+1. a random sample of the input, sorted, gives ``K - 1`` splitters at the
+   cumulative fractions the model asks for (:func:`choose_splitters`); a
+   splitter is a (key, position) pair, so that equal keys are divided by
+   position and the split stays stable (the CPU sort's PSRS merge breaks
+   ties the same way);
+2. the thread pool partitions the input by bucket (:func:`partition`):
+   each chunk into its own range of a scratch array, bucket after bucket,
+   then every (chunk, bucket) segment to its bucket's final offset in the
+   result, chunks in input order (so each bucket holds its keys in input
+   order);
+3. every unit sorts its buckets where they lie in the result: the CPU with
+   :func:`hpu.sorting.cpu.parallel_sort`, each device through the fast
+   pipeline (staging skipped where the result is the device's pinned
+   memory), bucket after bucket when a device's range is larger than the
+   device memory it may use (:attr:`hpu.Runtime.device_memory_bytes`).
+
+A device that fails has its buckets redone on the CPU from the scratch
+partition, which no device writes (:func:`hpu.core.hybrid.run_units`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.hybrid import UnitsResult, run_units
+from ..core.runtime import DeviceLease, Runtime
+from ..core.trace import Recorder, Trace
+from .cpu import parallel_sort
+from .pipeline import DEFAULT_OPTIONS, PipelineOptions, device_share, max_device_elements
+
+__all__ = ["KeyRangePlan", "bucket_ids", "choose_splitters", "keyrange_sort", "partition"]
+
+#: Splitters above which :func:`bucket_ids` binary-searches instead of comparing with each splitter in turn.
+COMPARE_MAX_SPLITTERS = 3
+#: Fill a device piece to at most this fraction of what fits, so that a sample's error rarely overflows it.
+PIECE_FILL = 0.75
+
+
+def choose_splitters(a: np.ndarray, fractions: Sequence[float], *, seed: int = 0,
+                     sample: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Splitters (key, position) at cumulative ``fractions`` of a random sample of ``a``, in numpy's order.
+
+    Parameters
+    ----------
+    a : numpy.ndarray, shape (n,)
+        Keys of a numeric dtype, n >= 1.
+    fractions : sequence of float
+        Non-decreasing cumulative fractions in [0, 1], one per splitter:
+        about ``fractions[j] * n`` keys come before splitter ``j``.
+    seed : int
+        Seed of the sample's positions (the split is reproducible).
+    sample : int, optional
+        Sample size; default ``max(4096, 256 K^2)`` (``K`` buckets), at
+        most ``2^20`` and ``n``.  The bucket sizes deviate from their
+        shares by about ``sqrt(q (1 - q) / sample) n``.
+
+    Returns
+    -------
+    keys : numpy.ndarray, shape (K - 1,), ``a.dtype``
+    positions : numpy.ndarray, shape (K - 1,), int64
+        Lexicographically non-decreasing (key in numpy's order, NaN last,
+        -0.0 equal to +0.0; then position).
+
+    Raises
+    ------
+    ValueError
+        Empty ``a``, or fractions outside [0, 1] or decreasing.
+    """
+    n = a.shape[0]
+    q = np.asarray(fractions, dtype=float)
+    if n < 1:
+        raise ValueError("choose_splitters needs at least one key")
+    if q.size and (q.min() < 0 or q.max() > 1 or np.any(np.diff(q) < 0)):
+        raise ValueError(f"fractions must be non-decreasing and in [0, 1], got {list(q)}")
+    k = q.size + 1
+    m = min(n, 1 << 20, int(sample) if sample is not None else max(4096, 256 * k * k))
+    rng = np.random.default_rng(seed)
+    pos = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
+    order = np.argsort(a[pos], kind="stable")  # by key, then position (pos is ascending)
+    pick = order[np.minimum((q * m).astype(np.int64), m - 1)]
+    return a[pos[pick]], pos[pick].astype(np.int64)
+
+
+def _after(x: np.ndarray, s: Any, strict: bool) -> np.ndarray:
+    """Whether each ``x`` sorts after the key ``s`` (``strict``) or not before it, in numpy's order (NaN last)."""
+    if x.dtype.kind == "f":
+        if s != s:  # NaN: nothing sorts after it; NaNs sort level with it
+            return np.zeros(x.shape, bool) if strict else x != x
+        return ~(x <= s) if strict else ~(x < s)  # NaN compares false: it sorts after every number
+    return x > s if strict else x >= s
+
+
+def bucket_ids(x: np.ndarray, start: int, keys: np.ndarray, positions: np.ndarray,
+               out: np.ndarray | None = None) -> np.ndarray:
+    """The bucket of each key of ``x``: the number of splitters the pair (key, position) sorts after.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (m,)
+        Keys at positions ``start .. start + m - 1`` of the input.
+    start : int
+    keys, positions : numpy.ndarray, shape (K - 1,)
+        Splitters from :func:`choose_splitters` (lexicographically sorted).
+    out : numpy.ndarray, shape (m,), optional
+        Unsigned integer destination wide enough for ``K - 1``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (m,)
+        Values in ``[0, K - 1]``: bucket ``b`` holds the pairs after
+        splitter ``b - 1`` and not after splitter ``b``.
+    """
+    m = x.shape[0]
+    ids = np.zeros(m, np.uint8 if keys.size < 256 else np.uint16) if out is None else out[:m]
+    if keys.size <= COMPARE_MAX_SPLITTERS:
+        ids[:] = 0
+        for s, p in zip(keys, positions):
+            cut = int(min(max(p + 1 - start, 0), m))  # positions <= p: strictly after; beyond: level is after
+            for lo, hi, strict in ((0, cut, True), (cut, m, False)):
+                if hi > lo:
+                    np.add(ids[lo:hi], _after(x[lo:hi], s, strict), out=ids[lo:hi], casting="unsafe")
+        return ids
+    left = np.searchsorted(keys, x, side="left")  # splitters with a smaller key (numpy's order: NaN last)
+    level = np.searchsorted(keys, x, side="right") - left  # splitters with an equal key, positions ascending
+    ties = np.flatnonzero(level)
+    if ties.size:
+        pos = start + ties
+        base, span = left[ties], level[ties]
+        for r in range(int(span.max())):
+            inside = r < span
+            j = np.minimum(base + r, keys.size - 1)
+            left[ties] += inside & (positions[j] < pos)
+    ids[:] = left
+    return ids
+
+
+@dataclasses.dataclass
+class KeyRangePlan:
+    """Where each bucket of a key-range split lies and which unit sorts it.
+
+    Attributes
+    ----------
+    bounds : numpy.ndarray, shape (K + 1,), int64
+        Bucket ``b`` is ``result[bounds[b]:bounds[b + 1]]``.
+    owner : list of int
+        Per bucket: 0 for the CPU, ``1 + i`` for device ``i`` of ``rt.units``.
+    chunks : numpy.ndarray, shape (C + 1,), int64
+        Input chunk bounds of the partition.
+    counts : numpy.ndarray, shape (C, K), int64
+        Keys of chunk ``c`` in bucket ``b``.
+    """
+
+    bounds: np.ndarray
+    owner: list[int]
+    chunks: np.ndarray
+    counts: np.ndarray
+
+    def scratch_segments(self, b: int) -> list[tuple[int, int]]:
+        """Ranges of the scratch partition that hold bucket ``b``'s keys, in input order."""
+        first = self.chunks[:-1] + self.counts[:, :b].sum(axis=1)
+        return [(int(s), int(s + c)) for s, c in zip(first, self.counts[:, b]) if c]
+
+
+def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.ndarray, scratch: np.ndarray,
+              rt: Runtime) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Write every key of ``src`` into its bucket's range of ``out``, in input order within each bucket.
+
+    Two passes of the thread pool: each chunk is partitioned into its own
+    range of ``scratch`` (bucket after bucket) and counted; then every
+    (chunk, bucket) segment is copied to its bucket's offset in ``out``.
+
+    Parameters
+    ----------
+    src : numpy.ndarray, shape (n,)
+    keys, positions : numpy.ndarray, shape (K - 1,)
+        Splitters (:func:`choose_splitters`).
+    out, scratch : numpy.ndarray, shape (n,), ``src.dtype``
+        Neither overlaps ``src``; ``scratch`` keeps the partition by chunk
+        (what a failed unit's bucket is redone from).
+    rt : Runtime
+        Its thread pool does the work.
+
+    Returns
+    -------
+    bounds : numpy.ndarray, shape (K + 1,), int64
+    chunks : numpy.ndarray, shape (C + 1,), int64
+    counts : numpy.ndarray, shape (C, K), int64
+    """
+    n, k = src.shape[0], keys.size + 1
+    nchunks = max(1, min(4 * rt.threads, n // (1 << 16)))
+    chunks = np.linspace(0, n, nchunks + 1).astype(np.int64)
+    counts = np.zeros((nchunks, k), np.int64)
+
+    def local(c: int) -> None:
+        a, b = int(chunks[c]), int(chunks[c + 1])
+        x = src[a:b]
+        ids = bucket_ids(x, a, keys, positions)
+        if k == 2:
+            high = ids.view(bool)
+            hi = int(np.count_nonzero(high))
+            np.compress(~high, x, out=scratch[a : b - hi])
+            np.compress(high, x, out=scratch[b - hi : b])
+            counts[c] = (b - a - hi, hi)
+            return
+        order = np.argsort(ids, kind="stable")  # a radix sort of small integers
+        np.take(x, order, out=scratch[a:b])
+        counts[c] = np.bincount(ids, minlength=k)
+
+    for f in [rt.pool.submit(local, c) for c in range(nchunks)]:
+        f.result()
+    totals = counts.sum(axis=0)
+    bounds = np.concatenate([[0], np.cumsum(totals)]).astype(np.int64)
+    dest = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # (chunk, bucket) -> offset in out
+    seg = chunks[:-1, None] + np.cumsum(counts, axis=1) - counts  # (chunk, bucket) -> offset in scratch
+
+    def place(c: int) -> None:
+        for b in range(k):
+            m = int(counts[c, b])
+            if m:
+                out[dest[c, b] : dest[c, b] + m] = scratch[seg[c, b] : seg[c, b] + m]
+
+    for f in [rt.pool.submit(place, c) for c in range(nchunks)]:
+        f.result()
+    return bounds, chunks, counts
+
+
+def _fractions(shares: Sequence[float], pieces: Sequence[int]) -> tuple[list[float], list[int]]:
+    """Cumulative splitter fractions and each bucket's unit, for unit shares and pieces per unit."""
+    fr, owner, acc = [], [], 0.0
+    for unit, (share, k) in enumerate(zip(shares, pieces)):
+        for j in range(k):
+            owner.append(unit)
+            fr.append(acc + share * (j + 1) / k)
+        acc += share
+    return fr[:-1], owner
+
+
+def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_device_error: str = "fallback",
+                  split: Any = None, options: PipelineOptions = DEFAULT_OPTIONS) -> tuple[np.ndarray, Trace]:
+    """Sort ``arr`` with a key range per unit: the CPU's and each device's share of the keys.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray, shape (n,)
+        int32, uint32, int64, uint64, float32 or float64; never modified.
+    rt : Runtime
+        Its units: the CPU (thread pool) and ``rt.units`` (its device and its peers').
+    shares : sequence of float, length ``1 + len(rt.units)``
+        Fractions of the keys for the CPU and each device, non-negative,
+        summing to 1 (a unit with share 0 takes no part).
+    on_device_error : {"fallback", "raise"}
+    split : optional
+        Recorded in the trace.
+    options : PipelineOptions
+
+    Returns
+    -------
+    sorted : numpy.ndarray, shape (n,)
+        Equal to ``np.sort(arr, kind="stable")``.
+    trace : Trace
+        Strategy ``"keyrange"``; ``alpha`` is the CPU's measured fraction.
+
+    Raises
+    ------
+    ValueError
+        Shares of the wrong length, negative, or not summing to 1; a device
+        share for a dtype a device cannot sort.
+    hpu.DeviceFailure
+        With ``on_device_error="raise"`` when a device fails.
+    """
+    units = rt.units
+    s = np.asarray(shares, dtype=float)
+    if s.shape != (1 + len(units),) or np.any(s < 0) or not math.isclose(s.sum(), 1.0, abs_tol=1e-6):
+        raise ValueError(f"shares must be {1 + len(units)} non-negative fractions (the CPU, then each of "
+                         f"{len(units)} devices) summing to 1, got {list(shares)}")
+    n, dt = arr.shape[0], arr.dtype
+    for i, u in enumerate(units):
+        if s[1 + i] > 0 and not u.supports(dt):
+            raise ValueError(f"device {u.device_name!r} cannot sort {dt}; give it share 0")
+    rec = Recorder()
+    src = np.ascontiguousarray(arr)
+    cap = [max(1, max_device_elements(u, dt.itemsize)) for u in units]
+    pieces = [1] + [max(1, math.ceil(s[1 + i] * n / (PIECE_FILL * cap[i]))) for i in range(len(units))]
+    active = [u for u in range(len(s)) if s[u] > 0]
+    fr, owner = _fractions([s[u] for u in active], [pieces[u] for u in active])
+    owner = [active[o] for o in owner]
+    out = rt.host_pool.empty_or_new(n, dt, pinned=active != [0])
+    scratch = rt.host_pool.empty_or_new(n, dt)
+    trace = Trace("keyrange", float(s[0]), 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
+    t0 = rec.now()
+    if n and fr:
+        keys, positions = choose_splitters(src, fr)
+        bounds, chunks, counts = partition(src, keys, positions, out, scratch, rt)
+    else:
+        bounds, chunks = np.array([0, n], np.int64), np.array([0, n], np.int64)
+        counts = np.array([[n]], np.int64)
+        np.copyto(out, src)
+        np.copyto(scratch, src)
+    rec.add("cpu:pool", "partition", 0, t0, rec.now(), len(owner), n, src.nbytes)
+    plan = KeyRangePlan(bounds, owner, chunks, counts)
+    for b, o in enumerate(plan.owner):  # a piece the sample made too large for its device: the CPU's
+        if o and bounds[b + 1] - bounds[b] > cap[o - 1]:
+            plan.owner[b] = 0
+    trace.alpha = float(sum(bounds[b + 1] - bounds[b] for b, o in enumerate(plan.owner) if o == 0) / max(n, 1))
+    _run(rt, plan, out, scratch, rec, on_device_error, options, trace)
+    return out, rec.finish(trace)
+
+
+def _run(rt: Runtime, plan: KeyRangePlan, out: np.ndarray, scratch: np.ndarray, rec: Recorder,
+         on_device_error: str, options: PipelineOptions, trace: Trace) -> None:
+    """Each unit sorts its buckets in place in ``out``, at once; a failed device's buckets are redone on the CPU."""
+    def buckets(unit: int) -> list[tuple[int, int]]:
+        return [(int(plan.bounds[b]), int(plan.bounds[b + 1])) for b, o in enumerate(plan.owner)
+                if o == unit and plan.bounds[b + 1] > plan.bounds[b]]
+
+    def cpu_sort(ranges: list[tuple[int, int]], kind: str) -> None:
+        for a, b in ranges:
+            t0 = rec.now()
+            parallel_sort(out[a:b], rt.pool, rt.threads, out=out[a:b], scratch=rt.host_pool.empty(b - a, out.dtype))
+            rec.add("cpu:pool", kind, 0, t0, rec.now(), 1, b - a, (b - a) * out.itemsize)
+
+    used = [u for u in range(1, len(rt.units) + 1) if buckets(u)]
+
+    def device(unit: int) -> Any:
+        def share(lease: DeviceLease) -> None:
+            for a, b in buckets(unit):
+                device_share(rt, lease, out[a:b], 0, rec, out[a:b], options, unit=str(unit - 1) if unit > 1 else "")
+        return share
+
+    def redo(i: int) -> None:
+        unit = used[i]
+        for b, o in enumerate(plan.owner):
+            if o == unit:  # from the scratch partition, which no device wrote
+                at = int(plan.bounds[b])
+                for s0, s1 in plan.scratch_segments(b):
+                    out[at : at + s1 - s0] = scratch[s0:s1]
+                    at += s1 - s0
+        cpu_sort(buckets(unit), "fallback")
+
+    def finish(r: UnitsResult) -> None:
+        trace.fallback = "; ".join(f for f in r.fallbacks if f)
+
+    mine = buckets(0)
+    run_units([rt.units[u - 1] for u in used], devices=[device(u) for u in used],
+              cpu=(lambda: cpu_sort(mine, "sort")) if mine else None, redo=redo, on_device_error=on_device_error,
+              finish=finish)

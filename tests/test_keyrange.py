@@ -1,0 +1,212 @@
+"""Key-range split (a sample sort over the CPU and several devices): equal to numpy's stable sort bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import same_bits
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hpu
+import hpu.sorting.device as sort_device
+from hpu.core.model import equal_finish_shares
+from hpu.sorting.costs import keyrange_split
+from hpu.sorting.keyrange import bucket_ids, choose_splitters, keyrange_sort
+
+cl = pytest.importorskip("pyopencl")
+
+DTYPES = [np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64]
+
+
+def _input(rng: np.random.Generator, dtype: type, n: int, kind: str) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if kind == "equal":
+        return np.full(n, 7, dt)
+    if kind == "few":
+        return rng.integers(0, 3, n).astype(dt)
+    if dt.kind == "f":
+        a = rng.standard_normal(n).astype(dt)
+        if kind == "special" and n:
+            a[rng.integers(0, n, max(1, n // 7))] = np.nan
+            a[rng.integers(0, n, max(1, n // 9))] = -0.0
+            a[rng.integers(0, n, max(1, n // 9))] = 0.0
+            a[rng.integers(0, n, max(1, n // 50))] = -np.inf
+        return a
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
+
+
+@pytest.fixture(scope="module")
+def units(runtime):
+    """One HPU of the test device named twice (two contexts on one device) and a cap of 1 MiB per device."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    with hpu.Runtime(devices=[runtime.device, runtime.device], profile=runtime.profile, threads=2,
+                     device_memory_limit=1 << 20) as rt:
+        yield rt
+
+
+def _shares(draw_fractions: list[float], k: int) -> tuple[float, ...]:
+    w = np.asarray(draw_fractions[:k], dtype=float)
+    if w.sum() == 0:
+        w[0] = 1.0
+    return tuple(w / w.sum())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dtype=st.sampled_from(DTYPES), n=st.integers(0, 120_000),
+       kind=st.sampled_from(["random", "special", "equal", "few"]),
+       weights=st.lists(st.sampled_from([0.0, 0.1, 0.3, 1.0]), min_size=3, max_size=3), seed=st.integers(0, 2**16))
+def test_forced_shares_over_the_cpu_and_two_devices_equal_numpy(units, dtype, n, kind, weights, seed):
+    a = _input(np.random.default_rng(seed), dtype, n, kind)
+    before = a.copy()
+    if n <= 1:
+        out = hpu.hybrid_mergesort(a, shares=_shares(weights, 3), runtime=units)
+    else:
+        out, tr = keyrange_sort(a, units, _shares(weights, 3))
+        assert tr.strategy == "keyrange" and tr.fallback == ""
+    assert same_bits(out, np.sort(before, kind="stable"))
+    assert same_bits(a, before)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+@pytest.mark.parametrize("kind", ["random", "special", "equal", "few"])
+def test_one_to_four_units_with_device_pieces(runtime, k, kind):
+    """1-4 units (the CPU and 0-3 devices), each device capped at 256 KiB: its range goes through in pieces."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = _input(np.random.default_rng(k), np.float64, 150_001, kind)
+    devices = [runtime.device] * max(k - 1, 1)
+    with hpu.Runtime(devices=devices, profile=runtime.profile, threads=2, device_memory_limit=256 << 10) as rt:
+        shares = (1.0,) if k == 1 else tuple([0.1] + [0.9 / (k - 1)] * (k - 1))
+        shares = shares + (0.0,) * (1 + len(rt.units) - len(shares))
+        out, tr = keyrange_sort(a, rt, shares)
+        tr.resolve()
+    assert same_bits(out, np.sort(a, kind="stable"))
+    device_runs = [e for e in tr.events if e.unit.startswith("device") and e.kind == "sort"]
+    assert (len(device_runs) > k - 1) if k > 1 else not device_runs  # more runs than devices: pieces
+
+
+def test_a_capped_device_sorts_in_pieces_not_on_the_cpu(fresh):
+    rt = hpu.Runtime(fresh.device, profile=fresh.profile, threads=2, device_memory_limit=1 << 20)
+    with rt:
+        a = np.random.default_rng(5).integers(-(2**31), 2**31 - 1, 400_000, dtype=np.int64)
+        out, tr = hpu.hybrid_mergesort(a, strategy="gpu", runtime=rt, return_trace=True)
+        assert same_bits(out, np.sort(a, kind="stable"))
+        assert tr.strategy == "keyrange" and tr.alpha == 0.0  # the CPU sorted nothing
+        sorts = [e for e in tr.events if e.unit == "device" and e.kind == "sort"]
+        assert len(sorts) >= 400_000 * 8 // ((1 << 20) // 3)  # at least as many pieces as the cap forces
+
+
+def test_without_a_cap_the_position_split_still_runs(fresh):
+    a = np.random.default_rng(6).standard_normal(100_000)
+    out, tr = hpu.hybrid_mergesort(a, strategy="gpu", runtime=fresh, return_trace=True)
+    assert tr.strategy == "gpu" and same_bits(out, np.sort(a, kind="stable"))
+
+
+@pytest.mark.parametrize("on_error", ["fallback", "raise"])
+def test_a_device_lost_mid_sort_has_its_range_redone(units, monkeypatch, on_error):
+    from test_faults import _fault_once
+
+    a = _input(np.random.default_rng(8), np.float32, 200_000, "special")
+    before = a.copy()
+    calls = _fault_once(monkeypatch, sort_device.DeviceSorter, "sort", after=3)
+    if on_error == "raise":
+        with pytest.raises(hpu.DeviceFailure, match="-9999"):
+            hpu.hybrid_mergesort(a, shares=(0.2, 0.4, 0.4), runtime=units, on_device_error="raise")
+    else:
+        out, tr = hpu.hybrid_mergesort(a, shares=(0.2, 0.4, 0.4), runtime=units, return_trace=True)
+        assert same_bits(out, np.sort(a, kind="stable")) and "-9999" in tr.fallback
+    assert len(calls) >= 4 and same_bits(a, before)
+
+
+def test_splitters_break_ties_by_position_and_bucket_ids_agree_with_brute_force():
+    rng = np.random.default_rng(9)
+    a = rng.integers(0, 4, 5000).astype(np.float64)
+    a[::17] = np.nan
+    a[::23] = -0.0
+    for fractions in ([0.5], [0.2, 0.5], [0.1, 0.3, 0.5, 0.7, 0.9]):  # compare and binary-search paths
+        keys, pos = choose_splitters(a, fractions, sample=700)
+        rank = np.empty(a.size, np.int64)
+        rank[np.argsort(a, kind="stable")] = np.arange(a.size)  # each (key, position) pair's place in the order
+        cut = rank[pos]
+        want = (rank[:, None] > cut[None, :]).sum(axis=1)
+        for start in (0, 1234):
+            got = bucket_ids(a[start:], start, keys, pos)
+            assert np.array_equal(got, want[start:])
+        assert np.all(np.diff(cut) >= 0)  # splitters in order
+
+
+def test_choose_splitters_rejects_bad_fractions():
+    with pytest.raises(ValueError, match="non-decreasing"):
+        choose_splitters(np.arange(10), [0.6, 0.4])
+    with pytest.raises(ValueError, match="at least one key"):
+        choose_splitters(np.arange(0), [0.5])
+
+
+def test_bad_shares_are_refused(fresh):
+    a = np.arange(1000, dtype=np.int32)
+    with pytest.raises(ValueError, match="summing to 1"):
+        hpu.hybrid_mergesort(a, shares=(0.5, 0.2), runtime=fresh)
+    with pytest.raises(ValueError, match="summing to 1"):
+        hpu.hybrid_mergesort(a, shares=(0.5, 0.25, 0.25), runtime=fresh)
+    with pytest.raises(ValueError, match="keyrange"):
+        hpu.hybrid_mergesort(a, shares=(0.5, 0.5), strategy="gpu", runtime=fresh)
+    with pytest.raises(ValueError, match="fast-mode"):
+        hpu.hybrid_mergesort(a, strategy="keyrange", mode="paper", runtime=fresh)
+
+
+def test_runtime_devices_arguments(runtime):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    with pytest.raises(ValueError, match="not both"):
+        hpu.Runtime(runtime.device, devices="all")
+    with pytest.raises(ValueError, match="empty"):
+        hpu.Runtime(devices=[])
+    with pytest.raises(ValueError, match="device_memory_limit"):
+        hpu.Runtime(device_memory_limit=0)
+    with hpu.Runtime(devices="all", profile=runtime.profile, threads=1) as rt:
+        assert rt.units and rt.units[0] is rt and all(p.has_device for p in rt.peers)
+    with hpu.Runtime(devices=[runtime.device] * 3, profile=runtime.profile, threads=1,
+                     device_memory_limit=12345) as rt:
+        assert len(rt.units) == 3 and rt.device_memory_bytes == 12345 == rt.peers[1].device_memory_bytes
+    assert rt.closed and all(p.closed for p in rt.peers)
+
+
+def test_equal_finish_shares_against_brute_force():
+    rates = [1.0, 3.0, 6.0]
+    costs = [lambda m, r=r: m / r for r in rates]
+    got = equal_finish_shares(1000, costs)
+    assert got.counts == (100, 300, 600) and got.predicted_time == pytest.approx(100.0)
+    # A fixed cost: the brute-force best integer division of 60 items over two units.
+    fixed = [lambda m: m * 1.0, lambda m: np.where(m > 0, 20.0 + m / 4.0, 0.0)]
+    got = equal_finish_shares(60, fixed)
+    brute = min(max(float(fixed[0](np.array([float(i)]))[0]), float(fixed[1](np.array([60.0 - i]))[0]))
+                for i in range(61))
+    assert got.predicted_time == pytest.approx(brute, abs=1.0)
+    assert sum(got.counts) == 60
+    with pytest.raises(ValueError, match="1 to 8 units"):
+        equal_finish_shares(10, [])
+
+
+def test_keyrange_split_gives_the_faster_device_the_larger_share():
+    fast = hpu.Profile(p=16, g=1 << 14, gamma=0.1, cpu_op_seconds=1e-9)
+    from hpu.core.costs import CostCurves
+
+    sizes = [1 << 16, 1 << 20, 1 << 24]
+    def curves(dev_scale: float) -> CostCurves:
+        return CostCurves.measured(sizes, {"cpu_sort": [s * 4e-9 for s in sizes],
+                                           "device_sort": [s * 1e-10 * dev_scale for s in sizes],
+                                           "transfer": [1e-4 + s * 3e-10 * dev_scale for s in sizes],
+                                           "partition": [s * 2e-10 for s in sizes]})
+    cpu_prof = fast.replace(curves={"sort": curves(1.0).to_dict()})
+    slow_prof = fast.replace(curves={"sort": curves(2.0).to_dict()})
+    sp = keyrange_split(1 << 24, cpu_prof, [cpu_prof, slow_prof])
+    assert sp.strategy == "keyrange" and sum(sp.shares) == pytest.approx(1.0)
+    assert sp.shares[1] > sp.shares[2] > sp.shares[0]
+    # The two devices' predicted times match: they finish together.
+    n = 1 << 24
+    t1 = (1e-4 + 4e-10 * sp.shares[1] * n)
+    t2 = (1e-4 + 8e-10 * sp.shares[2] * n)
+    assert t1 == pytest.approx(t2, rel=0.02)

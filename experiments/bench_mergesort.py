@@ -8,6 +8,10 @@ numpy.sort run in shuffled rounds, each call after the same idle pause
 (``hpu.core.calibrate.IDLE_PAUSE``), and each median is reported.  When importable,
 cupy.sort host to host (pageable and pinned host buffers) is timed too.
 ``--variants`` adds other key distributions and dtypes at one size.
+A strategy ``keyrange@A`` is the key-range split with the CPU's share forced
+to ``A`` (``hybrid_mergesort(strategy="keyrange", alpha=A)``);
+``--device-memory-limit`` caps the device memory hpu may use (larger device
+shares are sorted in pieces).
 
     python experiments/bench_mergesort.py [--mode fast|paper] [--min-log 16] [--max-log 26] [--json PATH]
 """
@@ -100,6 +104,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated strategies")
     ap.add_argument("--variants", type=int, default=None, metavar="LOG",
                     help="also time the default strategy on other distributions and dtypes at n = 2^LOG")
+    ap.add_argument("--device-memory-limit", type=int, default=None, metavar="BYTES",
+                    help="hpu.Runtime(device_memory_limit=...): device memory hpu may use (default: 80%% of it)")
     ap.add_argument("--slow", type=float, default=20.0,
                     help="skip a strategy at larger n once one run took longer than this many seconds")
     add_runtime_arguments(ap)
@@ -123,6 +129,7 @@ def machine_meta(rt: hpu.Runtime, args: argparse.Namespace, argv: list[str] | No
         "python": platform.python_version(),
         "hpu": hpu.__version__,
         "mode": args.mode,
+        "device_memory_limit": args.device_memory_limit,
     }
     print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items() if k != "profile_values"))
     print(f"# profile: p={rt.profile.p:.2f} g={rt.profile.g:.0f} 1/gamma={1 / rt.profile.gamma:.1f}")
@@ -130,12 +137,18 @@ def machine_meta(rt: hpu.Runtime, args: argparse.Namespace, argv: list[str] | No
     return meta
 
 
+def _strategy(name: str) -> dict:
+    """hybrid_mergesort's keywords for a strategy name of the command line (``keyrange@A``: CPU share A)."""
+    base, _, alpha = name.partition("@")
+    return {"strategy": base, **({"alpha": float(alpha)} if alpha else {})}
+
+
 def checked_traces(a: np.ndarray, strategies: list[str], mode: str, rt: hpu.Runtime) -> dict[str, hpu.Trace]:
     """Run each strategy once on ``a`` (warm-up), check its result against numpy's; return the traces."""
     ref = np.sort(a, kind="stable")
     traces = {}
     for s in strategies:
-        out, traces[s] = hpu.hybrid_mergesort(a, strategy=s, mode=mode, runtime=rt, return_trace=True)
+        out, traces[s] = hpu.hybrid_mergesort(a, **_strategy(s), mode=mode, runtime=rt, return_trace=True)
         if not np.array_equal(out, ref):
             raise SystemExit(f"wrong result: strategy {s}, n = {a.size}")
     return traces
@@ -144,7 +157,7 @@ def checked_traces(a: np.ndarray, strategies: list[str], mode: str, rt: hpu.Runt
 def time_strategies(a: np.ndarray, strategies: list[str], args: argparse.Namespace, rt: hpu.Runtime,
                     seed: int) -> dict[str, list[float]]:
     """Samples of each strategy and of numpy.sort, timed in the same shuffled rounds."""
-    runs = {s: (lambda s=s: hpu.hybrid_mergesort(a, strategy=s, mode=args.mode, runtime=rt)) for s in strategies}
+    runs = {s: (lambda s=s: hpu.hybrid_mergesort(a, **_strategy(s), mode=args.mode, runtime=rt)) for s in strategies}
     runs["numpy"] = lambda: np.sort(a)
     # Sub-millisecond sorts scatter by 10-20%: more rounds there (numpy's warm-up time as the yardstick).
     np.sort(a)
@@ -160,11 +173,13 @@ def strategy_row(n: int, s: str, tr: hpu.Trace, samples: list[float], numpy_samp
     pred = tr.split.predicted_time if tr.split is not None else None
     print(f"{n:>10} {s:>9} {t * 1e3:10.2f} {pred * 1e3 if pred else float('nan'):9.2f} "
           f"{t_np * 1e3:9.2f} {t_np / t:9.3f} {tr.alpha:6.3f} {tr.transfer_level:>3}"
-          + (f"  ({tr.strategy})" if s == "auto" else ""), flush=True)
+          + (f"  ({tr.strategy})" if s == "auto" else "")
+          + (f"  shares {', '.join(f'{v:.3f}' for v in tr.split.shares)}" if getattr(tr.split, "shares", ()) else ""),
+          flush=True)
     return {"n": n, "strategy": s, "chosen": tr.strategy, "seconds": t, "numpy_seconds": t_np,
             "numpy_samples": numpy_samples, "predicted_seconds": pred, "samples": samples,
             "alpha": tr.alpha, "transfer_level": tr.transfer_level, "speedup_vs_numpy": t_np / t,
-            "cpu_threads": getattr(tr.split, "cpu_threads", None),
+            "cpu_threads": getattr(tr.split, "cpu_threads", None), "shares": list(getattr(tr.split, "shares", ())),
             "device_busy": tr.busy("device"), "cpu_busy": tr.busy("cpu"), "bus_busy": tr.busy("bus")}
 
 
@@ -205,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     rows: list[dict] = []
     slow: set[str] = set()
-    with hpu.Runtime(args.device, profile=args.profile, threads=args.threads) as rt:
+    with hpu.Runtime(args.device, profile=args.profile, threads=args.threads,
+                     device_memory_limit=args.device_memory_limit) as rt:
         meta = machine_meta(rt, args, argv)
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg

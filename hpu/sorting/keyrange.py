@@ -45,8 +45,11 @@ from .pipeline import DEFAULT_OPTIONS, PipelineOptions, device_share, max_device
 
 __all__ = ["KeyRangePlan", "bucket_ids", "choose_splitters", "keyrange_sort", "partition"]
 
-#: Splitters above which :func:`bucket_ids` binary-searches instead of comparing with each splitter in turn.
-COMPARE_MAX_SPLITTERS = 3
+#: Splitters above which :func:`bucket_ids` binary-searches instead of comparing with each splitter in turn
+#: (numpy's searchsorted costs about as much as 30 comparison passes).
+COMPARE_MAX_SPLITTERS = 32
+#: Keys per block of :func:`partition` with two buckets (four times as many with more).
+BLOCK = 1 << 16
 #: Fill a device piece to at most this fraction of what fits, so that a sample's error rarely overflows it.
 PIECE_FILL = 0.75
 
@@ -160,9 +163,9 @@ class KeyRangePlan:
     owner : list of int
         Per bucket: 0 for the CPU, ``1 + i`` for device ``i`` of ``rt.units``.
     chunks : numpy.ndarray, shape (C + 1,), int64
-        Input chunk bounds of the partition.
+        Input block bounds of the partition.
     counts : numpy.ndarray, shape (C, K), int64
-        Keys of chunk ``c`` in bucket ``b``.
+        Keys of block ``c`` in bucket ``b``.
     """
 
     bounds: np.ndarray
@@ -177,12 +180,14 @@ class KeyRangePlan:
 
 
 def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.ndarray, scratch: np.ndarray,
-              rt: Runtime) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              rt: Runtime, *, block: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Write every key of ``src`` into its bucket's range of ``out``, in input order within each bucket.
 
-    Two passes of the thread pool: each chunk is partitioned into its own
-    range of ``scratch`` (bucket after bucket) and counted; then every
-    (chunk, bucket) segment is copied to its bucket's offset in ``out``.
+    Two passes of the thread pool over blocks of ``block`` keys: each block
+    is partitioned into its own range of ``scratch`` (bucket after bucket)
+    and counted; then every (block, bucket) segment is copied to its
+    bucket's offset in ``out``.  Blocks keep numpy's temporaries small:
+    large ones are fresh pages, whose faults serialise many threads.
 
     Parameters
     ----------
@@ -190,53 +195,59 @@ def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.
     keys, positions : numpy.ndarray, shape (K - 1,)
         Splitters (:func:`choose_splitters`).
     out, scratch : numpy.ndarray, shape (n,), ``src.dtype``
-        Neither overlaps ``src``; ``scratch`` keeps the partition by chunk
+        Neither overlaps ``src``; ``scratch`` keeps the partition by block
         (what a failed unit's bucket is redone from).
     rt : Runtime
         Its thread pool does the work.
+    block : int, optional
+        Keys per block (default :data:`BLOCK` for two buckets, four times
+        that for more).
 
     Returns
     -------
     bounds : numpy.ndarray, shape (K + 1,), int64
-    chunks : numpy.ndarray, shape (C + 1,), int64
+    blocks : numpy.ndarray, shape (C + 1,), int64
     counts : numpy.ndarray, shape (C, K), int64
     """
     n, k = src.shape[0], keys.size + 1
-    nchunks = max(1, min(4 * rt.threads, n // (1 << 16)))
-    chunks = np.linspace(0, n, nchunks + 1).astype(np.int64)
-    counts = np.zeros((nchunks, k), np.int64)
+    size = int(block) if block is not None else BLOCK * (1 if k == 2 else 4)
+    blocks = np.array(list(range(0, n, size)) + [n], np.int64)
+    nblocks = blocks.size - 1
+    counts = np.zeros((nblocks, k), np.int64)
+    tasks = max(1, min(rt.threads, nblocks))
+    ranges = np.linspace(0, nblocks, tasks + 1).astype(np.int64)
 
-    def local(c: int) -> None:
-        a, b = int(chunks[c]), int(chunks[c + 1])
-        x = src[a:b]
-        ids = bucket_ids(x, a, keys, positions)
-        if k == 2:
-            high = ids.view(bool)
-            hi = int(np.count_nonzero(high))
-            np.compress(~high, x, out=scratch[a : b - hi])
-            np.compress(high, x, out=scratch[b - hi : b])
-            counts[c] = (b - a - hi, hi)
-            return
-        order = np.argsort(ids, kind="stable")  # a radix sort of small integers
-        np.take(x, order, out=scratch[a:b])
-        counts[c] = np.bincount(ids, minlength=k)
+    def local(t: int) -> None:
+        ids = np.empty(size, np.uint8 if k <= 256 else np.uint16)
+        for c in range(int(ranges[t]), int(ranges[t + 1])):
+            a, b = int(blocks[c]), int(blocks[c + 1])
+            x, i = src[a:b], bucket_ids(src[a:b], a, keys, positions, out=ids)
+            if k == 2:
+                high = i.view(bool)
+                hi = int(np.count_nonzero(high))
+                np.compress(~high, x, out=scratch[a : b - hi])
+                np.compress(high, x, out=scratch[b - hi : b])
+                counts[c] = (b - a - hi, hi)
+                continue
+            np.take(x, np.argsort(i, kind="stable"), out=scratch[a:b])  # a radix sort of small integers
+            counts[c] = np.bincount(i, minlength=k)
 
-    for f in [rt.pool.submit(local, c) for c in range(nchunks)]:
+    for f in [rt.pool.submit(local, t) for t in range(tasks)]:
         f.result()
     totals = counts.sum(axis=0)
     bounds = np.concatenate([[0], np.cumsum(totals)]).astype(np.int64)
-    dest = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # (chunk, bucket) -> offset in out
-    seg = chunks[:-1, None] + np.cumsum(counts, axis=1) - counts  # (chunk, bucket) -> offset in scratch
+    dest = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # (block, bucket) -> offset in out
+    seg = blocks[:-1, None] + np.cumsum(counts, axis=1) - counts  # (block, bucket) -> offset in scratch
 
-    def place(c: int) -> None:
-        for b in range(k):
-            m = int(counts[c, b])
-            if m:
+    def place(t: int) -> None:
+        for c in range(int(ranges[t]), int(ranges[t + 1])):
+            for b in np.flatnonzero(counts[c]):
+                m = int(counts[c, b])
                 out[dest[c, b] : dest[c, b] + m] = scratch[seg[c, b] : seg[c, b] + m]
 
-    for f in [rt.pool.submit(place, c) for c in range(nchunks)]:
+    for f in [rt.pool.submit(place, t) for t in range(tasks)]:
         f.result()
-    return bounds, chunks, counts
+    return bounds, blocks, counts
 
 
 def _fractions(shares: Sequence[float], pieces: Sequence[int]) -> tuple[list[float], list[int]]:

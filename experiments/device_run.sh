@@ -13,7 +13,7 @@
 # sort-check: bench_mergesort at 2^24 only (the README's figure), with the same profile.
 # keyrange: bench_mergesort 2^22-2^28 with the key-range split (the model's shares and forced CPU shares) beside the
 #           device alone and the default, after tests/test_keyrange.py on the GPU; then 2^30 int32 with the device
-#           capped at 1 GiB (sorted in pieces).
+#           capped at 1 GiB (sorted in pieces).  MIN_LOG, MAX_LOG and STRATEGIES override the first run's.
 # stress: tests/test_stress.py as a script (16 threads x 100 calls on one runtime with the calibrated profile).
 # default-runtime: bench_default_runtime (calls without runtime= against an explicit runtime; the uncalibrated default).
 # argsort: bench_argsort (hpu.argsort, hpu.sort_by_key, 2-D hpu.sort against numpy, cupy and torch), 2^22-2^26.
@@ -66,8 +66,9 @@ for stage in "$@"; do
     keyrange)
         calibrate
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_keyrange.py 2>&1 | tail -3 | tee "$OUT/tests_keyrange.log"
-        python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 22 --max-log 28 \
-            --repeats 5 --strategies gpu,auto,keyrange,keyrange@0.05,keyrange@0.1,keyrange@0.2,advanced \
+        python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log "${MIN_LOG:-22}" \
+            --max-log "${MAX_LOG:-28}" --repeats 5 \
+            --strategies "${STRATEGIES:-gpu,auto,keyrange,keyrange@0.05,keyrange@0.1,keyrange@0.2,advanced}" \
             --json "$OUT/bench_keyrange.json" 2>&1 | tee "$OUT/bench_keyrange.log"
         python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 30 --max-log 30 \
             --repeats 1 --strategies gpu --device-memory-limit $((1 << 30)) \

@@ -14,9 +14,9 @@ sorting algorithms for the Connection Machine CM-2", SPAA 1991):
    position and the split stays stable (the CPU sort's PSRS merge breaks
    ties the same way);
 2. the thread pool partitions the input by bucket (:func:`partition`):
-   each chunk into its own range of a scratch array, bucket after bucket,
-   then every (chunk, bucket) segment to its bucket's final offset in the
-   result, chunks in input order (so each bucket holds its keys in input
+   each block into its own range of a scratch array, bucket after bucket,
+   then every (block, bucket) segment to its bucket's final offset in the
+   result, blocks in input order (so each bucket holds its keys in input
    order);
 3. every unit sorts its buckets where they lie in the result: the CPU with
    :func:`hpu.sorting.cpu.parallel_sort`, each device through the fast
@@ -48,9 +48,8 @@ __all__ = ["KeyRangePlan", "bucket_ids", "choose_splitters", "keyrange_sort", "p
 #: Splitters above which :func:`bucket_ids` binary-searches instead of comparing with each splitter in turn
 #: (numpy's searchsorted costs about as much as 30 comparison passes).
 COMPARE_MAX_SPLITTERS = 32
-#: Keys per block of :func:`partition`.  Smaller blocks make many more small numpy calls, and 16 threads then
-#: queue for Python's global lock (2^16: 137 ms at 2^24 on the H100 machine's 16 cores, against 30 ms with
-#: 2^18-key chunks); larger ones make large temporaries, fresh pages whose faults serialise the threads.
+#: Keys per block of :func:`partition`.  Smaller blocks make many more small numpy calls, for which 16 threads queue
+#: on Python's global lock (2^16-key blocks were 4-5x slower on the H100 machine: experiments/README.md).
 BLOCK = 1 << 20
 #: Fill a device piece to at most this fraction of what fits, so that a sample's error rarely overflows it.
 PIECE_FILL = 0.75
@@ -164,7 +163,7 @@ class KeyRangePlan:
         Bucket ``b`` is ``result[bounds[b]:bounds[b + 1]]``.
     owner : list of int
         Per bucket: 0 for the CPU, ``1 + i`` for device ``i`` of ``rt.units``.
-    chunks : numpy.ndarray, shape (C + 1,), int64
+    blocks : numpy.ndarray, shape (C + 1,), int64
         Input block bounds of the partition.
     counts : numpy.ndarray, shape (C, K), int64
         Keys of block ``c`` in bucket ``b``.
@@ -172,12 +171,12 @@ class KeyRangePlan:
 
     bounds: np.ndarray
     owner: list[int]
-    chunks: np.ndarray
+    blocks: np.ndarray
     counts: np.ndarray
 
     def scratch_segments(self, b: int) -> list[tuple[int, int]]:
         """Ranges of the scratch partition that hold bucket ``b``'s keys, in input order."""
-        first = self.chunks[:-1] + self.counts[:, :b].sum(axis=1)
+        first = self.blocks[:-1] + self.counts[:, :b].sum(axis=1)
         return [(int(s), int(s + c)) for s, c in zip(first, self.counts[:, b]) if c]
 
 
@@ -293,6 +292,14 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         share for a dtype a device cannot sort.
     hpu.DeviceFailure
         With ``on_device_error="raise"`` when a device fails.
+
+    Notes
+    -----
+    A device's range larger than :data:`PIECE_FILL` of what one device run
+    may hold (:func:`hpu.sorting.pipeline.max_device_elements`, which the
+    runtime's ``device_memory_limit`` caps) is split into that many more
+    key ranges, sorted on the device one after another; a piece the sample
+    made too large for its device anyway is sorted by the CPU.
     """
     units = rt.units
     s = np.asarray(shares, dtype=float)
@@ -316,14 +323,14 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     t0 = rec.now()
     if n and fr:
         keys, positions = choose_splitters(src, fr)
-        bounds, chunks, counts = partition(src, keys, positions, out, scratch, rt)
+        bounds, blocks, counts = partition(src, keys, positions, out, scratch, rt)
     else:
-        bounds, chunks = np.array([0, n], np.int64), np.array([0, n], np.int64)
+        bounds, blocks = np.array([0, n], np.int64), np.array([0, n], np.int64)
         counts = np.array([[n]], np.int64)
         np.copyto(out, src)
         np.copyto(scratch, src)
     rec.add("cpu:pool", "partition", 0, t0, rec.now(), len(owner), n, src.nbytes)
-    plan = KeyRangePlan(bounds, owner, chunks, counts)
+    plan = KeyRangePlan(bounds, owner, blocks, counts)
     for b, o in enumerate(plan.owner):  # a piece the sample made too large for its device: the CPU's
         if o and bounds[b + 1] - bounds[b] > cap[o - 1]:
             plan.owner[b] = 0

@@ -183,8 +183,9 @@ def paper_input(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng((seed, n)).integers(0, 2 * n, n, dtype=np.int32)
 
 
-def sorter(a: np.ndarray, ref: np.ndarray, rt: hpu.Runtime, **kw: Any):
-    """A callable running the paper-faithful ``hybrid_mergesort`` on ``a`` (keywords ``kw``); returns the trace.
+def sorter(a: np.ndarray, ref: np.ndarray, rt: hpu.Runtime, mode: str = "paper", **kw: Any):
+    """A callable running ``hybrid_mergesort`` on ``a`` in ``mode`` (the paper's by default; keywords ``kw``);
+    returns the trace.
 
     Every result is checked against ``ref``; the callable raises
     ``RuntimeError`` if a run sorts wrongly or its device share fell back to
@@ -192,7 +193,7 @@ def sorter(a: np.ndarray, ref: np.ndarray, rt: hpu.Runtime, **kw: Any):
     """
 
     def run() -> hpu.Trace:
-        out, tr = hpu.hybrid_mergesort(a, mode="paper", runtime=rt, return_trace=True, **kw)
+        out, tr = hpu.hybrid_mergesort(a, mode=mode, runtime=rt, return_trace=True, **kw)
         if not np.array_equal(out, ref):
             raise RuntimeError(f"hybrid_mergesort sorted wrongly ({kw})")
         if tr.fallback:

@@ -2,7 +2,8 @@
 
 Sorts n = 2^--log-n uniform random int32 in [0, 2n) (paper 6.4) once per
 --strategies entry (default: advanced and basic, at the model's choice for the
-runtime's profile) and draws each run's trace: one row per CPU thread, the
+runtime's profile; the paper's mode, except the fast mode's key-range split
+"keyrange") and draws each run's trace: one row per CPU thread, the
 device's command queue and the bus; colour = recursion level (0 = root),
 red/orange = copies to/from the device, hatched = layout changes (paper
 6.3).  Lines mark where the model expected the device share back and the
@@ -23,7 +24,7 @@ import hpu
 import sweep_common as common
 from hpu import plots
 
-STRATEGIES = ("advanced", "basic", "gpu", "cpu")
+STRATEGIES = ("advanced", "basic", "gpu", "cpu", "keyrange")
 
 
 def plot(data: dict, traces: list[hpu.Trace]):
@@ -63,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         a = common.paper_input(n, args.seed)
         ref = np.sort(a)
         runs = {"numpy": lambda: np.sort(a)}
-        runs.update({s: common.sorter(a, ref, rt, strategy=s) for s in strategies})
+        runs.update({s: common.sorter(a, ref, rt, mode="fast" if s == "keyrange" else "paper", strategy=s)
+                     for s in strategies})
         for s in strategies:
             runs[s]()  # warm-up: kernel build, page faults
         with common.progress(args, reps * len(runs), f"Gantt, n = 2^{log_n}") as bar:

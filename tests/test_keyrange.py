@@ -210,3 +210,17 @@ def test_keyrange_split_gives_the_faster_device_the_larger_share():
     t1 = (1e-4 + 4e-10 * sp.shares[1] * n)
     t2 = (1e-4 + 8e-10 * sp.shares[2] * n)
     assert t1 == pytest.approx(t2, rel=0.02)
+
+
+def test_eight_threads_share_one_several_device_runtime(units):
+    """Concurrent key-range sorts on one runtime of two devices: every result right, no lease or buffer shared."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(seed: int) -> bool:
+        rng = np.random.default_rng(seed)
+        a = _input(rng, DTYPES[seed % len(DTYPES)], int(rng.integers(1000, 150_000)), ["random", "special"][seed % 2])
+        out = hpu.hybrid_mergesort(a, shares=(0.2, 0.5, 0.3), runtime=units)
+        return same_bits(out, np.sort(a, kind="stable"))
+
+    with ThreadPoolExecutor(8) as ex:
+        assert all(ex.map(one, range(24)))

@@ -4,6 +4,7 @@ import gc
 
 import numpy as np
 import pytest
+from conftest import same_bits
 
 import hpu
 from hpu.core.hostmem import MIN_POOLED_BYTES, HostArrayPool
@@ -123,3 +124,35 @@ def test_pool_off(runtime):
         a = np.random.default_rng(0).standard_normal(N_POOLED)
         out = hpu.hybrid_mergesort(a, runtime=rt)
         assert np.array_equal(out, np.sort(a, kind="stable")) and rt.host_pool.total_bytes == 0
+
+
+def test_kept_results_get_plain_memory_only_when_asked(runtime):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    pool = HostArrayPool(runtime.context, runtime.queue, 16 * MIN_POOLED_BYTES)
+    n = MIN_POOLED_BYTES // 4
+    first = pool.empty(n, np.int32, pinned=True, kept="plain")
+    assert pool.is_pinned(first)  # the first block of a size is pinned: later calls recycle it
+    second = pool.empty(n, np.int32, pinned=True, kept="plain")  # first still kept: plain memory instead
+    assert second is not None and not pool.is_pinned(second)
+    third = pool.empty(n, np.int32, pinned=True, kept="pin")
+    assert pool.is_pinned(third)
+    del first
+    fourth = pool.empty(n, np.int32, pinned=True, kept="plain")  # a free pinned block again: recycled
+    assert pool.is_pinned(fourth)
+    with pytest.raises(ValueError, match="kept"):
+        pool.empty(n, np.int32, pinned=True, kept="never")
+
+
+@pytest.mark.parametrize("memory", ["pin", "plain"])
+def test_sorts_with_results_kept_alive_are_right_in_either_memory(fresh, memory):
+    opts = hpu.PipelineOptions(result_memory=memory)
+    rng = np.random.default_rng(3)
+    inputs = [rng.standard_normal(1 << 18).astype(np.float32) for _ in range(4)]
+    kept = [hpu.hybrid_mergesort(a, strategy="gpu", runtime=fresh, options=opts) for a in inputs]
+    for a, out in zip(inputs, kept):
+        assert same_bits(out, np.sort(a, kind="stable"))
+    pinned = [fresh.host_pool.is_pinned(out) for out in kept]
+    assert pinned[0] and all(pinned[1:]) == (memory == "pin")
+    with pytest.raises(ValueError, match="result_memory"):
+        hpu.PipelineOptions(result_memory="fresh")

@@ -107,6 +107,7 @@ class HostArrayPool:
         self.max_bytes = int(max_bytes)
         self._context, self._queue = context, queue
         self._free: list[_Block] = []
+        self._leased_pinned: set[_Block] = set()
         self._total = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -121,7 +122,7 @@ class HostArrayPool:
         """Bytes held now, leased and free."""
         return self._total
 
-    def empty(self, n: int, dtype: Any, *, pinned: bool = False) -> np.ndarray | None:
+    def empty(self, n: int, dtype: Any, *, pinned: bool = False, kept: str = "pin") -> np.ndarray | None:
         """A new uninitialised array of ``n`` elements from the pool, or ``None``.
 
         Parameters
@@ -132,6 +133,14 @@ class HostArrayPool:
         pinned : bool
             Pinned memory (for the DMA engine; plain memory when the pool has
             no OpenCL context).
+        kept : {"pin", "plain"}
+            With ``pinned``, when no free pinned block fits while one of this
+            size is still leased (the caller keeps earlier results): pin a
+            fresh block (``"pin"``), or hand out plain memory instead
+            (``"plain"``: the caller stages through pinned buffers of its
+            own, see :meth:`is_pinned`), which is cheaper where pinning fresh
+            memory costs more than a staging copy.  The first block of a size
+            is always pinned: later calls recycle it.
 
         Returns
         -------
@@ -145,10 +154,16 @@ class HostArrayPool:
         dt = np.dtype(dtype)
         need = int(n) * dt.itemsize
         pinned = bool(pinned) and self.can_pin
+        if kept not in ("pin", "plain"):
+            raise ValueError(f"kept must be 'pin' or 'plain', got {kept!r}")
         if need < MIN_POOLED_BYTES or self._closed or dt.hasobject:  # object arrays must start zeroed
             return None
         with self._lock:
             fits = [b for b in self._free if need <= b.nbytes <= 2 * need and b.pinned == pinned]
+            if pinned and not fits and kept == "plain" and any(need <= b.nbytes <= 2 * need
+                                                               for b in self._leased_pinned):
+                pinned = False
+                fits = [b for b in self._free if need <= b.nbytes <= 2 * need and not b.pinned]
             block = min(fits, key=lambda b: b.nbytes) if fits else None
             if block is not None:
                 self._free.remove(block)
@@ -166,16 +181,19 @@ class HostArrayPool:
                 with self._lock:
                     self._total -= need
                 return None
+        if block.pinned:
+            with self._lock:
+                self._leased_pinned.add(block)
         return np.asarray(_Lease(self, block, need)).view(dt)
 
-    def empty_or_new(self, n: int, dtype: Any, *, pinned: bool = False) -> np.ndarray:
+    def empty_or_new(self, n: int, dtype: Any, *, pinned: bool = False, kept: str = "pin") -> np.ndarray:
         """:meth:`empty`, or ``numpy.empty(n, dtype)`` where the pool has no array to give.
 
         Returns
         -------
         numpy.ndarray of shape (n,) and ``dtype``, uninitialised (object arrays: ``None`` everywhere)
         """
-        a = self.empty(n, dtype, pinned=pinned)
+        a = self.empty(n, dtype, pinned=pinned, kept=kept)
         return np.empty(int(n), dtype) if a is None else a
 
     def is_pinned(self, arr: np.ndarray) -> bool:
@@ -187,6 +205,7 @@ class HostArrayPool:
 
     def _release(self, block: _Block) -> None:
         with self._lock:
+            self._leased_pinned.discard(block)
             if self._closed:
                 self._total -= block.nbytes
             else:

@@ -18,7 +18,7 @@ from ..core.runtime import Runtime
 from .cpu import multiway_merge
 from .keyrange import choose_splitters, partition
 from .paper import mergesort_spec
-from .pipeline import fast_sort
+from .pipeline import PipelineOptions, fast_sort
 
 __all__ = ["MERGE_BENCHMARK", "measure_costs", "sorted_runs"]
 
@@ -39,7 +39,9 @@ def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurv
     """Fast-mode step costs over sizes (int32 keys): the curves of :data:`hpu.sorting.costs.FAST_COSTS`.
 
     ``partition`` is the key-range split's partition at the median
-    (:func:`hpu.sorting.keyrange.partition`, two buckets).
+    (:func:`hpu.sorting.keyrange.partition`, two buckets); ``kept_pinned``
+    and ``kept_plain`` are device-only sorts while every earlier result is
+    kept alive, into freshly pinned or into plain memory.
 
     Each cost is the median of calls made after an idle pause
     (:func:`hpu.core.calibrate.median_time` with ``idle=True``): the model
@@ -70,7 +72,7 @@ def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurv
     if rt.threads > 1:
         series["cpu_sort_1"] = []
     if rt.has_device:
-        series.update(device_sort=[], transfer=[])
+        series.update(device_sort=[], transfer=[], kept_pinned=[], kept_plain=[])
     for n in sizes:
         a = rng.integers(0, 2 * n, n).astype(np.int32)
         _measure_size(rt, a, repeats, series)
@@ -108,3 +110,10 @@ def _measure_size(rt: Runtime, a: np.ndarray, repeats: int, series: dict[str, li
         sort_s = sum(e.duration for e in typical.events if e.unit == "device")
         series["device_sort"].append(sort_s)
         series["transfer"].append(max(typical.wall - sort_s, 1e-9))
+        for name, memory in (("kept_pinned", "pin"), ("kept_plain", "plain")):
+            kept: list[Any] = []  # every result stays alive: each call finds no free pinned block
+            opts = PipelineOptions(result_memory=memory)
+            series[name].append(timed(lambda: kept.append(fast_sort(a, rt, strategy="gpu", alpha=0.0,
+                                                                        transfer_level=0, on_device_error="raise",
+                                                                        options=opts)[0])))
+            del kept

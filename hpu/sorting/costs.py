@@ -53,7 +53,8 @@ def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
 #: Fast-mode cost curves a calibrated profile carries in the profile's ``"sort"`` curves, next to ``"sizes"``
 #: (``"cpu_sort_1"`` only where the runtime has more than one thread; ``"partition"`` from calibrations made
 #: since the key-range split; without it ``"auto"`` does not consider that split).
-FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16", "partition")
+FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16", "partition", "kept_pinned",
+              "kept_plain")
 
 
 def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
@@ -62,6 +63,10 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     ``cpu_sort``: :func:`hpu.sorting.cpu.parallel_sort` on all threads;
     ``partition``: the key-range split's partition into two buckets
     (:func:`hpu.sorting.keyrange.partition`) on all threads;
+    ``kept_pinned``/``kept_plain``: a whole device-only sort while the
+    caller keeps every earlier result, into freshly pinned memory / into
+    plain memory through the staging buffer
+    (:func:`hpu.sorting.pipeline.kept_policy` chooses by them);
     ``cpu_sort_1``: the same on one thread (numpy's sort);
     ``device_sort``: the device-resident sort; ``transfer``: everything
     else of a device-only sort of ``n`` elements (staging, copies to the

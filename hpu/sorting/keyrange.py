@@ -41,7 +41,7 @@ from ..core.hybrid import UnitsResult, run_units
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
 from .cpu import parallel_sort
-from .pipeline import DEFAULT_OPTIONS, PipelineOptions, device_share, max_device_elements
+from .pipeline import DEFAULT_OPTIONS, PipelineOptions, device_share, kept_policy, max_device_elements
 
 __all__ = ["KeyRangePlan", "bucket_ids", "choose_splitters", "keyrange_sort", "partition"]
 
@@ -317,7 +317,7 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     active = [u for u in range(len(s)) if s[u] > 0]
     fr, owner = _fractions([s[u] for u in active], [pieces[u] for u in active])
     owner = [active[o] for o in owner]
-    out = rt.host_pool.empty_or_new(n, dt, pinned=active != [0])
+    out = rt.host_pool.empty_or_new(n, dt, pinned=active != [0], kept=kept_policy(rt, n, dt.itemsize, options))
     scratch = rt.host_pool.empty_or_new(n, dt)
     trace = Trace("keyrange", float(s[0]), 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
     t0 = rec.now()

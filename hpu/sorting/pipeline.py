@@ -53,6 +53,7 @@ from ..core.hybrid import HybridResult, run_hybrid
 from ..core.kernels import CL_TYPES, cl_type
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace, event_times
+from .costs import fast_cost
 from .cpu import multiway_merge, parallel_copy, parallel_sort
 from .device import DeviceSorter
 from .keys import packed_bits
@@ -63,7 +64,7 @@ except Exception:  # pragma: no cover
     cl = None
 
 __all__ = ["DEFAULT_OPTIONS", "PipelineOptions", "device_share", "fast_keyed_sort", "fast_sort", "keyed_fits",
-           "keyed_key_type", "max_device_elements"]
+           "keyed_key_type", "kept_policy", "max_device_elements"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,17 +79,47 @@ class PipelineOptions:
         A single device run sorts each staging wave as soon as its copies
         are in (then merges the waves' runs), rather than the whole share
         after the last copy (default True).
+    result_memory : {"auto", "pin", "plain"}
+        Where a device-sorted result goes when the host pool has no free
+        pinned block of its size because the caller keeps earlier results
+        (:meth:`hpu.core.hostmem.HostArrayPool.empty`, ``kept``): freshly
+        pinned memory the device writes into (``"pin"``), or plain memory
+        that the thread pool fills from the lease's pinned staging buffer
+        (``"plain"``); ``"auto"`` (default) takes the cheaper by the
+        profile's measured ``kept_pinned`` and ``kept_plain`` curves, and
+        ``"pin"`` where it has none.
     """
 
     chunk_bytes: int = 4 << 20
     sort_waves: bool = True
+    result_memory: str = "auto"
 
     def __post_init__(self) -> None:
         if int(self.chunk_bytes) < 1:
             raise ValueError(f"chunk_bytes must be >= 1, got {self.chunk_bytes!r}")
+        if self.result_memory not in ("auto", "pin", "plain"):
+            raise ValueError(f"result_memory must be 'auto', 'pin' or 'plain', got {self.result_memory!r}")
 
 
 DEFAULT_OPTIONS = PipelineOptions()
+
+
+def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions) -> str:
+    """``kept`` for :meth:`hpu.core.hostmem.HostArrayPool.empty` of a device-sorted result of ``n`` keys.
+
+    ``options.result_memory`` unless ``"auto"``; then ``"plain"`` where the
+    profile's measured device-only sort with earlier results kept is faster
+    into plain memory than into freshly pinned memory (curves ``kept_plain``
+    and ``kept_pinned`` of :func:`hpu.sorting.calibrate.measure_costs`), else
+    ``"pin"``.
+    """
+    if options.result_memory != "auto":
+        return options.result_memory
+    curves = rt.profile.cost_curves("sort")
+    if curves is None or "kept_plain" not in curves or "kept_pinned" not in curves:
+        return "pin"
+    plain, pinned = (float(fast_cost(rt.profile, k, n, itemsize)) for k in ("kept_plain", "kept_pinned"))
+    return "plain" if plain < pinned else "pin"
 
 
 def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
@@ -400,7 +431,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     n_dev = n - n_cpu
     t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
     # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
-    out = rt.host_pool.empty_or_new(n, dt, pinned=n_cpu == 0 and t == 0)
+    out = rt.host_pool.empty_or_new(n, dt, pinned=n_cpu == 0 and t == 0, kept=kept_policy(rt, n, dt.itemsize, options))
     trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
 
     if n_dev == 0:

@@ -25,7 +25,7 @@ DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64"
 INPUTS = ["random", "few-unique", "all-equal", "specials", "sorted", "reversed"]
 SPLITS = [dict(strategy="auto"), dict(strategy="cpu"), dict(strategy="gpu"), dict(strategy="basic"),
           dict(strategy="advanced"), dict(strategy="advanced", alpha=0.3, transfer_level=0),
-          dict(strategy="advanced", alpha=0.7, transfer_level=1)]
+          dict(strategy="advanced", alpha=0.7, transfer_level=1), dict(strategy="keyrange", alpha=0.4)]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -82,12 +82,12 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         result is always the stable one.
     runtime : hpu.Runtime, optional
         Default :func:`hpu.default_runtime`.
-    strategy : {"auto", "advanced", "basic", "gpu", "cpu"}
+    strategy : {"auto", "advanced", "basic", "gpu", "cpu", "keyrange"}
         As for :func:`hpu.hybrid_mergesort`; for several rows, ``"auto"`` and
         ``"gpu"`` sort them on the device alone, packed there, where
         :func:`packs_on_device` says so, ``"cpu"`` (and ``"auto"``
-        otherwise) sorts blocks of rows in the pool, and ``"basic"`` and
-        ``"advanced"`` one segmented sort packed on the host where it fits
+        otherwise) sorts blocks of rows in the pool, and ``"basic"``,
+        ``"advanced"`` and ``"keyrange"`` one segmented sort packed on the host where it fits
         64 bits (keys of at most 32 bits) and the model gives the device a
         share of it.  ``alpha`` and ``transfer_level`` then apply to that
         packed sort of every element.
@@ -233,7 +233,7 @@ class _Options:
 
     def __init__(self, runtime: Runtime | None, strategy: str, alpha: float | None, transfer_level: int | None,
                  on_device_error: str):
-        check_strategy(strategy, ("auto", *STRATEGIES))
+        check_strategy(strategy, ("auto", *STRATEGIES, "keyrange"))
         check_on_device_error(on_device_error)
         if alpha is not None and not 0.0 <= float(alpha) <= 1.0:  # checked here too: not every path sorts by
             raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")  # hybrid_mergesort
@@ -390,7 +390,7 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     ValueError
         An unknown ``strategy``, or ``rows`` that does not divide ``n``.
     """
-    check_strategy(strategy, ("auto", *STRATEGIES))
+    check_strategy(strategy, ("auto", *STRATEGIES, "keyrange"))
     if rows < 1 or n % rows:
         raise ValueError(f"rows must divide n: got {rows} rows of {n} keys")
     dt, vals = np.dtype(dtype), [np.dtype(v) for v in value_dtypes]

@@ -327,6 +327,7 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     else:
         bounds, blocks = np.array([0, n], np.int64), np.array([0, n], np.int64)
         counts = np.array([[n]], np.int64)
+        owner = owner[:1]  # one bucket: no keys, or one unit
         np.copyto(out, src)
         np.copyto(scratch, src)
     rec.add("cpu:pool", "partition", 0, t0, rec.now(), len(owner), n, src.nbytes)

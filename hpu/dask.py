@@ -65,7 +65,8 @@ __all__ = ["HpuPlugin", "IslandResult", "hybrid_ea_islands", "register", "sort",
 #: The process's worker runtime, the workers using it, and the lock file of the GPU it claimed.
 _SHARED: dict[str, Any] = {"runtime": None, "workers": 0, "gpu_lock": None}
 _SHARED_LOCK = threading.Lock()
-#: Sampled keys per output partition and per input block (regular oversampling; Blelloch et al. 1991).
+#: Sampled keys per output partition, drawn from the input blocks in proportion to their sizes (regular
+#: oversampling; Blelloch et al. 1991).
 OVERSAMPLING = 32
 _SPEED_KEYS = 1 << 24
 
@@ -233,9 +234,7 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
     if not speeds:
         raise ValueError("the Dask cluster has no workers")
     workers = sorted(speeds)
-    parts = len(workers) if npartitions is None else int(npartitions)
-    if parts < 1:
-        raise ValueError(f"npartitions must be >= 1, got {npartitions!r}")
+    parts = len(workers) if npartitions is None else check_int("npartitions", npartitions, 1)
     n = x.shape[0]
     if n <= 1 or parts == 1:
         return x.rechunk(-1).map_blocks(_sort_block, dtype=x.dtype)

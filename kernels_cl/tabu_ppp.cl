@@ -11,14 +11,14 @@
  *
  * Y_j has the parity of n, so row j sits in bin b_j = (Y_j + n) / 2 in [0, n];
  * bin b holds the value 2 b - n, positive from FIRST_POS = n / 2 + 1 on.
- * Device state, updated in place by tabu_apply:
+ * Device state, updated in place by apply_move:
  *   A[j n + c]  (char)  the matrix, row-major (read only);
  *   V[c]                the current vector;
  *   Y[j]                AV;
  *   order[t]            the rows sorted by bin (ascending);
  *   count[b]            the number of rows in bin b (all bins);
  *   target[b]           H_S(2 b - n) for positive bins, 0 for the others (read only);
- *   cursor[b]           scratch of tabu_apply's counting sort.
+ *   cursor[b]           scratch of apply_move's counting sort.
  * Requires ROWS (m), HAMMING_K (1, 2 or 3), FIRST_POS, NBINS (n + 1) and
  * PENALTY_WEIGHT.
  */

@@ -40,8 +40,7 @@
  * class << 61 | tie << 40 | index.
  */
 
-#define CLASS_SHIFT 61
-#define TIE_SHIFT 40
+/* CLASS_SHIFT, TIE_SHIFT and HALT_NO_FEASIBLE_MOVE come from hpu.tabu.engine (defines). */
 #define EMPTY_KEY ((long)3 << CLASS_SHIFT)
 
 /* 21-bit tie-break of move m at `iteration` (the same as hpu.tabu.engine.tie_hash):
@@ -191,13 +190,13 @@ void tabu_evaluate_resident(const ulong n, const ulong hi, const ulong chunk, co
 /* Take the best move (delta bd, key bk) at `iteration` (work-item 0): its
  * value, the best, the trail and the stop rules of hpu.tabu.tabu_search
  * (target, then max_no_improve; 0: none); returns the move, or -1 when no
- * move is feasible (ctrl[3] = 3). */
+ * move is feasible (ctrl[3] = HALT_NO_FEASIBLE_MOVE). */
 static inline long take_move(const long bd, const long bk, const int iteration, const int first,
                              const long stop_target, const int max_no_improve, __global long *ctrl,
                              __global long *trail)
 {
     if ((bk >> CLASS_SHIFT) >= 2) {
-        ctrl[3] = 3;
+        ctrl[3] = HALT_NO_FEASIBLE_MOVE;
         return -1;
     }
     const long m = bk & (((long)1 << TIE_SHIFT) - 1);

@@ -31,6 +31,14 @@ def runtime():
 
 
 @pytest.fixture
+def rt(runtime):
+    """The shared test runtime where it has a device; skipped without one."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    return runtime
+
+
+@pytest.fixture
 def fresh(runtime):
     """A runtime of its own on the test device, 2 threads (a fault rebuilds its context); skipped without a device."""
     if not runtime.has_device:

@@ -168,6 +168,7 @@ def test_runtime_devices_arguments(runtime):
     with hpu.Runtime(devices=[runtime.device] * 3, profile=runtime.profile, threads=1,
                      device_memory_limit=12345) as rt:
         assert len(rt.units) == 3 and rt.device_memory_bytes == 12345 == rt.peers[1].device_memory_bytes
+        assert all(p.pool is rt.pool for p in rt.peers)  # one HPU, one thread pool
     assert rt.closed and all(p.closed for p in rt.peers)
 
 
@@ -221,3 +222,18 @@ def test_eight_threads_share_one_several_device_runtime(units):
 
     with ThreadPoolExecutor(8) as ex:
         assert all(ex.map(one, range(24)))
+
+
+def test_a_sort_from_a_pool_task_on_the_peers_alone_does_not_deadlock(runtime):
+    """Called from the only worker of the pool, with only the peer devices taking part: their feeders' staging
+    tasks must run on the feeders (the worker is waiting for them)."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = np.random.default_rng(11).standard_normal(200_000)
+    rt = hpu.Runtime(devices=[runtime.device] * 3, profile=runtime.profile, threads=1)
+    task = rt.pool.submit(lambda: hpu.hybrid_mergesort(a, shares=(0.0, 0.0, 0.5, 0.5), runtime=rt))
+    try:
+        assert same_bits(task.result(timeout=120), np.sort(a, kind="stable"))  # a deadlock fails, not hangs
+    finally:
+        if task.done():
+            rt.close()

@@ -56,7 +56,7 @@ def _fault(monkeypatch, name: str, error, after: int = 0, always: bool = False) 
 
 
 @pytest.fixture(scope="module")
-def fresh():
+def faulty_rt():
     """The module's own runtime: each fault rebuilds its context (or not), and every later test must find it right."""
     with hpu.Runtime(threads=2) as rt:
         if not rt.has_device:
@@ -86,39 +86,39 @@ def _later_searches_right(rt, problem, split, tenure: int = 8) -> None:
 
 @pytest.mark.parametrize("split", DEVICE_SPLITS, ids=["gpu", "hybrid"])
 @pytest.mark.parametrize("fault", list(FAULTS))
-def test_a_fault_mid_search_continues_on_the_cpu_on_the_same_trajectory(fresh, monkeypatch, tai12a, fault, split):
+def test_a_fault_mid_search_continues_on_the_cpu_on_the_same_trajectory(faulty_rt, monkeypatch, tai12a, fault, split):
     name, after, error, text, fatal = FAULTS[fault]
-    ref = tabu_search(tai12a, strategy="cpu", cpu_chunks=1, seed=5, runtime=fresh, **KW)
-    context = fresh.context
+    ref = tabu_search(tai12a, strategy="cpu", cpu_chunks=1, seed=5, runtime=faulty_rt, **KW)
+    context = faulty_rt.context
     with monkeypatch.context() as m:
         calls = _fault(m, name, error, after=after)
-        res = tabu_search(tai12a, seed=5, runtime=fresh, **split, **KW)
+        res = tabu_search(tai12a, seed=5, runtime=faulty_rt, **split, **KW)
     assert len(calls) == after + 1  # that call failed (at iteration 11 or 21 of 60), and none came after
     assert text in res.fallback and res.device_time > 0
     _same_trajectory(res, ref)
-    _later_searches_right(fresh, tai12a, split)
-    assert (fresh.context != context) == fatal  # a fatal failure was reported: the context was rebuilt
+    _later_searches_right(faulty_rt, tai12a, split)
+    assert (faulty_rt.context != context) == fatal  # a fatal failure was reported: the context was rebuilt
 
 
 @pytest.mark.parametrize("fault", ["evaluate", "read"])
-def test_a_fault_in_a_resident_block_continues_on_the_cpu_from_the_block_start(fresh, monkeypatch, tai12a, fault):
+def test_a_fault_in_a_resident_block_continues_on_the_cpu_from_the_block_start(faulty_rt, monkeypatch, tai12a, fault):
     """Blocks of 8 iterations, 2 kernels each: launch 20 is in the second block, copy 5 its read-back."""
     name, _, error, text, _ = FAULTS[fault]
     after = 20 if name == "enqueue_nd_range_kernel" else 5
-    kw = dict(iterations=60, tenure=8, seed=6, runtime=fresh)
+    kw = dict(iterations=60, tenure=8, seed=6, runtime=faulty_rt)
     ref = tabu_search(tai12a, strategy="cpu", cpu_chunks=1, **kw)
     with monkeypatch.context() as m:
         calls = _fault(m, name, error, after=after)
         res = tabu_search(tai12a, strategy="gpu", transfer_level=2, block_iterations=8, **kw)
     assert len(calls) == after + 1 and text in res.fallback and res.device_time > 0
     _same_trajectory(res, ref)
-    _later_searches_right(fresh, tai12a, dict(strategy="gpu", transfer_level=2))
+    _later_searches_right(faulty_rt, tai12a, dict(strategy="gpu", transfer_level=2))
 
 
-def test_a_fault_in_a_restart_upload_continues_on_the_cpu(fresh, monkeypatch):
+def test_a_fault_in_a_restart_upload_continues_on_the_cpu(faulty_rt, monkeypatch):
     """HW/SW restarts copy the new state to the device (enqueue_copy of the state's buffers)."""
     pb = HWSWPartitioning.random(40, ccr=1.0, constraint="low", seed=8)
-    kw = dict(iterations=60, tenure=20, seed=3, runtime=fresh)
+    kw = dict(iterations=60, tenure=20, seed=3, runtime=faulty_rt)
     ref = tabu_search(pb, strategy="cpu", cpu_chunks=1, **kw)
     assert ref.restarts >= 1
     with monkeypatch.context() as m:
@@ -126,41 +126,41 @@ def test_a_fault_in_a_restart_upload_continues_on_the_cpu(fresh, monkeypatch):
         res = tabu_search(pb, strategy="gpu", transfer_level=0, **kw)
     assert "-9999" in res.fallback
     _same_trajectory(res, ref)
-    _later_searches_right(fresh, pb, dict(strategy="gpu", transfer_level=0), tenure=20)
+    _later_searches_right(faulty_rt, pb, dict(strategy="gpu", transfer_level=0), tenure=20)
 
 
 @pytest.mark.parametrize("split", DEVICE_SPLITS, ids=["gpu", "hybrid"])
-def test_a_fault_raises_device_failure_when_asked(fresh, monkeypatch, tai12a, split):
+def test_a_fault_raises_device_failure_when_asked(faulty_rt, monkeypatch, tai12a, split):
     with monkeypatch.context() as m:
         _fault(m, "enqueue_nd_range_kernel", _lost_context, after=20)
         with pytest.raises(hpu.DeviceFailure, match="-9999") as info:
-            tabu_search(tai12a, seed=5, runtime=fresh, on_device_error="raise", **split, **KW)
+            tabu_search(tai12a, seed=5, runtime=faulty_rt, on_device_error="raise", **split, **KW)
     assert info.value.fatal and isinstance(info.value.__cause__, cl.LogicError)
-    _later_searches_right(fresh, tai12a, split)
+    _later_searches_right(faulty_rt, tai12a, split)
     with pytest.raises(ValueError, match="on_device_error"):
-        tabu_search(tai12a, seed=5, runtime=fresh, on_device_error="ignore", **KW)
+        tabu_search(tai12a, seed=5, runtime=faulty_rt, on_device_error="ignore", **KW)
 
 
-def test_a_fault_while_calibrating_searches_on_the_cpu(fresh, monkeypatch, tmp_path, tai12a):
+def test_a_fault_while_calibrating_searches_on_the_cpu(faulty_rt, monkeypatch, tmp_path, tai12a):
     monkeypatch.setenv("HPU_PROFILE_DIR", str(tmp_path))
-    kw = dict(seed=2, runtime=fresh, **KW)
+    kw = dict(seed=2, runtime=faulty_rt, **KW)
     ref = tabu_search(tai12a, strategy="cpu", cpu_chunks=1, **kw)
     with monkeypatch.context() as m:
         _fault(m, "enqueue_nd_range_kernel", _lost_context, always=True)
         with pytest.raises(hpu.DeviceFailure, match="-9999"):
-            calibrate(tai12a, fresh)
+            calibrate(tai12a, faulty_rt)
         res = tabu_search(tai12a, **kw)  # the model must choose: it calibrates, and the device fails again
         with pytest.raises(hpu.DeviceFailure, match="-9999"):
             tabu_search(tai12a, on_device_error="raise", **kw)
     assert "-9999" in res.fallback and res.split.strategy == "cpu" and res.device_time == 0
     _same_trajectory(res, ref)
-    assert not costs_path(tai12a, fresh).exists()  # nothing half-measured was kept
-    assert calibrate(tai12a, fresh).has_device
+    assert not costs_path(tai12a, faulty_rt).exists()  # nothing half-measured was kept
+    assert calibrate(tai12a, faulty_rt).has_device
     assert tabu_search(tai12a, **kw).fallback == ""
 
 
-def test_hybrid_ea_with_a_fault_gives_the_cpu_result(fresh, monkeypatch, tai12a):
-    kw = dict(population=3, generations=2, offspring=3, ils_iterations=2, ls_iterations=30, seed=3, runtime=fresh)
+def test_hybrid_ea_with_a_fault_gives_the_cpu_result(faulty_rt, monkeypatch, tai12a):
+    kw = dict(population=3, generations=2, offspring=3, ils_iterations=2, ls_iterations=30, seed=3, runtime=faulty_rt)
     cpu = hybrid_ea(tai12a, strategy="cpu", concurrency=1, **kw)
     with monkeypatch.context() as m:
         _fault(m, "enqueue_nd_range_kernel", _lost_context, after=4)  # resident blocks: few launches a search
@@ -172,12 +172,12 @@ def test_hybrid_ea_with_a_fault_gives_the_cpu_result(fresh, monkeypatch, tai12a)
     assert again.fallbacks == 0 and again.device_time > 0 and np.array_equal(again.population, cpu.population)
 
 
-def test_a_fault_while_eight_threads_search_leaves_every_result_right(fresh, monkeypatch, tai12a):
+def test_a_fault_while_eight_threads_search_leaves_every_result_right(faulty_rt, monkeypatch, tai12a):
     """The context dies under all of them: each search falls back (or finishes first); all take the CPU's moves."""
-    refs = {s: tabu_search(tai12a, strategy="cpu", cpu_chunks=1, seed=s, runtime=fresh, **KW) for s in range(8)}
+    refs = {s: tabu_search(tai12a, strategy="cpu", cpu_chunks=1, seed=s, runtime=faulty_rt, **KW) for s in range(8)}
 
     def search(s: int):
-        return tabu_search(tai12a, seed=s, runtime=fresh, **DEVICE_SPLITS[s % 2], **KW)
+        return tabu_search(tai12a, seed=s, runtime=faulty_rt, **DEVICE_SPLITS[s % 2], **KW)
 
     with monkeypatch.context() as m:
         _fault(m, "enqueue_nd_range_kernel", _lost_context, after=100)

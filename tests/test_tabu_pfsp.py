@@ -16,13 +16,6 @@ from hpu.tabu.pfsp import PFSP, taillard_processing_times
 NEIGHBOURHOODS = ("insertion", "swap")
 
 
-@pytest.fixture
-def rt(runtime):
-    if not runtime.has_device:
-        pytest.skip("no OpenCL device")
-    return runtime
-
-
 # -- independent references -------------------------------------------------------------
 
 

@@ -11,13 +11,6 @@ DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
 GPU = dict(strategy="gpu", transfer_level=2)
 
 
-@pytest.fixture
-def rt(runtime):
-    if not runtime.has_device:
-        pytest.skip("no OpenCL device")
-    return runtime
-
-
 PROBLEMS = {
     "qap": lambda: QAP.from_qaplib(DATA / "tai12a.dat"),
     "qap-move-attribute": lambda: QAP.from_qaplib(DATA / "tai12a.dat", tabu_attribute="move"),

@@ -208,7 +208,8 @@ def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]],
     Parameters
     ----------
     runtimes : sequence of hpu.Runtime
-        One per device share (the same runtime may appear twice: two leases).
+        One per device share (the same runtime may appear twice: two leases),
+        all with one thread pool (a runtime and its :attr:`~hpu.Runtime.peers`).
     devices : sequence of callable(lease) -> D
     cpu : callable() -> C, optional
     redo : callable(i) -> D

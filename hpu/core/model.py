@@ -553,8 +553,6 @@ def _advanced_result(m: _Advanced, alpha: float, total: float) -> Split:
     )
 
 
-
-
 # ---------------------------------------------------------------------------
 # Several units: shares that finish together (beyond the paper)
 # ---------------------------------------------------------------------------
@@ -661,12 +659,6 @@ def _finish_together(n: int, grid: np.ndarray, curves: list[np.ndarray]) -> list
             hi = mid
         else:
             lo = mid
-    m = np.floor(counts_at(hi)).astype(np.int64)
-    m = np.minimum(m, n)
-    short = n - int(m.sum())
-    if short > 0:  # rounding: the rest to the unit with the most items
-        m[int(np.argmax(m))] += short
-    elif short < 0:
-        i = int(np.argmax(m))
-        m[i] += short
+    m = np.minimum(np.floor(counts_at(hi)).astype(np.int64), n)
+    m[int(np.argmax(m))] += n - int(m.sum())  # rounding: the difference to (or from) the unit with the most items
     return [int(v) for v in m]

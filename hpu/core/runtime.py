@@ -550,7 +550,7 @@ class Runtime:
         sequence of :func:`select_device` forms.  The first is this
         runtime's device; each further one gets a peer runtime of its own
         (:attr:`peers`: context, leases, profile from its own calibration,
-        :func:`default_profile_path`), and key-range sorts
+        :func:`default_profile_path`; this runtime's thread pool), and key-range sorts
         (:func:`hpu.hybrid_mergesort` ``strategy="keyrange"``) give every
         unit a share.  The same device may be named twice (two contexts on
         one device; tests use it on PoCL).
@@ -624,10 +624,13 @@ class Runtime:
         self.pool = WorkerPool(threads)
         #: Long-lived objects shared by calls (see :class:`ResourceCache`); cleared by :meth:`close`.
         self.resources = ResourceCache()
-        #: Runtimes of the further devices of ``devices`` (their thread pools stay idle: work runs on this one's).
+        #: Runtimes of the further devices of ``devices``; they share this one's thread pool (one HPU, one CPU).
         self.peers: tuple[Runtime, ...] = tuple(
-            Runtime(d, threads=1, profiling=profiling, host_pool_bytes=0, max_idle_leases=max_idle_leases,
+            Runtime(d, threads=threads, profiling=profiling, host_pool_bytes=0, max_idle_leases=max_idle_leases,
                     device_memory_limit=device_memory_limit) for d in found[1:])
+        for peer in self.peers:
+            peer.pool.shutdown()  # never used: no thread was started
+            peer.pool = self.pool
 
     def _open_context(self) -> None:
         self.context = self.queue = None

@@ -161,7 +161,7 @@ def _device_share(lease: DeviceLease, plan: Plan, work: np.ndarray, y: int, firs
     seg = plan.level(y).size
     nbytes = (last - first) * seg * plan.dtype.itemsize
     region = work[first * seg:last * seg]
-    _check_device_memory(lease.device, nbytes)
+    _check_device_memory(lease, nbytes)
     a, b = lease.buffer("dc-a", nbytes), lease.buffer("dc-b", nbytes)
     q = lease.queue
     _clock_offset(q, rec)
@@ -176,11 +176,12 @@ def _device_share(lease: DeviceLease, plan: Plan, work: np.ndarray, y: int, firs
         rec.add("device", kind, level, *event_times(ev, rec, now), m, size, nbytes)
 
 
-def _check_device_memory(device: Any, nbytes: int) -> None:
-    if nbytes > device.max_mem_alloc_size or 2 * nbytes > 0.8 * device.global_mem_size:
+def _check_device_memory(lease: DeviceLease, nbytes: int) -> None:
+    device, usable = lease.device, lease.runtime.device_memory_bytes
+    if nbytes > device.max_mem_alloc_size or 2 * nbytes > usable:
         raise DeviceFailure(
-            f"device share of {nbytes / 2**20:.0f} MiB exceeds the device memory "
-            f"(max allocation {device.max_mem_alloc_size / 2**20:.0f} MiB, global {device.global_mem_size / 2**20:.0f} MiB)"
+            f"device share of {nbytes / 2**20:.0f} MiB exceeds the device memory hpu may use "
+            f"(max allocation {device.max_mem_alloc_size / 2**20:.0f} MiB, usable {usable / 2**20:.0f} MiB)"
         )
 
 

@@ -49,9 +49,8 @@ import numpy as np
 from ..core.hybrid import check_on_device_error, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.runtime import Runtime, resolve_runtime
-from ..dc.executor import STRATEGIES
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
-from .mergesort import hybrid_mergesort, planned_strategy
+from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_strategy
 from .pipeline import fast_keyed_sort, keyed_fits, keyed_key_type
 
 __all__ = ["KINDS", "argsort", "packs_on_device", "sort", "sort_by_key"]
@@ -233,7 +232,7 @@ class _Options:
 
     def __init__(self, runtime: Runtime | None, strategy: str, alpha: float | None, transfer_level: int | None,
                  on_device_error: str):
-        check_strategy(strategy, ("auto", *STRATEGIES, "keyrange"))
+        check_strategy(strategy, SORT_STRATEGIES)
         check_on_device_error(on_device_error)
         if alpha is not None and not 0.0 <= float(alpha) <= 1.0:  # checked here too: not every path sorts by
             raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")  # hybrid_mergesort
@@ -390,7 +389,7 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     ValueError
         An unknown ``strategy``, or ``rows`` that does not divide ``n``.
     """
-    check_strategy(strategy, ("auto", *STRATEGIES, "keyrange"))
+    check_strategy(strategy, SORT_STRATEGIES)
     if rows < 1 or n % rows:
         raise ValueError(f"rows must divide n: got {rows} rows of {n} keys")
     dt, vals = np.dtype(dtype), [np.dtype(v) for v in value_dtypes]

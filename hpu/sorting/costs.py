@@ -113,7 +113,7 @@ def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,
 
 
 def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, itemsize: int = 4,
-                   shared_cores: bool = False, cpu: bool = True) -> Split:
+                   shared_cores: bool = False) -> Split:
     """Shares of a key-range split (:mod:`hpu.sorting.keyrange`) over the CPU and ``k`` devices, and its time.
 
     Each unit sorts its own range of keys, so that the units only have to
@@ -138,9 +138,9 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
         One per device, with ``"transfer"`` and ``"device_sort"`` curves; a
         device without them gets no share.
     itemsize : int
+        Bytes per key (costs scale from the 4-byte calibration).
     shared_cores : bool
-    cpu : bool
-        Whether the CPU may take a share (False: devices only).
+        The devices run on the host's cores (:attr:`hpu.Runtime.device_shares_host_cores`).
 
     Returns
     -------
@@ -157,7 +157,7 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
     m = int(n)
 
     def cpu_cost(x: np.ndarray) -> np.ndarray:
-        return np.where(x > 0, fast_cost(profile, "cpu_sort", x, itemsize), 0.0) if cpu else np.where(x > 0, np.inf, 0.0)
+        return np.where(x > 0, fast_cost(profile, "cpu_sort", x, itemsize), 0.0)
 
     def dev_cost(prof: Profile) -> Any:
         curves = prof.cost_curves("sort")

@@ -130,7 +130,7 @@ def bucket_ids(x: np.ndarray, start: int, keys: np.ndarray, positions: np.ndarra
         splitter ``b - 1`` and not after splitter ``b``.
     """
     m = x.shape[0]
-    ids = np.zeros(m, np.uint8 if keys.size < 256 else np.uint16) if out is None else out[:m]
+    ids = np.empty(m, np.uint8 if keys.size < 256 else np.uint16) if out is None else out[:m]
     if keys.size <= COMPARE_MAX_SPLITTERS:
         ids[:] = 0
         for s, p in zip(keys, positions):
@@ -176,8 +176,14 @@ class KeyRangePlan:
 
     def scratch_segments(self, b: int) -> list[tuple[int, int]]:
         """Ranges of the scratch partition that hold bucket ``b``'s keys, in input order."""
-        first = self.blocks[:-1] + self.counts[:, :b].sum(axis=1)
+        first = _scratch_offsets(self.blocks, self.counts)[:, b]
         return [(int(s), int(s + c)) for s, c in zip(first, self.counts[:, b]) if c]
+
+
+def _scratch_offsets(blocks: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(block, bucket) -> where :func:`partition` put that segment in the scratch array: each block's range,
+    bucket after bucket."""
+    return blocks[:-1, None] + np.cumsum(counts, axis=1) - counts
 
 
 def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.ndarray, scratch: np.ndarray,
@@ -236,7 +242,7 @@ def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.
     totals = counts.sum(axis=0)
     bounds = np.concatenate([[0], np.cumsum(totals)]).astype(np.int64)
     dest = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # (block, bucket) -> offset in out
-    seg = blocks[:-1, None] + np.cumsum(counts, axis=1) - counts  # (block, bucket) -> offset in scratch
+    seg = _scratch_offsets(blocks, counts)
 
     def place(t: int) -> None:
         for c in range(int(ranges[t]), int(ranges[t + 1])):
@@ -317,7 +323,9 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     active = [u for u in range(len(s)) if s[u] > 0]
     fr, owner = _fractions([s[u] for u in active], [pieces[u] for u in active])
     owner = [active[o] for o in owner]
-    out = rt.host_pool.empty_or_new(n, dt, pinned=active != [0], kept=kept_policy(rt, n, dt.itemsize, options))
+    pinned = active != [0]
+    kept = kept_policy(rt, n, dt.itemsize, options) if pinned else "pin"
+    out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept)
     scratch = rt.host_pool.empty_or_new(n, dt)
     trace = Trace("keyrange", float(s[0]), 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
     t0 = rec.now()

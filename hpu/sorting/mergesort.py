@@ -37,9 +37,12 @@ from .pipeline import DEFAULT_OPTIONS, PipelineOptions, fast_sort, max_device_el
 
 log = logging.getLogger("hpu")
 
-__all__ = ["hybrid_mergesort", "as_sortable", "planned_split", "planned_strategy"]
+__all__ = ["SORT_STRATEGIES", "hybrid_mergesort", "as_sortable", "planned_split", "planned_strategy"]
 
 _SPEC = mergesort_spec()
+#: Every ``strategy`` the sorts take: the paper's (:data:`hpu.dc.executor.STRATEGIES`), "auto" and fast mode's
+#: key-range split.
+SORT_STRATEGIES = ("auto", *STRATEGIES, "keyrange")
 
 
 def as_sortable(a: Any) -> np.ndarray:
@@ -153,7 +156,7 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     arr = as_sortable(a)
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    check_strategy(strategy, ("auto", *STRATEGIES, "keyrange"))
+    check_strategy(strategy, SORT_STRATEGIES)
     if shares is not None:
         if strategy not in ("auto", "keyrange"):
             raise ValueError(f"shares go with strategy='keyrange', not {strategy!r}")

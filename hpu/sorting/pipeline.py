@@ -431,7 +431,9 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     n_dev = n - n_cpu
     t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
     # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
-    out = rt.host_pool.empty_or_new(n, dt, pinned=n_cpu == 0 and t == 0, kept=kept_policy(rt, n, dt.itemsize, options))
+    pinned = n_cpu == 0 and t == 0
+    kept = kept_policy(rt, n, dt.itemsize, options) if pinned else "pin"
+    out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept)
     trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
 
     if n_dev == 0:
@@ -523,10 +525,11 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
 
     The host stages the keys (and values) into pinned memory as in
     :func:`fast_sort` and copies them up as they are; the device packs each
-    key with its position, ``to_unsigned(key) << bits(n - 1) | i``
-    (:mod:`hpu.sorting.keys`; ``kernels_cl/keyed.cl``; for rows, the row
-    number above the key: a segmented sort), sorts the packed
-    64-bit integers wave by wave and merges the waves (:class:`DeviceSorter`),
+    key's 32-bit digit with its column, ``row << (32 + c) | digit << c | col``
+    with ``c = bits(m - 1)`` (:mod:`hpu.sorting.keys`; ``kernels_cl/keyed.cl``;
+    one row: ``row = 0``; 64-bit keys: the low digit, then the high one),
+    sorts the packed 64-bit integers (wave by wave with
+    ``options.sort_waves``) and merges the waves (:class:`DeviceSorter`),
     then keeps their low bits (the positions) or gathers every array by them,
     and the results are copied straight into pinned result memory.  No
     host pass over the keys besides the staging copy: the host-side packing
@@ -570,19 +573,33 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
 
     Raises
     ------
+    TypeError
+        Keys of a dtype :func:`keyed_key_type` does not take, or values
+        holding Python objects (with ``gather``).
     ValueError
+        Values of another length than the keys (with ``gather``), or a
         ``row_length`` that does not divide ``n`` or packs into more than 64 bits.
     DeviceFailure
         With ``on_device_error="raise"`` when the device fails.
     """
     n = keys.shape[0]
+    if keyed_key_type(keys.dtype) is None:
+        raise TypeError(f"fast_keyed_sort packs native 32- and 64-bit numeric, datetime64 and timedelta64 keys on "
+                        f"the device, not {keys.dtype}")
+    if gather:
+        for v in values:
+            if v.dtype.hasobject:
+                raise TypeError(f"values of dtype {v.dtype} hold Python objects; the device cannot gather them")
+            if v.shape != keys.shape:
+                raise ValueError(f"values of shape {v.shape} for keys of shape {keys.shape}")
     m = n if row_length is None else int(row_length)
     if m < 1 or n % m or packed_bits(32, m, n // m) > 64:
         raise ValueError(f"row_length {row_length} does not divide {n} keys into rows packed in 64 bits")
     rec = Recorder()
     trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n)
     dtypes = [keys.dtype, *(v.dtype for v in values)] if gather else [np.dtype(np.int64)]
-    outs = [rt.host_pool.empty_or_new(n, dt, pinned=True) for dt in dtypes]
+    outs = [rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n, dt.itemsize, options))
+            for dt in dtypes]
 
     def finish(r: HybridResult) -> list[np.ndarray]:
         trace.fallback = r.fallback

@@ -44,6 +44,7 @@ import numpy as np
 from ..core.hybrid import as_device_failure, check_on_device_error
 from ..core.kernels import define_header, kernel_source
 from ..core.runtime import Runtime, resolve_runtime
+from ..core.util import check_int
 from .problem import NeighbourhoodState, TabuProblem
 
 try:  # a dependency, but CPU-only installs must import the tabu search
@@ -62,7 +63,7 @@ ADMISSIBLE, TABU, INFEASIBLE, _EMPTY = 0, 1, 2, 3
 HALT_NO_FEASIBLE_MOVE = 3
 #: Accepted values of ``tie_break``.
 TIE_BREAKS = ("random", "index")
-# key = class << 61 | tie << 40 | move index (as in tabu_reduce.cl); tie has 21 bits.
+# key = class << 61 | tie << 40 | move index; tie has 21 bits (the kernels get the shifts as defines).
 _CLASS_SHIFT, _TIE_SHIFT, _TIE_BITS = 61, 40, 21
 _INDEX_MASK = (1 << _TIE_SHIFT) - 1
 _KEY_MASK = (1 << _CLASS_SHIFT) - 1
@@ -136,6 +137,8 @@ def reduce_moves(delta: np.ndarray, feasible: np.ndarray | None, tabu: np.ndarra
     offset : int
         Index of the first move.
     iteration : int
+        The current iteration: a move is tabu while its ``tabu_until`` entry
+        exceeds it, and it seeds the tie hash.
     tie_seed : int or None
         Ties between equal deltas go to the lowest :func:`tie_hash` of (move,
         ``iteration``) under this seed, then the lowest index (None: the
@@ -221,7 +224,8 @@ class Evaluator:
     cpu_time, device_time, host_time : float
         Seconds spent so far: the CPU share (wall), the device (kernel,
         read-back and apply events when the queue profiles, else wall time
-        waited), and the host's combine and bookkeeping.
+        waited; a resident block: its wall time), and the host's combine and
+        bookkeeping.
     fallback : str
         Empty, or why the device failed and the CPU took over its share.
 
@@ -244,8 +248,8 @@ class Evaluator:
         on_device_error: str = "fallback",
         tie_seed: int | None = None,
     ):
-        if tie_seed is not None and not 0 <= tie_seed < 2**32:
-            raise ValueError(f"tie_seed must be None or lie in [0, 2**32), got {tie_seed!r}")
+        if tie_seed is not None:
+            check_int("tie_seed", tie_seed, 0, 2**32, " or None")
         self.state = state
         self.tie_seed = tie_seed
         # the kernels' tie_seed and tie_mask (0: every tie hash is 0, the lowest index wins)
@@ -317,7 +321,8 @@ class Evaluator:
             raise ValueError(f"work_group_size must be a power of two, got {w}")
         self.work_group_size = w
         lease = self._lease = self.runtime.acquire_lease()
-        defines = {"WG": w, "TABU_BY_ATTRIBUTE": int(st.problem.tabu_attribute != "move"), **st.defines()}
+        defines = {"WG": w, "TABU_BY_ATTRIBUTE": int(st.problem.tabu_attribute != "move"), "CLASS_SHIFT": _CLASS_SHIFT,
+                   "TIE_SHIFT": _TIE_SHIFT, "HALT_NO_FEASIBLE_MOVE": HALT_NO_FEASIBLE_MOVE, **st.defines()}
         source = define_header(defines) + "".join(
             kernel_source(name) for name in ("tabu_pairs", st.kernel, "tabu_reduce"))
         program = self._program = lease.build(source)
@@ -340,6 +345,7 @@ class Evaluator:
         lease, self._lease = self._lease, None
         self._events.clear()
         self._eval = self._apply_k = self._pargs = self._tabu_d = self._partial_d = self._program = None
+        self._select = self._eval_res = self._group_k = self._ctrl_d = self._trail_d = None
         if lease is not None:
             if failure is None:
                 self.runtime.release_lease(lease)
@@ -396,7 +402,8 @@ class Evaluator:
         self.groups = groups
         if self._partial_d is None or self._partial.size < 2 * groups:
             self._partial = np.empty(2 * groups, dtype=np.int64)
-            self._partial_d = cl.Buffer(self._lease.context, cl.mem_flags.WRITE_ONLY, size=self._partial.nbytes)
+            # READ_WRITE: tabu_select reads the partial minima on the device (run_block)
+            self._partial_d = cl.Buffer(self._lease.context, cl.mem_flags.READ_WRITE, size=self._partial.nbytes)
             self._eval.set_arg(_PARTIAL_ARG, self._partial_d)
         self._chunk = -(-(hi - lo) // groups)
         self._eval.set_arg(1, np.uint64(lo))
@@ -549,18 +556,27 @@ class Evaluator:
         The host's state changes first: a device failure here leaves it
         right (see :meth:`evaluate` for what follows).
         """
-        t0 = time.perf_counter()
-        self.state.mark_tabu(index, self.tabu_until, until)
-        self.state.apply(index, delta)
+        self.follow(index, delta, until)
         if self._lease is not None:
+            t0 = time.perf_counter()
             try:
                 self.apply_on_device(index, until)
             except Exception as e:
                 self._device_failed(e)
-        self.host_time += time.perf_counter() - t0
+            self.host_time += time.perf_counter() - t0
 
     def follow(self, index: int, delta: int, until: int) -> None:
-        """The host's part of :meth:`apply` only: the device took the move itself (:meth:`run_block`)."""
+        """The host's part of :meth:`apply` only: the device took the move itself (:meth:`run_block`).
+
+        Parameters
+        ----------
+        index : int
+            The move taken.
+        delta : int
+            Its objective change.
+        until : int
+            The iteration up to which its attributes are tabu.
+        """
         t0 = time.perf_counter()
         self.state.mark_tabu(index, self.tabu_until, until)
         self.state.apply(index, delta)
@@ -604,6 +620,7 @@ class Evaluator:
         first, count : int
             Iteration numbers (``first >= 1``, ``count >= 1``).
         tenure : int
+            Iterations a taken move's attributes stay tabu.
         control : numpy.ndarray of int64, shape (5,)
             In: current value, best value (``2**63 - 1``: none), iteration of
             the last new best, 0, ``first - 1``.  Out: the same after the

@@ -462,13 +462,11 @@ class _PFSPState(NeighbourhoodState):
         delta[order] = c[-1] - self.value
         return delta, None
 
-    @property
-    def num_attributes(self) -> int:
-        """``n * n`` (job, position) pairs, job-major, or one per move."""
-        n = self.problem.jobs
-        return n * n if self.problem.tabu_attribute == "job-position" else self.problem.num_moves
+    def _attribute_count(self) -> int:
+        """``n * n`` (job, position) pairs, job-major."""
+        return self.problem.jobs ** 2
 
-    def tabu(self, lo: int, hi: int, tabu_until: np.ndarray, iteration: int) -> np.ndarray:
+    def _attribute_tabu(self, lo: int, hi: int, tabu_until: np.ndarray, iteration: int) -> np.ndarray:
         """Job-position: whether a move puts any job it moves at a position still tabu for that job.
 
         With ``q[k, t]``: the job now at position ``k`` may not go to ``t``, a
@@ -478,8 +476,6 @@ class _PFSPState(NeighbourhoodState):
         prefix sums along those diagonals.
         """
         pb = self.problem
-        if pb.tabu_attribute == "move":
-            return super().tabu(lo, hi, tabu_until, iteration)
         n = pb.jobs
         q = tabu_until.reshape(n, n)[self._perm] > iteration
         a, b = pb._move_block(lo, hi)
@@ -492,15 +488,12 @@ class _PFSPState(NeighbourhoodState):
         shifted = np.where(a < b, down[b + 1] - down[a + 1], up[a] - up[b]) > 0
         return moved | shifted
 
-    def mark_tabu(self, index: int, tabu_until: np.ndarray, until: int) -> None:
+    def _mark_attributes(self, index: int, tabu_until: np.ndarray, until: int) -> None:
         """Job-position: ``(job, position)`` of every job whose position the move changes, before it."""
         pb = self.problem
-        if pb.tabu_attribute == "move":
-            super().mark_tabu(index, tabu_until, until)
-        else:
-            a, b = pb.move(index)
-            k = np.array([a, b]) if pb.neighbourhood == "swap" else np.arange(min(a, b), max(a, b) + 1)
-            tabu_until[self._perm[k] * pb.jobs + k] = until
+        a, b = pb.move(index)
+        k = np.array([a, b]) if pb.neighbourhood == "swap" else np.arange(min(a, b), max(a, b) + 1)
+        tabu_until[self._perm[k] * pb.jobs + k] = until
 
     def apply(self, index: int, delta: int) -> None:
         a, b = self.problem.move(index)

@@ -12,7 +12,8 @@ OpenCL file defines ``MOVE_BY_INDEX`` and ``move_eval`` (see
 :class:`NeighbourhoodState`: the current solution with whatever derived data
 makes the incremental (delta) evaluation fast, kept on the host (numpy) and,
 when a device takes part, on the device (OpenCL buffers updated in place by
-the problem's ``tabu_apply`` kernel).
+the problem's ``apply_move``, which the ``tabu_apply`` kernel of
+``kernels_cl/tabu_reduce.cl`` calls).
 
 Tabu status is kept per *tabu attribute* (Glover, "Tabu search - part I",
 ORSA J. Computing 1(3), 1989): by default the move index itself
@@ -126,6 +127,12 @@ class NeighbourhoodState(abc.ABC):
     between iterations lives in those buffers and is updated by
     ``apply_move`` on the device, so that iterations can run back to back
     there (:func:`hpu.tabu.tabu_search`'s ``block_iterations``).
+
+    Tabu attributes: ``"move"`` (one tabu entry per move) is handled here.  A
+    problem whose ``TABU_ATTRIBUTES`` name another defines
+    ``_attribute_count``, ``_attribute_tabu`` and ``_mark_attributes`` for it,
+    and in its OpenCL file ``move_tabu`` and the marking in ``apply_move``
+    under ``TABU_BY_ATTRIBUTE``.
     """
 
     #: Name of the problem's OpenCL file in ``kernels_cl``.
@@ -160,14 +167,16 @@ class NeighbourhoodState(abc.ABC):
 
     @property
     def num_attributes(self) -> int:
-        """Entries of the tabu status array ``tabu_until`` (default: one per move)."""
-        return self.problem.num_moves
+        """Entries of the tabu status array ``tabu_until``: one per move (attribute ``"move"``), else
+        :meth:`_attribute_count`."""
+        return self.problem.num_moves if self.problem.tabu_attribute == "move" else self._attribute_count()
 
     def tabu(self, lo: int, hi: int, tabu_until: np.ndarray, iteration: int) -> np.ndarray:
         """Which moves of ``[lo, hi)`` are tabu at ``iteration`` in the current solution.
 
-        Default (attribute ``"move"``): ``tabu_until[lo:hi] > iteration``.
-        Must agree with the OpenCL ``move_tabu`` of the problem's file.
+        Attribute ``"move"``: ``tabu_until[lo:hi] > iteration``; any other
+        attribute: :meth:`_attribute_tabu`, which must agree with the OpenCL
+        ``move_tabu`` of the problem's file.
 
         Parameters
         ----------
@@ -180,15 +189,31 @@ class NeighbourhoodState(abc.ABC):
         -------
         numpy.ndarray of bool, shape (hi - lo,)
         """
-        return tabu_until[lo:hi] > iteration
+        if self.problem.tabu_attribute == "move":
+            return tabu_until[lo:hi] > iteration
+        return self._attribute_tabu(lo, hi, tabu_until, iteration)
 
     def mark_tabu(self, index: int, tabu_until: np.ndarray, until: int) -> None:
         """Make the attributes of move ``index`` tabu until iteration ``until``, in place, before the move is applied.
 
-        Default (attribute ``"move"``): ``tabu_until[index] = until``.  Must
-        agree with what the problem's ``tabu_apply`` kernel marks.
+        Attribute ``"move"``: ``tabu_until[index] = until``; any other:
+        :meth:`_mark_attributes`, which must agree with what the problem's
+        ``apply_move`` marks on the device (under ``TABU_BY_ATTRIBUTE``).
         """
-        tabu_until[index] = until
+        if self.problem.tabu_attribute == "move":
+            tabu_until[index] = until
+        else:
+            self._mark_attributes(index, tabu_until, until)
+
+    # A problem whose TABU_ATTRIBUTES name more than "move" defines these three for the others.
+    def _attribute_count(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} has no tabu attribute {self.problem.tabu_attribute!r}")
+
+    def _attribute_tabu(self, lo: int, hi: int, tabu_until: np.ndarray, iteration: int) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} has no tabu attribute {self.problem.tabu_attribute!r}")
+
+    def _mark_attributes(self, index: int, tabu_until: np.ndarray, until: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} has no tabu attribute {self.problem.tabu_attribute!r}")
 
     @abc.abstractmethod
     def reset(self, solution: np.ndarray) -> None:

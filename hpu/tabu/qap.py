@@ -334,29 +334,22 @@ class _QAPState(NeighbourhoodState):
         d += (a[r, r] - a[s, s]) * (bp[s, s] - bp[r, r])
         return d, None
 
-    @property
-    def num_attributes(self) -> int:
-        """``n * n`` (facility, location) pairs, row-major, or one per move."""
-        n = self.problem.n
-        return n * n if self.problem.tabu_attribute == "facility-location" else self.problem.num_moves
+    def _attribute_count(self) -> int:
+        """``n * n`` (facility, location) pairs, row-major."""
+        return self.problem.n ** 2
 
-    def tabu(self, lo: int, hi: int, tabu_until: np.ndarray, iteration: int) -> np.ndarray:
+    def _attribute_tabu(self, lo: int, hi: int, tabu_until: np.ndarray, iteration: int) -> np.ndarray:
         """Facility-location: swap (r, s) is tabu when r's entry at p(s) and s's at p(r) are both tabu."""
-        if self.problem.tabu_attribute == "move":
-            return super().tabu(lo, hi, tabu_until, iteration)
         n, p = self.problem.n, self._perm
         r, s = pair_block(n, lo, hi)
         t = tabu_until.reshape(n, n)
         return (t[r, p[s]] > iteration) & (t[s, p[r]] > iteration)
 
-    def mark_tabu(self, index: int, tabu_until: np.ndarray, until: int) -> None:
+    def _mark_attributes(self, index: int, tabu_until: np.ndarray, until: int) -> None:
         """Facility-location: (r, p(r)) and (s, p(s)) before the swap."""
-        if self.problem.tabu_attribute == "move":
-            super().mark_tabu(index, tabu_until, until)
-        else:
-            n, p = self.problem.n, self._perm
-            r, s = pair_from_index(n, index)
-            tabu_until[r * n + p[r]] = tabu_until[s * n + p[s]] = until
+        n, p = self.problem.n, self._perm
+        r, s = pair_from_index(n, index)
+        tabu_until[r * n + p[r]] = tabu_until[s * n + p[s]] = until
 
     def apply(self, index: int, delta: int) -> None:
         r, s = pair_from_index(self.problem.n, index)

@@ -32,7 +32,9 @@ log = logging.getLogger("hpu")
 
 _MAX_RESTARTS_PER_ITERATION = 100
 
-#: Iterations per round trip when they run resident on the device (``tabu_search``'s ``block_iterations``).
+#: Iterations per round trip when they run resident on the device (``tabu_search``'s ``block_iterations``): a
+#: round default, not the model's choice; on the H100 the best K was 32 to 256 depending on the instance
+#: (``experiments/bench_tabu_resident.py``, ``experiments/results/h100/bench_tabu_resident.json``).
 DEFAULT_BLOCK_ITERATIONS = 32
 
 
@@ -78,6 +80,8 @@ class TabuResult:
     block_iterations : int
         Iterations per round trip to the device: more than 1 when they ran
         resident on it (``tabu_search``'s ``block_iterations``), 1 on the host loop.
+        The value asked for: after a device failure (see ``fallback``) the
+        rest of the search ran on the host loop.
     """
 
     best_solution: np.ndarray | None

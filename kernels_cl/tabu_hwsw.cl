@@ -14,6 +14,12 @@
     __global const long *sw, __global const long *hw, __global const int *adj_ptr, \
     __global const int *adj_node, __global const long *adj_cost, __global long *slack
 #define PROBLEM_ARGS , x, dh, dl, sw, hw, adj_ptr, adj_node, adj_cost, slack
+#define PROBLEM_BATCH_PARAMS , __global int *x_all, __global long *dh_all, __global long *dl_all, \
+    __global const long *sw, __global const long *hw, __global const int *adj_ptr, \
+    __global const int *adj_node, __global const long *adj_cost, __global long *slack_all
+#define PROBLEM_BATCH_SELECT(s) __global int *x = x_all + (s) * n; __global long *dh = dh_all + (s) * n; \
+    __global long *dl = dl_all + (s) * n; __global long *slack = slack_all + (s);
+#define SOLUTION x
 
 /* Change of S + C when i and j flip: dl[i] + dl[j], less twice the edge
  * (i, j)'s term, whose cut state does not change. */

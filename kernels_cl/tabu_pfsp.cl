@@ -28,6 +28,10 @@
 #define MOVE_PARAMS(n, m, a, b) pfsp_move(n, m, a, b)
 #define PROBLEM_PARAMS , __global const CELL_T *pt, __global int *perm, __global CELL_T *table
 #define PROBLEM_ARGS , pt, perm, table
+#define PROBLEM_BATCH_PARAMS , __global const CELL_T *pt, __global int *perm_all, __global CELL_T *table_all
+#define PROBLEM_BATCH_SELECT(s) \
+    __global int *perm = perm_all + (s) * n; __global CELL_T *table = table_all + (s) * n * MACHINES;
+#define SOLUTION perm
 
 /* Positions (a, b) of move m; same numbering as PFSP.move.
  * Swap: the pair a < b of tabu_pairs.cl.  Insertion: the job at a goes to b;

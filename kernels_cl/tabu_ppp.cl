@@ -28,6 +28,12 @@
 #define PROBLEM_PARAMS , __global const char *A, __global int *V, __global int *Y, __global int *order, \
     __global int *count, __global const int *target, __global int *cursor
 #define PROBLEM_ARGS , A, V, Y, order, count, target, cursor
+#define PROBLEM_BATCH_PARAMS , __global const char *A, __global int *V_all, __global int *Y_all, \
+    __global int *order_all, __global int *count_all, __global const int *target, __global int *cursor_all
+#define PROBLEM_BATCH_SELECT(s) __global int *V = V_all + (s) * n; __global int *Y = Y_all + (s) * ROWS; \
+    __global int *order = order_all + (s) * ROWS; __global int *count = count_all + (s) * NBINS; \
+    __global int *cursor = cursor_all + (s) * NBINS;
+#define SOLUTION V
 
 #define RING 8 /* at most 2 HAMMING_K + 1 <= 7 bins are live at once in move_eval */
 

@@ -15,6 +15,9 @@
 
 #define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm
 #define PROBLEM_ARGS , A, Bp, perm
+#define PROBLEM_BATCH_PARAMS , __global MAT_T *A, __global MAT_T *Bp_all, __global int *perm_all
+#define PROBLEM_BATCH_SELECT(s) __global MAT_T *Bp = Bp_all + (s) * n * n; __global int *perm = perm_all + (s) * n;
+#define SOLUTION perm
 
 #if TABU_BY_ATTRIBUTE
 static inline int move_tabu(const ulong n, const ulong m, __global const int *tabu_until, const int iteration

@@ -24,6 +24,12 @@
  *                   tabu until iteration `until`, then move to the neighbour;
  *   MOVE_PARAMS(n, m, &i, &j)  the (i, j) apply_move takes for move m (default:
  *                   the pair of tabu_pairs.cl);
+ * and, for tabu_run_batch (many searches at once),
+ *   PROBLEM_BATCH_PARAMS  PROBLEM_PARAMS with each search's own (read-write)
+ *                   state stacked search after search (e.g. Bp_all for Bp);
+ *   PROBLEM_BATCH_SELECT(s)  declarations of the PROBLEM_PARAMS names as
+ *                   search s's slices of those;
+ *   SOLUTION        the array of n ints that holds the current solution;
  * with WG (the work-group size, a power of two) and TABU_BY_ATTRIBUTE
  * defined.  With TABU_BY_ATTRIBUTE 0 move m is tabu while tabu_until[m] >
  * iteration; with 1 the problem file defines
@@ -100,17 +106,17 @@ static inline void reduce_local(const long bd, const long bk, __local long *best
     }
 }
 
-/* Work-group g's best move of [lo + g chunk, min(lo + (g + 1) chunk, hi)),
+/* Chunk g's best move of [lo + g chunk, min(lo + (g + 1) chunk, hi)),
  * reduced in local memory; work-item 0 writes partial[2 g] = its delta,
  * partial[2 g + 1] = its key.  A tabu move (move_tabu) is still admissible
  * when delta < aspiration (= best value found - current value). */
-static inline void evaluate_chunk(const ulong n, const ulong lo, const ulong hi, const ulong chunk,
-                                  const long aspiration, const int iteration, const uint tie_seed,
-                                  const uint tie_mask, __global const int *tabu_until, __global long *partial,
-                                  __local long *best_delta, __local long *best_key PROBLEM_PARAMS)
+static inline void evaluate_chunk(const ulong n, const ulong group, const ulong lo, const ulong hi,
+                                  const ulong chunk, const long aspiration, const int iteration,
+                                  const uint tie_seed, const uint tie_mask, __global const int *tabu_until,
+                                  __global long *partial, __local long *best_delta, __local long *best_key
+                                  PROBLEM_PARAMS)
 {
     const uint lid = get_local_id(0);
-    const ulong group = get_group_id(0);
     const ulong start = lo + group * chunk;
     const ulong end = min(start + chunk, hi);
 
@@ -143,8 +149,8 @@ void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const u
 {
     __local long best_delta[WG];
     __local long best_key[WG];
-    evaluate_chunk(n, lo, hi, chunk, aspiration, iteration, tie_seed, tie_mask, tabu_until, partial,
-                   best_delta, best_key PROBLEM_ARGS);
+    evaluate_chunk(n, get_group_id(0), lo, hi, chunk, aspiration, iteration, tie_seed, tie_mask, tabu_until,
+                   partial, best_delta, best_key PROBLEM_ARGS);
 }
 
 /* Apply move `move` (the host loop's apply, one work-group). */
@@ -183,8 +189,8 @@ void tabu_evaluate_resident(const ulong n, const ulong hi, const ulong chunk, co
     __local long best_key[WG];
     if (ctrl[3])
         return;
-    evaluate_chunk(n, 0, hi, chunk, resident_aspiration(ctrl), iteration, tie_seed, tie_mask, tabu_until, partial,
-                   best_delta, best_key PROBLEM_ARGS);
+    evaluate_chunk(n, get_group_id(0), 0, hi, chunk, resident_aspiration(ctrl), iteration, tie_seed, tie_mask,
+                   tabu_until, partial, best_delta, best_key PROBLEM_ARGS);
 }
 
 /* Take the best move (delta bd, key bk) at `iteration` (work-item 0): its
@@ -258,9 +264,34 @@ void tabu_select(const ulong n, const uint groups, const int iteration, const in
                    best_key, &chosen PROBLEM_ARGS);
 }
 
-/* A whole block in one work-group (the neighbourhood in one chunk): `steps`
- * iterations in a loop, with barriers between evaluation, choice and move,
- * so that no launch separates iterations. */
+/* `steps` iterations of one search in one work-group (the neighbourhood in
+ * one chunk), with barriers between evaluation, choice and move, so that no
+ * launch separates iterations.  With `best` not 0, the work-group copies
+ * SOLUTION (the problem file's solution array of n ints) there after every
+ * move that gives a new best. */
+static inline void run_iterations(const ulong n, const ulong hi, const int first, const int steps,
+                                  const int tenure, const long stop_target, const int max_no_improve,
+                                  const uint tie_seed, const uint tie_mask, __global long *partial,
+                                  __global long *ctrl, __global long *trail, __global int *tabu_until,
+                                  __global int *best, __local long *best_delta, __local long *best_key,
+                                  __local long *chosen PROBLEM_PARAMS)
+{
+    for (int iteration = first; iteration < first + steps; iteration++) {
+        if (ctrl[3])
+            return;
+        evaluate_chunk(n, 0, 0, hi, hi, resident_aspiration(ctrl), iteration, tie_seed, tie_mask, tabu_until,
+                       partial, best_delta, best_key PROBLEM_ARGS);
+        if (!take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until,
+                            best_delta, best_key, chosen PROBLEM_ARGS))
+            return;
+        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+        if (best && ctrl[2] == iteration)
+            for (ulong k = get_local_id(0); k < n; k += WG)
+                best[k] = SOLUTION[k];
+    }
+}
+
+/* A whole block of one search in one work-group (run_iterations). */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_run_group(const ulong n, const ulong hi, const int first, const int steps, const int tenure,
                     const long stop_target, const int max_no_improve, const uint tie_seed, const uint tie_mask,
@@ -270,15 +301,30 @@ void tabu_run_group(const ulong n, const ulong hi, const int first, const int st
     __local long best_delta[WG];
     __local long best_key[WG];
     __local long chosen;
-    const uint lid = get_local_id(0);
-    for (int iteration = first; iteration < first + steps; iteration++) {
-        if (ctrl[3])
-            return;
-        evaluate_chunk(n, 0, hi, hi, resident_aspiration(ctrl), iteration, tie_seed, tie_mask, tabu_until, partial,
-                       best_delta, best_key PROBLEM_ARGS);
-        if (!take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until,
-                            best_delta, best_key, &chosen PROBLEM_ARGS))
-            return;
-        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-    }
+    run_iterations(n, hi, first, steps, tenure, stop_target, max_no_improve, tie_seed, tie_mask, partial, ctrl,
+                   trail, tabu_until, 0, best_delta, best_key, &chosen PROBLEM_ARGS);
+}
+
+/* Many independent searches of one problem at once, work-group s running
+ * search s (run_iterations) on its own slices of the buffers: ctrl_all[5 s ..],
+ * partial_all[2 s ..], trail_all[trail_stride s ..], tabu_all[attributes s ..],
+ * best_all[n s ..], tie_seeds[s], and the problem's state as the problem file's
+ * PROBLEM_BATCH_SELECT(s) slices it from the PROBLEM_BATCH_PARAMS (its
+ * PROBLEM_PARAMS with each search's own state stacked search after search;
+ * the problem's data shared). */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void tabu_run_batch(const ulong n, const ulong hi, const int first, const int steps, const int tenure,
+                    const long stop_target, const int max_no_improve, const uint tie_mask, const ulong attributes,
+                    const ulong trail_stride, __global const uint *tie_seeds, __global long *partial_all,
+                    __global long *ctrl_all, __global long *trail_all, __global int *tabu_all,
+                    __global int *best_all PROBLEM_BATCH_PARAMS)
+{
+    __local long best_delta[WG];
+    __local long best_key[WG];
+    __local long chosen;
+    const ulong s = get_group_id(0);
+    PROBLEM_BATCH_SELECT(s)
+    run_iterations(n, hi, first, steps, tenure, stop_target, max_no_improve, tie_seeds[s], tie_mask,
+                   partial_all + 2 * s, ctrl_all + 5 * s, trail_all + trail_stride * s, tabu_all + attributes * s,
+                   best_all + n * s, best_delta, best_key, &chosen PROBLEM_ARGS);
 }

@@ -322,35 +322,8 @@ class _HWSWState(NeighbourhoodState):
         self._update(np.concatenate([[i, j], pb._adj_node[ptr[i] : ptr[i + 1]], pb._adj_node[ptr[j] : ptr[j + 1]]]))
 
     # -- device ----------------------------------------------------------------
-    def device_args(self, context: Any) -> list:
-        import pyopencl as cl
-
-        mf = cl.mem_flags
+    def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
         pb = self.problem
-
-        def buf(a: np.ndarray, flags: int) -> Any:
-            a = np.ascontiguousarray(a)
-            if a.size == 0:  # OpenCL buffers cannot be empty
-                a = np.zeros(1, dtype=a.dtype)
-            return cl.Buffer(context, flags | mf.COPY_HOST_PTR, hostbuf=a)
-
-        rw, ro = mf.READ_WRITE, mf.READ_ONLY
-        return [
-            buf(self._x.astype(np.int32), rw),
-            buf(self._dh, rw),
-            buf(self._dl, rw),
-            buf(pb.software, ro),
-            buf(pb.hardware, ro),
-            buf(pb._adj_ptr, ro),
-            buf(pb._adj_node, ro),
-            buf(pb._adj_cost, ro),
-            buf(np.array([pb.limit - self.load], dtype=np.int64), rw),
-        ]
-
-    def upload(self, queue: Any, args: list) -> None:
-        import pyopencl as cl
-
-        cl.enqueue_copy(queue, args[0], self._x.astype(np.int32))
-        cl.enqueue_copy(queue, args[1], self._dh)
-        cl.enqueue_copy(queue, args[2], self._dl)
-        cl.enqueue_copy(queue, args[8], np.array([self.problem.limit - self.load], dtype=np.int64))
+        return [(self._x.astype(np.int32), True), (self._dh, True), (self._dl, True), (pb.software, False),
+                (pb.hardware, False), (pb._adj_ptr, False), (pb._adj_node, False), (pb._adj_cost, False),
+                (np.array([pb.limit - self.load], dtype=np.int64), True)]

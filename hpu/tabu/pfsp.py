@@ -509,25 +509,10 @@ class _PFSPState(NeighbourhoodState):
             "PREFIX_SHARING": int(self.problem.prefix_sharing),
         }
 
-    def _device_table(self) -> np.ndarray:
-        return np.ascontiguousarray(self._table[1:], dtype=self._cell)
-
-    def device_args(self, context: Any) -> list:
-        import pyopencl as cl
-
-        mf = cl.mem_flags
+    def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
         pt = np.ascontiguousarray(self.problem.processing_times.T, dtype=self._cell)
-        return [
-            cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=pt),
-            cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self._perm.astype(np.int32)),
-            cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self._device_table()),
-        ]
-
-    def upload(self, queue: Any, args: list) -> None:
-        import pyopencl as cl
-
-        cl.enqueue_copy(queue, args[1], self._perm.astype(np.int32))
-        cl.enqueue_copy(queue, args[2], self._device_table())
+        table = np.ascontiguousarray(self._table[1:], dtype=self._cell)
+        return [(pt, False), (self._perm.astype(np.int32), True), (table, True)]
 
     def apply_range(self, work_group_size: int) -> tuple[tuple[int], tuple[int]]:
         """One work-group of ``min(work_group_size, machines)`` work-items (one per machine of a diagonal)."""

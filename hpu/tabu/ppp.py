@@ -365,30 +365,11 @@ class _PPPState(NeighbourhoodState):
         return {"ROWS": pb.m, "HAMMING_K": pb.hamming, "FIRST_POS": pb._first_pos, "NBINS": pb.n + 1,
                 "PENALTY_WEIGHT": PENALTY_WEIGHT}
 
-    def _device_state(self) -> list[np.ndarray]:
-        """``V``, ``Y``, the rows in bin order, the bin counts: the buffers :meth:`upload` refreshes (int32)."""
-        order = np.argsort(self._y, kind="stable")
-        return [a.astype(np.int32) for a in (self._v, self._y, order, self._count)]
-
-    def device_args(self, context: Any) -> list:
-        import pyopencl as cl
-
-        mf = cl.mem_flags
+    def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
+        """``A``; ``V``, ``Y``, the rows in bin order, the bin counts (the state); the target histogram; the
+        scratch of ``apply_move``'s counting sort (int32 but ``A``)."""
         pb = self.problem
-
-        def buf(a: np.ndarray, flags: int) -> Any:
-            return cl.Buffer(context, flags | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
-
-        state = [buf(a, mf.READ_WRITE) for a in self._device_state()]
-        return [
-            buf(pb.A, mf.READ_ONLY),
-            *state,
-            buf(pb._target.astype(np.int32), mf.READ_ONLY),
-            cl.Buffer(context, mf.READ_WRITE, size=4 * (pb.n + 1)),
-        ]
-
-    def upload(self, queue: Any, args: list) -> None:
-        import pyopencl as cl
-
-        for buf, host in zip(args[1:5], self._device_state()):
-            cl.enqueue_copy(queue, buf, host)
+        order = np.argsort(self._y, kind="stable")
+        state = [(a.astype(np.int32), True) for a in (self._v, self._y, order, self._count)]
+        return [(np.ascontiguousarray(pb.A), False), *state, (pb._target.astype(np.int32), False),
+                (np.zeros(pb.n + 1, dtype=np.int32), True)]

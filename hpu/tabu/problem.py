@@ -122,8 +122,8 @@ class NeighbourhoodState(abc.ABC):
     Host side: :meth:`deltas` evaluates a contiguous range of moves with
     vectorised numpy; :meth:`apply` moves to a neighbour.  Device side: the
     OpenCL file ``kernels_cl/<kernel>.cl`` defines ``move_delta`` and
-    ``apply_move`` (see ``kernels_cl/tabu_reduce.cl``) and :meth:`device_args`
-    creates the buffers its ``PROBLEM_PARAMS`` list.  Everything that changes
+    ``apply_move`` (see ``kernels_cl/tabu_reduce.cl``) and :meth:`device_arrays`
+    gives the contents of the buffers its ``PROBLEM_PARAMS`` list.  Everything that changes
     between iterations lives in those buffers and is updated by
     ``apply_move`` on the device, so that iterations can run back to back
     there (:func:`hpu.tabu.tabu_search`'s ``block_iterations``).
@@ -224,13 +224,44 @@ class NeighbourhoodState(abc.ABC):
         return {}
 
     @abc.abstractmethod
-    def device_args(self, context: Any) -> list:
-        """Create the device copies of the state; the values of ``PROBLEM_PARAMS`` in order."""
+    def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
+        """The host values of the OpenCL file's ``PROBLEM_PARAMS``, in order, each with whether the search owns it.
 
-    @abc.abstractmethod
+        Returns
+        -------
+        list of (numpy.ndarray, bool)
+            Each buffer's contents (the dtype the kernel reads) and ``True``
+            for the search's own state (read-write, changed by ``apply_move``;
+            stacked search after search by ``PROBLEM_BATCH_PARAMS`` when many
+            searches run at once) or ``False`` for the problem's data (read
+            only, shared by every search).
+        """
+
+    def device_args(self, context: Any) -> list:
+        """Create the device copies of the state (:meth:`device_arrays`); the values of ``PROBLEM_PARAMS`` in order.
+
+        An empty array becomes a buffer of one zero element (OpenCL buffers cannot be empty).
+        """
+        import pyopencl as cl
+
+        mf = cl.mem_flags
+        return [cl.Buffer(context, (mf.READ_WRITE if own else mf.READ_ONLY) | mf.COPY_HOST_PTR,
+                          hostbuf=_nonempty(a)) for a, own in self.device_arrays()]
+
     def upload(self, queue: Any, args: list) -> None:
-        """Copy the whole host state into the buffers of :meth:`device_args` (after :meth:`reset`)."""
+        """Copy the search's own state (:meth:`device_arrays`) into the buffers of :meth:`device_args` (after :meth:`reset`)."""
+        import pyopencl as cl
+
+        for buf, (a, own) in zip(args, self.device_arrays()):
+            if own:
+                cl.enqueue_copy(queue, buf, _nonempty(a))
 
     def apply_range(self, work_group_size: int) -> tuple[tuple[int], tuple[int]]:
         """Global and local size of the ``tabu_apply`` kernel: one work-group (``apply_move`` synchronises in it)."""
         return (work_group_size,), (work_group_size,)
+
+
+def _nonempty(a: np.ndarray) -> np.ndarray:
+    """``a`` as a C-contiguous array, or one zero of its dtype when it is empty."""
+    a = np.ascontiguousarray(a)
+    return a if a.size else np.zeros(1, dtype=a.dtype)

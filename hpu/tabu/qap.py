@@ -367,20 +367,7 @@ class _QAPState(NeighbourhoodState):
     def defines(self) -> dict[str, Any]:
         return {"MAT_T": "int" if self._device_dtype == np.int32 else "long", "SYMMETRIC": int(self.problem.symmetric)}
 
-    def device_args(self, context: Any) -> list:
-        import pyopencl as cl
-
-        mf = cl.mem_flags
-        a = np.ascontiguousarray(self.problem.flow, dtype=self._device_dtype)
-        bp = np.ascontiguousarray(self._bp, dtype=self._device_dtype)
-        return [
-            cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a),
-            cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=bp),
-            cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self._perm.astype(np.int32)),
-        ]
-
-    def upload(self, queue: Any, args: list) -> None:
-        import pyopencl as cl
-
-        cl.enqueue_copy(queue, args[1], np.ascontiguousarray(self._bp, dtype=self._device_dtype))
-        cl.enqueue_copy(queue, args[2], self._perm.astype(np.int32))
+    def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
+        dt = self._device_dtype
+        return [(np.ascontiguousarray(self.problem.flow, dtype=dt), False),
+                (np.ascontiguousarray(self._bp, dtype=dt), True), (self._perm.astype(np.int32), True)]

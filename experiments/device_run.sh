@@ -3,7 +3,7 @@
 #
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | keyrange | stress | default-runtime |
 #                                            tests | argsort | argsort-check | dask | tabu | tabu-more |
-#                                            tabu-resident)
+#                                            tabu-resident | tabu-many)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
 # $OUT (default ./out).
@@ -27,6 +27,9 @@
 # tabu-more: bench_tabu on flow shop, permuted perceptron and the hybrid EA.
 # tabu-resident: the tabu tests on the GPU, then bench_tabu_resident (iterations resident on the device, K per round
 #                trip, against the host loop and one numpy core).
+# tabu-many: tests/test_tabu_many.py on the GPU, then bench_tabu_many (64 searches batched, on the CPU's threads, the
+#            model's division and forced ones, against the same searches one after another on the device);
+#            TABU_MANY_INSTANCES (default tai30a) and TABU_MANY_ROUNDS (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -111,6 +114,12 @@ for stage in "$@"; do
             tests/test_tabu_search.py tests/test_tabu_pfsp.py 2>&1 | tee "$OUT/tests_tabu.log"
         python3 experiments/bench_tabu_resident.py --device gpu --rounds 3 --json "$OUT/bench_tabu_resident.json" 2>&1 \
             | tee "$OUT/bench_tabu_resident.log"
+        ;;
+    tabu-many)
+        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_tabu_many.py 2>&1 \
+            | tee "$OUT/tests_tabu_many.log"
+        python3 experiments/bench_tabu_many.py --device gpu --instances "${TABU_MANY_INSTANCES:-tai30a}" \
+            --rounds "${TABU_MANY_ROUNDS:-2}" --json "$OUT/bench_tabu_many.json" 2>&1 | tee "$OUT/bench_tabu_many.log"
         ;;
     tabu)
         python3 experiments/bench_tabu.py --device gpu --json "$OUT/bench_tabu.json" 2>&1 | tee "$OUT/bench_tabu.log"

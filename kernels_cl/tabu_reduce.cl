@@ -311,9 +311,11 @@ void tabu_run_group(const ulong n, const ulong hi, const int first, const int st
  * best_all[n s ..], tie_seeds[s], and the problem's state as the problem file's
  * PROBLEM_BATCH_SELECT(s) slices it from the PROBLEM_BATCH_PARAMS (its
  * PROBLEM_PARAMS with each search's own state stacked search after search;
- * the problem's data shared). */
+ * the problem's data shared).  Each search goes on from its own last
+ * iteration (ctrl[4]) for up to `block` iterations, none past `last`; its
+ * trail starts at its first iteration of the launch. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void tabu_run_batch(const ulong n, const ulong hi, const int first, const int steps, const int tenure,
+void tabu_run_batch(const ulong n, const ulong hi, const int block, const int last, const int tenure,
                     const long stop_target, const int max_no_improve, const uint tie_mask, const ulong attributes,
                     const ulong trail_stride, __global const uint *tie_seeds, __global long *partial_all,
                     __global long *ctrl_all, __global long *trail_all, __global int *tabu_all,
@@ -323,8 +325,10 @@ void tabu_run_batch(const ulong n, const ulong hi, const int first, const int st
     __local long best_key[WG];
     __local long chosen;
     const ulong s = get_group_id(0);
+    __global long *ctrl = ctrl_all + 5 * s;
+    const int first = (int)ctrl[4] + 1; /* read by every work-item before work-item 0 first writes it */
     PROBLEM_BATCH_SELECT(s)
-    run_iterations(n, hi, first, steps, tenure, stop_target, max_no_improve, tie_seeds[s], tie_mask,
-                   partial_all + 2 * s, ctrl_all + 5 * s, trail_all + trail_stride * s, tabu_all + attributes * s,
+    run_iterations(n, hi, first, min(block, last - first + 1), tenure, stop_target, max_no_improve, tie_seeds[s],
+                   tie_mask, partial_all + 2 * s, ctrl, trail_all + trail_stride * s, tabu_all + attributes * s,
                    best_all + n * s, best_delta, best_key, &chosen PROBLEM_ARGS);
 }

@@ -11,7 +11,10 @@ Problems: :class:`QAP` (2-swap, QAPLIB files),
 :class:`HWSWPartitioning` (problem P of Hou et al. 2019, 2-flip) and
 :class:`PFSP` (permutation flow shop, swap or insertion moves, Taillard's
 instances, prefix-sharing evaluation of Wu et al.) and :class:`PPP`
-(permuted perceptron problem, Hamming-1, -2 and -3 neighbourhoods).  The hybrid evolutionary
+(permuted perceptron problem, Hamming-1, -2 and -3 neighbourhoods).
+:func:`tabu_search_many` runs many independent searches at once, a batch
+on the device (one work-group per search) and searches on the CPU's
+threads, divided by the model.  The hybrid evolutionary
 algorithm of Luong et al. 2010 (:func:`hybrid_ea`) uses the engine as its
 mutation.
 
@@ -25,6 +28,7 @@ from .calibrate import calibrate, costs_path
 from .engine import evaluate_neighbourhood, tie_hash
 from .evolution import EvolutionResult, crossover, hybrid_ea
 from .hwsw import HWSWPartitioning
+from .many import ManyCosts, ManySplit, calibrate_many, plan_many, tabu_search_many
 from .pfsp import PFSP
 from .ppp import PPP
 from .pairs import num_pairs, pair_block, pair_from_index, pair_index
@@ -37,6 +41,8 @@ __all__ = [
     "DEFAULT_BLOCK_ITERATIONS",
     "EvolutionResult",
     "HWSWPartitioning",
+    "ManyCosts",
+    "ManySplit",
     "NeighbourhoodState",
     "PFSP",
     "PPP",
@@ -47,6 +53,7 @@ __all__ = [
     "TabuResult",
     "TabuSplit",
     "calibrate",
+    "calibrate_many",
     "choose_split",
     "costs_path",
     "crossover",
@@ -56,8 +63,10 @@ __all__ = [
     "pair_block",
     "pair_from_index",
     "pair_index",
+    "plan_many",
     "plan_split",
     "tabu_search",
+    "tabu_search_many",
     "tie_hash",
     "transfer_levels",
 ]

@@ -53,7 +53,8 @@ except Exception:  # pragma: no cover
     cl = None
 
 __all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "HALT_NO_FEASIBLE_MOVE", "TIE_BREAKS", "Evaluator",
-           "evaluate_neighbourhood", "default_work_group_size", "tie_hash"]
+           "evaluate_neighbourhood", "default_work_group_size", "program_source", "tie_hash",
+           "tie_kernel_args"]
 
 log = logging.getLogger("hpu")
 
@@ -103,6 +104,12 @@ def tie_hash(index: np.ndarray, iteration: int, seed: int) -> np.ndarray:
         x *= _U32(0x846CA68B)
         x ^= x >> _U32(16)
     return (x >> _U32(32 - _TIE_BITS)).astype(np.int64)
+
+
+def tie_kernel_args(tie_seed: int | None) -> tuple[np.uint32, np.uint32]:
+    """The kernels' ``(tie_seed, tie_mask)`` for a search's tie seed (None: mask 0, every tie hash is 0 and the
+    lowest index wins)."""
+    return np.uint32(tie_seed or 0), np.uint32(0 if tie_seed is None else (1 << _TIE_BITS) - 1)
 
 
 def _tie_keys(index: np.ndarray, iteration: int, seed: int | None) -> np.ndarray:
@@ -182,6 +189,25 @@ def _columns(parts: list[tuple[int, int, int]]) -> list[np.ndarray]:
     return [np.array(v, dtype=np.int64) for v in zip(*parts)]
 
 
+def program_source(state: NeighbourhoodState, work_group_size: int) -> str:
+    """OpenCL C of the tabu kernels for ``state``'s problem.
+
+    The defines, then ``tabu_pairs.cl``, the problem's file and ``tabu_reduce.cl``.
+
+    Parameters
+    ----------
+    state : NeighbourhoodState
+        Gives the problem's file (:attr:`~NeighbourhoodState.kernel`), its
+        defines and the tabu attribute.
+    work_group_size : int
+        ``WG`` (a power of two).
+    """
+    defines = {"WG": work_group_size, "TABU_BY_ATTRIBUTE": int(state.problem.tabu_attribute != "move"),
+               "CLASS_SHIFT": _CLASS_SHIFT, "TIE_SHIFT": _TIE_SHIFT, "HALT_NO_FEASIBLE_MOVE": HALT_NO_FEASIBLE_MOVE,
+               **state.defines()}
+    return define_header(defines) + "".join(kernel_source(name) for name in ("tabu_pairs", state.kernel, "tabu_reduce"))
+
+
 class Evaluator:
     """One search's neighbourhood evaluation, split between CPU and device.
 
@@ -252,8 +278,7 @@ class Evaluator:
             check_int("tie_seed", tie_seed, 0, 2**32, " or None")
         self.state = state
         self.tie_seed = tie_seed
-        # the kernels' tie_seed and tie_mask (0: every tie hash is 0, the lowest index wins)
-        self._tie_args = (np.uint32(tie_seed or 0), np.uint32(0 if tie_seed is None else (1 << _TIE_BITS) - 1))
+        self._tie_args = tie_kernel_args(tie_seed)
         self.runtime = runtime
         self.on_device_error = check_on_device_error(on_device_error)
         self.n = state.problem.n
@@ -321,11 +346,7 @@ class Evaluator:
             raise ValueError(f"work_group_size must be a power of two, got {w}")
         self.work_group_size = w
         lease = self._lease = self.runtime.acquire_lease()
-        defines = {"WG": w, "TABU_BY_ATTRIBUTE": int(st.problem.tabu_attribute != "move"), "CLASS_SHIFT": _CLASS_SHIFT,
-                   "TIE_SHIFT": _TIE_SHIFT, "HALT_NO_FEASIBLE_MOVE": HALT_NO_FEASIBLE_MOVE, **st.defines()}
-        source = define_header(defines) + "".join(
-            kernel_source(name) for name in ("tabu_pairs", st.kernel, "tabu_reduce"))
-        program = self._program = lease.build(source)
+        program = self._program = lease.build(program_source(st, w))
         self._select = None  # the resident kernels (run_block), made on first use
         ctx, mf = lease.context, cl.mem_flags
         self._queue = lease.queue

@@ -249,7 +249,10 @@ class NeighbourhoodState(abc.ABC):
                           hostbuf=_nonempty(a)) for a, own in self.device_arrays()]
 
     def upload(self, queue: Any, args: list) -> None:
-        """Copy the search's own state (:meth:`device_arrays`) into the buffers of :meth:`device_args` (after :meth:`reset`)."""
+        """Copy the search's own state (:meth:`device_arrays`) into the buffers of :meth:`device_args`.
+
+        After :meth:`reset`; the problem's data are left as they are.
+        """
         import pyopencl as cl
 
         for buf, (a, own) in zip(args, self.device_arrays()):

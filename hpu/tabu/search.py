@@ -193,7 +193,7 @@ def check_tenure(tenure: Any, num_moves: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Stops:
+class Stops:
     """The stopping rules of one search (checked arguments of :func:`tabu_search`)."""
 
     iterations: int
@@ -203,8 +203,8 @@ class _Stops:
     target: int | None
 
 
-def _check_stops(problem: TabuProblem, iterations: Any, tenure: Any, time_limit: Any, max_no_improve: Any,
-                 target: Any) -> _Stops:
+def check_stops(problem: TabuProblem, iterations: Any, tenure: Any, time_limit: Any, max_no_improve: Any,
+                 target: Any) -> Stops:
     """Check :func:`tabu_search`'s iteration, tenure and stopping arguments (``ValueError`` naming the bad one)."""
     iterations = check_int("iterations", iterations, 1)
     tenure = check_tenure(tenure, problem.num_moves)
@@ -216,7 +216,7 @@ def _check_stops(problem: TabuProblem, iterations: Any, tenure: Any, time_limit:
         max_no_improve = check_int("max_no_improve", max_no_improve, 1)
     if target is not None and (isinstance(target, bool) or not isinstance(target, (int, np.integer))):
         raise ValueError(f"target must be an integer objective value, got {target!r}")
-    return _Stops(iterations, tenure, time_limit, max_no_improve, target)
+    return Stops(iterations, tenure, time_limit, max_no_improve, target)
 
 
 def tabu_search(
@@ -331,7 +331,7 @@ def tabu_search(
     hpu.DeviceFailure
         The device failed and ``on_device_error="raise"``.
     """
-    stops = _check_stops(problem, iterations, tenure, time_limit, max_no_improve, target)
+    stops = check_stops(problem, iterations, tenure, time_limit, max_no_improve, target)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     check_on_device_error(on_device_error)
@@ -393,7 +393,7 @@ def choose_split_or_cpu(problem: TabuProblem, runtime: Runtime, *, on_device_err
 class _Search:
     """One search's progress through its iterations, on the host loop or in device-resident blocks."""
 
-    def __init__(self, problem: TabuProblem, ev: Evaluator, rng: np.random.Generator, stops: _Stops):
+    def __init__(self, problem: TabuProblem, ev: Evaluator, rng: np.random.Generator, stops: Stops):
         self.problem, self.ev, self.rng, self.stops = problem, ev, rng, stops
         state = ev.state
         feasible = problem.feasible(state.solution)
@@ -487,7 +487,7 @@ class _Search:
         )
 
 
-def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.Generator, stops: _Stops,
+def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.Generator, stops: Stops,
          setup_time: float, block: int) -> TabuResult:
     """The iterations: blocks of ``block`` resident on the device while it evaluates every move, else one by one."""
     search = _Search(problem, ev, rng, stops)

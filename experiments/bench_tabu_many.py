@@ -1,0 +1,110 @@
+"""Many independent tabu searches at once (``hpu.tabu.tabu_search_many``) against the same searches one after another.
+
+For each instance, ``--searches`` searches (seeds 0, 1, ...) of
+``--iterations`` iterations run
+
+- one after another on the device (``tabu_search(strategy="gpu")``, iterations
+  resident on it in blocks of the default K: the best single-search path);
+- as one batch on the device (``strategy="gpu"``);
+- on the CPU's threads alone (``strategy="cpu"``);
+- with the model's division (``strategy="auto"``; its prediction beside the
+  measurement) and with forced divisions (``device_searches`` = 0, 1/8, ...
+  of the searches), to compare the model's choice with the best forced one.
+
+Every run's results are checked against the one-after-another run's (same
+trajectories).  The first batch of each kind is a warm-up (kernel build,
+the model's calibration), reported separately as the first call; the rest
+are medians of ``--rounds`` shuffled rounds.
+
+    python experiments/bench_tabu_many.py --device gpu --json experiments/results/h100/bench_tabu_many.json
+    python experiments/bench_tabu_many.py --instances tai12a --searches 8 --iterations 100 --rounds 1  # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+import hpu
+from hpu.tabu import calibrate_many, plan_many, tabu_search, tabu_search_many
+
+from bench_common import command_line, shuffled_rounds, utc_now, write_json
+from bench_tabu_resident import instance
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def _check(name: str, label: str, results: list, reference: list) -> None:
+    for r, ref in zip(results, reference):
+        if not (np.array_equal(r.moves, ref.moves) and r.best_value == ref.best_value):
+            raise AssertionError(f"{name}: {label} left the trajectory of the search run alone")
+
+
+def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime) -> dict:
+    problem = instance(name)
+    S, kw = args.searches, dict(iterations=args.iterations, tenure=args.tenure, runtime=rt)
+    seeds = list(range(S))
+    one_by_one_s, reference = _timed(lambda: [tabu_search(problem, seed=s, strategy="gpu", **kw) for s in seeds])
+    first_auto_s, auto = _timed(lambda: tabu_search_many(problem, seeds, **kw))  # builds and calibrates
+    _check(name, "auto (first call)", auto, reference)
+    costs = calibrate_many(problem, rt, tenure=args.tenure, block_iterations=auto[0].block_iterations)
+    split = plan_many(S, args.iterations, costs)
+    forced = sorted({0, S, split.device_searches} | {S * k // 8 for k in (1, 2, 4, 6, 7)})
+    runs = {"gpu": lambda: tabu_search_many(problem, seeds, strategy="gpu", **kw),
+            "cpu": lambda: tabu_search_many(problem, seeds, strategy="cpu", **kw),
+            "auto": lambda: tabu_search_many(problem, seeds, **kw)}
+    runs |= {f"d={d}": (lambda d=d: tabu_search_many(problem, seeds, device_searches=d, **kw)) for d in forced}
+    for label, run in runs.items():  # warm-up and the trajectory check
+        _check(name, label, run(), reference)
+    samples = shuffled_rounds(runs, args.rounds, np.random.default_rng(0), pause=0.05)
+    med = {label: statistics.median(v) for label, v in samples.items()}
+    best_forced = min((f"d={d}" for d in forced), key=med.get)
+    row = dict(instance=name, moves=problem.num_moves, searches=S, iterations=args.iterations,
+               one_by_one_device_s=one_by_one_s, first_call_auto_s=first_auto_s, seconds=med,
+               batch_vs_one_by_one=med["gpu"] / one_by_one_s,
+               model=dict(device_searches=split.device_searches, predicted_s=split.predicted_time,
+                          predicted_device_s=split.predicted_device_time, predicted_cpu_s=split.predicted_cpu_time),
+               best_forced=best_forced, auto_vs_best_forced=med["auto"] / med[best_forced],
+               auto_vs_faster_unit=med["auto"] / min(med["gpu"], med["cpu"]),
+               costs=dict(batch_sizes=costs.batch_sizes, batch_ms_per_iteration=[t * 1e3 for t in
+                                                                                  costs.batch_iteration_seconds],
+                          cpu_ms_per_iteration=costs.cpu_iteration_seconds * 1e3, threads=costs.threads,
+                          cpu_parallelism=costs.cpu_parallelism, shared_cores=costs.shared_cores))
+    print(f"{name:>10} {S} searches x {args.iterations} it: one by one on the device {one_by_one_s:.3f} s; batch "
+          f"{med['gpu']:.3f} s ({row['batch_vs_one_by_one']:.3f} of it); cpu {med['cpu']:.3f} s; auto "
+          f"{med['auto']:.3f} s (d={split.device_searches}, predicted {split.predicted_time:.3f} s; first call "
+          f"{first_auto_s:.3f} s); best forced {best_forced} {med[best_forced]:.3f} s", flush=True)
+    print("           forced: " + ", ".join(f"d={d} {med[f'd={d}']:.3f}" for d in forced), flush=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--instances", default="tai30a")
+    ap.add_argument("--searches", type=int, default=64)
+    ap.add_argument("--iterations", type=int, default=1000)
+    ap.add_argument("--tenure", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    with hpu.Runtime(args.device) as rt:
+        print(f"device: {rt.device_name}; CPU threads {rt.threads}")
+        rows = [bench(name, args, rt) for name in args.instances.split(",")]
+        if args.json:
+            write_json(args.json, dict(date=utc_now(), command=command_line("bench_tabu_many.py", argv),
+                                       device=rt.device_name, host=platform.processor() or platform.machine(),
+                                       python=platform.python_version(), hpu=hpu.__version__, rows=rows))
+
+
+if __name__ == "__main__":
+    main()

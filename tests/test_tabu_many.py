@@ -1,0 +1,182 @@
+"""Many searches at once (tabu_search_many): each equals the search run alone, the model's division, errors."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+
+import numpy as np
+import pytest
+
+import hpu
+from hpu.tabu import ManyCosts, calibrate_many, plan_many, tabu_search, tabu_search_many
+from test_tabu_resident import PROBLEMS, same
+
+
+def alone(problem, seed, **kw):
+    """The reference: the search run by itself with the host loop on the CPU."""
+    return tabu_search(problem, seed=seed, strategy="cpu", **kw)
+
+
+@pytest.mark.parametrize("name", list(PROBLEMS))
+def test_every_search_takes_the_trajectory_it_takes_alone(rt, name):
+    problem = PROBLEMS[name]()
+    kw = dict(iterations=300, tenure=7, runtime=rt)
+    res = tabu_search_many(problem, range(5), device_searches=3, block_iterations=64, **kw)
+    assert [r.split.strategy for r in res] == ["gpu"] * 3 + ["cpu"] * 2
+    for seed, r in enumerate(res):
+        same(r, alone(problem, seed, **kw))
+        assert r.fallback == ""
+    if name == "hwsw":
+        assert sum(r.restarts for r in res[:3]) > 0  # the batch restarted searches on the device
+
+
+@pytest.mark.parametrize("rule", [dict(target=241696 + 2500), dict(max_no_improve=30)])
+def test_searches_stop_at_their_own_iteration(rt, rule):
+    problem = PROBLEMS["qap"]()
+    kw = dict(iterations=1500, tenure=7, runtime=rt, **rule)
+    res = tabu_search_many(problem, range(6), strategy="gpu", block_iterations=32, **kw)
+    refs = [alone(problem, seed, **kw) for seed in range(6)]
+    assert len({r.iterations for r in refs}) > 1 and all(r.stop != "iterations" for r in refs)
+    for r, ref in zip(res, refs):
+        same(r, ref)
+
+
+def test_initials_tie_break_and_generator_seeds(rt):
+    problem = PROBLEMS["qap"]()
+    gen = np.random.default_rng(11)
+    state = gen.bit_generator.state
+    initials = [np.arange(12), None, np.arange(12)[::-1]]
+    seeds = [gen, 5, 6]
+    kw = dict(iterations=120, tenure=5, runtime=rt, tie_break="index")
+    res = tabu_search_many(problem, seeds, initials=initials, device_searches=2, **kw)
+    assert gen.bit_generator.state == state  # a Generator seed is copied, not consumed
+    for r, seed, init in zip(res, [np.random.default_rng(11), 5, 6], initials):
+        same(r, alone(problem, seed, initial=init, **kw))
+        assert r.tie_break == "index"
+
+
+def test_strategies_and_the_model(rt):
+    problem = PROBLEMS["qap"]()
+    kw = dict(iterations=100, tenure=7, runtime=rt)
+    refs = [alone(problem, seed, **kw) for seed in range(4)]
+    for strategy, units in (("cpu", {"cpu"}), ("gpu", {"gpu"})):
+        res = tabu_search_many(problem, range(4), strategy=strategy, **kw)
+        assert {r.split.strategy for r in res} == units
+        for r, ref in zip(res, refs):
+            same(r, ref)
+    costs = calibrate_many(problem, rt, tenure=7, block_iterations=32, max_batch=8)
+    assert costs is calibrate_many(problem, rt, tenure=7, block_iterations=32, max_batch=8)  # kept by the runtime
+    assert costs.batch_sizes[0] == 1 and all(t > 0 for t in costs.batch_iteration_seconds)
+    assert 1 <= costs.cpu_parallelism <= costs.threads and costs.shared_cores == rt.device_shares_host_cores
+    for r, ref in zip(tabu_search_many(problem, range(4), costs=costs, **kw), refs):
+        same(r, ref)
+
+
+def brute_force(searches, iterations, costs):
+    """Every division timed with the cost formulas written out, independently of ManyCosts' methods."""
+    best = None
+    for d in range(searches + 1):
+        c = searches - d
+        t_cpu = iterations * costs.cpu_iteration_seconds * max(math.ceil(c / costs.threads), c / costs.cpu_parallelism)
+        if d == 0:
+            t_dev = 0.0
+        elif d <= costs.batch_sizes[-1]:
+            t_dev = iterations * float(np.interp(d, costs.batch_sizes, costs.batch_iteration_seconds))
+        else:
+            t_dev = iterations * costs.batch_iteration_seconds[-1] * d / costs.batch_sizes[-1]
+        if costs.shared_cores and 0 < d < searches:
+            continue
+        if best is None or max(t_dev, t_cpu) < best[1]:
+            best = (d, max(t_dev, t_cpu))
+    return best
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("searches", [1, 7, 64, 300])
+def test_plan_many_is_the_fastest_division(searches, shared):
+    costs = ManyCosts(batch_sizes=(1, 2, 4, 8, 16, 32),
+                      batch_iteration_seconds=(1e-5, 1e-5, 1.1e-5, 1.3e-5, 2e-5, 4e-5),
+                      block_iterations=32, cpu_iteration_seconds=2e-4, threads=4, cpu_parallelism=3.0,
+                      shared_cores=shared)
+    d, t = brute_force(searches, 1000, costs)
+    split = plan_many(searches, 1000, costs)
+    assert split.predicted_time == pytest.approx(t)
+    assert split.device_searches == d and split.cpu_searches == searches - d
+    if shared:
+        assert d in (0, searches)
+
+
+def test_plan_many_gives_the_cpu_searches_when_it_is_faster():
+    costs = ManyCosts((1, 2), (1e-3, 2e-3), 32, 1e-4, 8, 8.0)
+    assert plan_many(8, 10, costs).device_searches == 0
+    assert plan_many(8, 10, costs, strategy="gpu").device_searches == 8
+    assert plan_many(8, 10, costs, device_searches=3).cpu_searches == 5
+    assert plan_many(8, 10, None, has_device=False).device_searches == 0
+
+
+def test_threads_share_a_runtime(rt):
+    problem = PROBLEMS["pfsp-insertion"]()
+    kw = dict(iterations=80, tenure=7, runtime=rt)
+    with concurrent.futures.ThreadPoolExecutor(3) as ex:
+        runs = list(ex.map(lambda k: tabu_search_many(problem, range(k, k + 3), device_searches=2, **kw), range(3)))
+    for k, res in enumerate(runs):
+        for seed, r in zip(range(k, k + 3), res):
+            same(r, alone(problem, seed, **kw))
+
+
+@pytest.mark.parametrize("on_device_error", ["fallback", "raise"])
+def test_a_device_lost_mid_batch(monkeypatch, on_device_error):
+    cl = pytest.importorskip("pyopencl")
+    from hpu.tabu import many
+
+    rt = hpu.Runtime()
+    if not rt.has_device:
+        pytest.skip("no OpenCL device")
+    problem = PROBLEMS["qap"]()
+    kw = dict(iterations=200, tenure=7)
+    real, calls = cl.enqueue_nd_range_kernel, []
+
+    def faulty(queue, *args, **kwargs):
+        calls.append(1)
+        if len(calls) > 2:
+            raise cl.LogicError("clEnqueueNDRangeKernel failed: <unknown error -9999>")
+        return real(queue, *args, **kwargs)
+
+    monkeypatch.setattr(many.cl, "enqueue_nd_range_kernel", faulty)
+    with rt:
+        if on_device_error == "raise":
+            with pytest.raises(hpu.DeviceFailure, match="-9999"):
+                tabu_search_many(problem, range(3), strategy="gpu", block_iterations=16, runtime=rt,
+                                 on_device_error="raise", **kw)
+            return
+        res = tabu_search_many(problem, range(3), strategy="gpu", block_iterations=16, runtime=rt, **kw)
+    assert len(calls) == 3
+    for seed, r in enumerate(res):
+        same(r, alone(problem, seed, **kw))
+        assert "-9999" in r.fallback
+
+
+@pytest.mark.parametrize("kw, error, message", [
+    (dict(seeds=[]), ValueError, "at least one seed"),
+    (dict(initials=[None]), ValueError, "initials has 1 entries for 2 seeds"),
+    (dict(strategy="both"), ValueError, "strategy must be one of"),
+    (dict(device_searches=3), ValueError, "device_searches"),
+    (dict(block_iterations=51), ValueError, "block_iterations"),
+    (dict(tie_break="first"), ValueError, "tie_break"),
+    (dict(tenure=-1), ValueError, "tenure"),
+    (dict(on_device_error="ignore"), ValueError, "on_device_error"),
+])
+def test_bad_arguments(kw, error, message):
+    args = dict(seeds=[0, 1], iterations=50, tenure=3, strategy="cpu") | kw
+    with pytest.raises(error, match=message):
+        tabu_search_many(PROBLEMS["qap"](), args.pop("seeds"), **args)
+
+
+def test_a_cpu_only_runtime():
+    problem = PROBLEMS["qap"]()
+    with hpu.Runtime("none") as cpu:
+        res = tabu_search_many(problem, range(3), iterations=40, tenure=5, runtime=cpu)
+        assert {r.split.strategy for r in res} == {"cpu"}
+        with pytest.raises(hpu.NoDeviceError):
+            tabu_search_many(problem, range(3), iterations=40, tenure=5, runtime=cpu, strategy="gpu")

@@ -4,12 +4,11 @@ For each instance, ``--searches`` searches (seeds 0, 1, ...) of
 ``--iterations`` iterations run
 
 - one after another on the device (``tabu_search(strategy="gpu")``, iterations
-  resident on it in blocks of the default K: the best single-search path);
-- as one batch on the device (``strategy="gpu"``);
-- on the CPU's threads alone (``strategy="cpu"``);
+  resident on it in blocks of the default K: the best single-search path), once;
 - with the model's division (``strategy="auto"``; its prediction beside the
-  measurement) and with forced divisions (``device_searches`` = 0, 1/8, ...
-  of the searches), to compare the model's choice with the best forced one.
+  measurement) and with forced divisions (``device_searches`` = 0: the CPU's
+  threads alone, 1/4, 1/2, 3/4, 7/8, 15/16 of the searches, all: the batch
+  alone, and the model's), to compare the model's choice with the best forced one.
 
 Every run's results are checked against the one-after-another run's (same
 trajectories).  The first batch of each kind is a warm-up (kernel build,
@@ -54,36 +53,38 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime) -> dict:
     S, kw = args.searches, dict(iterations=args.iterations, tenure=args.tenure, runtime=rt)
     seeds = list(range(S))
     one_by_one_s, reference = _timed(lambda: [tabu_search(problem, seed=s, strategy="gpu", **kw) for s in seeds])
+    print(f"{name:>10} {S} searches x {args.iterations} it one after another on the device: {one_by_one_s:.3f} s",
+          flush=True)
     first_auto_s, auto = _timed(lambda: tabu_search_many(problem, seeds, **kw))  # builds and calibrates
     _check(name, "auto (first call)", auto, reference)
     costs = calibrate_many(problem, rt, tenure=args.tenure, block_iterations=auto[0].block_iterations)
     split = plan_many(S, args.iterations, costs)
-    forced = sorted({0, S, split.device_searches} | {S * k // 8 for k in (1, 2, 4, 6, 7)})
-    runs = {"gpu": lambda: tabu_search_many(problem, seeds, strategy="gpu", **kw),
-            "cpu": lambda: tabu_search_many(problem, seeds, strategy="cpu", **kw),
-            "auto": lambda: tabu_search_many(problem, seeds, **kw)}
+    print(f"{'':>10} first call (auto, calibration included) {first_auto_s:.3f} s; the model: "
+          f"{split.device_searches} on the device, predicted {split.predicted_time:.3f} s", flush=True)
+    forced = sorted({0, S, split.device_searches} | {S * k // 16 for k in (4, 8, 12, 14, 15)})
+    runs = {"auto": lambda: tabu_search_many(problem, seeds, **kw)}
     runs |= {f"d={d}": (lambda d=d: tabu_search_many(problem, seeds, device_searches=d, **kw)) for d in forced}
     for label, run in runs.items():  # warm-up and the trajectory check
         _check(name, label, run(), reference)
     samples = shuffled_rounds(runs, args.rounds, np.random.default_rng(0), pause=0.05)
     med = {label: statistics.median(v) for label, v in samples.items()}
+    gpu, cpu = med[f"d={S}"], med["d=0"]
     best_forced = min((f"d={d}" for d in forced), key=med.get)
     row = dict(instance=name, moves=problem.num_moves, searches=S, iterations=args.iterations,
                one_by_one_device_s=one_by_one_s, first_call_auto_s=first_auto_s, seconds=med,
-               batch_vs_one_by_one=med["gpu"] / one_by_one_s,
+               batch_vs_one_by_one=gpu / one_by_one_s,
                model=dict(device_searches=split.device_searches, predicted_s=split.predicted_time,
                           predicted_device_s=split.predicted_device_time, predicted_cpu_s=split.predicted_cpu_time),
                best_forced=best_forced, auto_vs_best_forced=med["auto"] / med[best_forced],
-               auto_vs_faster_unit=med["auto"] / min(med["gpu"], med["cpu"]),
+               auto_vs_faster_unit=med["auto"] / min(gpu, cpu),
                costs=dict(batch_sizes=costs.batch_sizes, batch_ms_per_iteration=[t * 1e3 for t in
                                                                                   costs.batch_iteration_seconds],
                           cpu_ms_per_iteration=costs.cpu_iteration_seconds * 1e3, threads=costs.threads,
                           cpu_parallelism=costs.cpu_parallelism, shared_cores=costs.shared_cores))
-    print(f"{name:>10} {S} searches x {args.iterations} it: one by one on the device {one_by_one_s:.3f} s; batch "
-          f"{med['gpu']:.3f} s ({row['batch_vs_one_by_one']:.3f} of it); cpu {med['cpu']:.3f} s; auto "
-          f"{med['auto']:.3f} s (d={split.device_searches}, predicted {split.predicted_time:.3f} s; first call "
-          f"{first_auto_s:.3f} s); best forced {best_forced} {med[best_forced]:.3f} s", flush=True)
-    print("           forced: " + ", ".join(f"d={d} {med[f'd={d}']:.3f}" for d in forced), flush=True)
+    print(f"{'':>10} batch (d={S}) {gpu:.3f} s = {row['batch_vs_one_by_one']:.4f} of one after another; CPU threads "
+          f"alone (d=0) {cpu:.3f} s; auto {med['auto']:.3f} s (x{row['auto_vs_faster_unit']:.2f} the faster unit, "
+          f"x{row['auto_vs_best_forced']:.2f} the best forced, {best_forced})", flush=True)
+    print(f"{'':>10} forced: " + ", ".join(f"d={d} {med[f'd={d}']:.3f}" for d in forced), flush=True)
     return row
 
 
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--instances", default="tai30a")
     ap.add_argument("--searches", type=int, default=64)
-    ap.add_argument("--iterations", type=int, default=1000)
+    ap.add_argument("--iterations", type=int, default=500)
     ap.add_argument("--tenure", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default=None)

@@ -2,7 +2,7 @@
 # Runs benchmark stages on the H100 benchmark machine (a bare machine with python3 3.12, no pyopencl).
 #
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | keyrange | stress | default-runtime |
-#                                            tests | argsort | argsort-check | dask | tabu | tabu-more |
+#                                            kept | tests | argsort | argsort-check | dask | tabu | tabu-more |
 #                                            tabu-resident | tabu-many)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
@@ -16,6 +16,8 @@
 #           capped at 1 GiB (sorted in pieces).  MIN_LOG, MAX_LOG and STRATEGIES override the first run's.
 # stress: tests/test_stress.py as a script (16 threads x 100 calls on one runtime with the calibrated profile).
 # default-runtime: bench_default_runtime (calls without runtime= against an explicit runtime; the uncalibrated default).
+# kept: the calls part of bench_default_runtime at 2^24 (40 calls, 8 results kept) and 2^28 (8 calls, 4 kept): results
+#       kept alive against results recycled, with a fresh calibration (the kept_pinned / kept_plain curves).
 # argsort: bench_argsort (hpu.argsort, hpu.sort_by_key, 2-D hpu.sort against numpy, cupy and torch), 2^22-2^26.
 # argsort-check: tests/test_argsort.py on the GPU, then bench_argsort at 2^24 only (the issue's figures).
 # tests: the test suite with the GPU as hpu's default device (PYOPENCL_CTX=gpu; notebooks left out: no Jupyter
@@ -87,6 +89,15 @@ for stage in "$@"; do
             --out "$OUT/default_runtime_calls.json" 2>&1 | tee "$OUT/default_runtime.log"
         python3 experiments/bench_default_runtime.py --machine h100 --parts uncalibrated \
             --out "$OUT/default_runtime_uncalibrated.json" 2>&1 | tee -a "$OUT/default_runtime.log"
+        ;;
+    kept)
+        calibrate
+        for spec in 24:40:8 28:8:4; do
+            IFS=: read -r L C K <<< "$spec"
+            python3 experiments/bench_default_runtime.py --machine h100 --parts calls --use-cached-profile \
+                --calls-log "$L" --calls "$C" --call-rounds 4 --keep "$K" --first-repeats 1 \
+                --out "$OUT/default_runtime_kept_2e$L.json" 2>&1 | tee "$OUT/default_runtime_kept_2e$L.log"
+        done
         ;;
     argsort)
         calibrate

@@ -8,7 +8,10 @@ For each instance, ``--searches`` searches (seeds 0, 1, ...) of
 - with the model's division (``strategy="auto"``; its prediction beside the
   measurement) and with forced divisions (``device_searches`` = 0: the CPU's
   threads alone, 1/4, 1/2, 3/4, 7/8, 15/16 of the searches, all: the batch
-  alone, and the model's), to compare the model's choice with the best forced one.
+  alone, and the model's), to compare the model's choice with the best forced one;
+- and ``hybrid_ea`` (the paper's configuration, ``--ea-generations`` generations,
+  ``--iterations`` per tabu search) with its searches on threads, a lease each
+  (``strategy="gpu"``), against each ILS step's searches batched (``"many"``).
 
 Every run's results are checked against the one-after-another run's (same
 trajectories).  The first batch of each kind is a warm-up (kernel build,
@@ -30,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 import hpu
-from hpu.tabu import calibrate_many, plan_many, tabu_search, tabu_search_many
+from hpu.tabu import calibrate_many, hybrid_ea, plan_many, tabu_search, tabu_search_many
 
 from bench_common import command_line, shuffled_rounds, utc_now, write_json
 from bench_tabu_resident import instance
@@ -85,7 +88,24 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime) -> dict:
           f"alone (d=0) {cpu:.3f} s; auto {med['auto']:.3f} s (x{row['auto_vs_faster_unit']:.2f} the faster unit, "
           f"x{row['auto_vs_best_forced']:.2f} the best forced, {best_forced})", flush=True)
     print(f"{'':>10} forced: " + ", ".join(f"d={d} {med[f'd={d}']:.3f}" for d in forced), flush=True)
+    if args.ea_generations:
+        row["hybrid_ea"] = _bench_ea(problem, args, rt)
     return row
+
+
+def _bench_ea(problem, args: argparse.Namespace, rt: hpu.Runtime) -> dict:
+    """hybrid_ea with its searches on threads with a lease each (strategy "gpu") against tabu_search_many ("many")."""
+    kw = dict(generations=args.ea_generations, ls_iterations=args.iterations, seed=1, runtime=rt)
+    seconds = {}
+    for strategy in ("gpu", "many"):
+        hybrid_ea(problem, strategy=strategy, **{**kw, "generations": 1})  # warm-up
+        seconds[strategy], res = _timed(lambda strategy=strategy: hybrid_ea(problem, strategy=strategy, **kw))
+        seconds[f"{strategy} best"] = res.best_value
+    assert seconds["gpu best"] == seconds["many best"], "hybrid_ea: 'many' left the result of 'gpu'"
+    print(f"{'':>10} hybrid_ea, {args.ea_generations} generations of 10 children x 3 searches of {args.iterations} "
+          f"it: searches on threads {seconds['gpu']:.3f} s, batched {seconds['many']:.3f} s "
+          f"(x{seconds['gpu'] / seconds['many']:.1f})", flush=True)
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -95,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--iterations", type=int, default=500)
     ap.add_argument("--tenure", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ea-generations", type=int, default=2,
+                    help="hybrid_ea generations timed with strategy 'gpu' and 'many' (0: none)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)

@@ -120,6 +120,8 @@ def test_same_seed_same_result_on_every_unit(tai20a, rt):
     assert gpu.split.cpu_moves == 0 and gpu.device_time > 0
     assert same_run(cpu, gpu)
     assert same_run(cpu, hybrid_ea(tai20a, strategy="hybrid", concurrency=2, **kw))
+    many = hybrid_ea(tai20a, strategy="many", **kw)  # each ILS step's searches batched by tabu_search_many
+    assert same_run(cpu, many) and many.concurrency == 4 and many.local_searches == cpu.local_searches == 16
 
 
 def test_time_limit_ends_after_the_running_generation(tai20a, rt):

@@ -42,17 +42,22 @@ def test_searches_stop_at_their_own_iteration(rt, rule):
         same(r, ref)
 
 
-def test_initials_tie_break_and_generator_seeds(rt):
-    problem = PROBLEMS["qap"]()
-    gen = np.random.default_rng(11)
-    state = gen.bit_generator.state
-    initials = [np.arange(12), None, np.arange(12)[::-1]]
-    seeds = [gen, 5, 6]
-    kw = dict(iterations=120, tenure=5, runtime=rt, tie_break="index")
-    res = tabu_search_many(problem, seeds, initials=initials, device_searches=2, **kw)
-    assert gen.bit_generator.state == state  # a Generator seed is copied, not consumed
-    for r, seed, init in zip(res, [np.random.default_rng(11), 5, 6], initials):
-        same(r, alone(problem, seed, initial=init, **kw))
+@pytest.mark.parametrize("device_searches", [3, 1])
+def test_initials_tie_break_and_generator_seeds(rt, device_searches):
+    """A Generator seed is drawn from as tabu_search draws from it, whichever unit runs the search."""
+    problem = PROBLEMS["hwsw"]()  # restarts draw from the generator too
+    initials = [None, problem.random_solution(np.random.default_rng(2)), None]
+    gens = [np.random.default_rng(11), np.random.default_rng(12), np.random.default_rng(13)]
+    kw = dict(iterations=150, tenure=5, runtime=rt)
+    res = tabu_search_many(problem, gens, initials=initials, device_searches=device_searches, **kw)
+    for r, gen, init, i in zip(res, gens, initials, range(3)):
+        ref_gen = np.random.default_rng(11 + i)
+        same(r, alone(problem, ref_gen, initial=init, **kw))
+        assert gen.bit_generator.state == ref_gen.bit_generator.state
+    assert sum(r.restarts for r in res) > 0
+    ties = tabu_search_many(problem, range(2), device_searches=1, tie_break="index", **kw)
+    for seed, r in enumerate(ties):
+        same(r, alone(problem, seed, tie_break="index", **kw))
         assert r.tie_break == "index"
 
 
@@ -157,8 +162,12 @@ def test_a_device_lost_mid_batch(monkeypatch, on_device_error):
         assert "-9999" in r.fallback
 
 
+GEN = np.random.default_rng(0)
+
+
 @pytest.mark.parametrize("kw, error, message", [
     (dict(seeds=[]), ValueError, "at least one seed"),
+    (dict(seeds=[GEN, GEN]), ValueError, "the same numpy Generator more than once"),
     (dict(initials=[None]), ValueError, "initials has 1 entries for 2 seeds"),
     (dict(strategy="both"), ValueError, "strategy must be one of"),
     (dict(device_searches=3), ValueError, "device_searches"),

@@ -26,7 +26,9 @@ one after another and names "one LS per GPU in parallel, each CPU core
 executing one individual" as future work (section V).  Here the ``lambda``
 local searches of a generation run concurrently, one Python thread and one
 :class:`hpu.DeviceLease` (OpenCL command queue) each, so that their launches and read-backs overlap and
-the device stays busy between one search's iterations.
+the device stays busy between one search's iterations; or, with ``strategy="many"``, in lock step, each ILS
+step's searches as one :func:`hpu.tabu.tabu_search_many` call (one work-group per search on the device, and
+searches on the CPU's threads, divided by the model).
 
 >>> from hpu.tabu import QAP
 >>> from hpu.tabu.evolution import hybrid_ea
@@ -50,8 +52,9 @@ from ..core.hybrid import check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.util import check_int
 from .problem import TabuProblem
-from .search import check_tenure, choose_split_or_cpu, tabu_search
-from .split import STRATEGIES, TabuSplit
+from .many import tabu_search_many
+from .search import TabuResult, check_tenure, choose_split_or_cpu, tabu_search
+from .split import STRATEGIES, TabuSplit, plan_split
 
 __all__ = ["EvolutionResult", "crossover", "hybrid_ea", "paper_tenure"]
 
@@ -85,7 +88,8 @@ class EvolutionResult:
     concurrency : int
         Local searches run at once.
     split : TabuSplit
-        The division of each neighbourhood between CPU and device (the same for every search).
+        The division of each neighbourhood between CPU and device (the same
+        for every search; with ``strategy="many"``, the first search's).
     wall_time : float
         Seconds of the generations (after set-up).
     search_time : float
@@ -203,6 +207,10 @@ def _stream(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=root.spawn_key + key))
 
 
+#: Accepted values of :func:`hybrid_ea`'s ``strategy``: the neighbourhood splits, and ``"many"``.
+EA_STRATEGIES = (*STRATEGIES, "many")
+
+
 @dataclasses.dataclass(frozen=True)
 class _Settings:
     """Checked arguments of :func:`hybrid_ea`."""
@@ -237,8 +245,8 @@ def _settings(problem: TabuProblem, population: Any, generations: Any, offspring
     workers = lam if concurrency is None else min(check_int("concurrency", concurrency, 1), lam)
     if time_limit is not None and not time_limit > 0:
         raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if strategy not in EA_STRATEGIES:
+        raise ValueError(f"strategy must be one of {EA_STRATEGIES}, got {strategy!r}")
     return _Settings(mu, generations, lam, tournament, ils_iterations, ls_iterations, tenure, most_swaps,
                      workers, time_limit, strategy, check_on_device_error(on_device_error))
 
@@ -266,6 +274,13 @@ class _Mutation:
     value: int
     tally: _Tally = dataclasses.field(default_factory=_Tally)
 
+    def take(self, res: TabuResult) -> None:
+        """Count one tabu search of the ILS and keep its best if it is better."""
+        self.tally.add(_Tally(searches=1, iterations=res.iterations, fallbacks=int(bool(res.fallback)),
+                              cpu_time=res.cpu_time, device_time=res.device_time))
+        if res.best_value < self.value:
+            self.solution, self.value = res.best_solution, res.best_value
+
 
 class _IteratedTabuSearch:
     """The mutation: an ILS of tabu searches (section IV-A), callable on ``(generation, index, child)``.
@@ -279,6 +294,7 @@ class _IteratedTabuSearch:
                  forced: dict[str, Any]):
         self.problem, self.runtime, self.root, self.cfg, self.forced = problem, runtime, root, cfg, forced
         self.deadline: float | None = None
+        self.split: TabuSplit | None = None  # strategy "many": the first search's
 
     def __call__(self, job: tuple[int, int, np.ndarray]) -> _Mutation:
         g, k, child = job
@@ -290,14 +306,31 @@ class _IteratedTabuSearch:
             if left is not None and left <= 0:
                 break
             initial = child if i == 0 else _perturb(out.solution, cfg.most_swaps, rng)
-            res = tabu_search(self.problem, iterations=cfg.ls_iterations, tenure=cfg.tenure, seed=rng,
-                              runtime=self.runtime, time_limit=left, initial=initial,
-                              on_device_error=cfg.on_device_error, **self.forced)
-            out.tally.add(_Tally(searches=1, iterations=res.iterations, fallbacks=int(bool(res.fallback)),
-                                 cpu_time=res.cpu_time, device_time=res.device_time))
-            if res.best_value < out.value:
-                out.solution, out.value = res.best_solution, res.best_value
+            out.take(tabu_search(self.problem, iterations=cfg.ls_iterations, tenure=cfg.tenure, seed=rng,
+                                 runtime=self.runtime, time_limit=left, initial=initial,
+                                 on_device_error=cfg.on_device_error, **self.forced))
         return out
+
+    def all_at_once(self, jobs: list[tuple[int, int, np.ndarray]]) -> list[_Mutation]:
+        """Every child's ILS in lock step (``strategy="many"``): step ``i`` runs the children's ``i``-th tabu
+        searches in one :func:`hpu.tabu.tabu_search_many` call; each child's stream is drawn from as
+        :meth:`__call__` draws from it, so the mutants are the same."""
+        cfg = self.cfg
+        rngs = [_stream(self.root, 1, g, k) for g, k, _ in jobs]
+        outs = [_Mutation(child, self.problem.objective(child)) for _, _, child in jobs]
+        for i in range(cfg.ils_iterations):
+            left = None if self.deadline is None else self.deadline - time.perf_counter()
+            if left is not None and left <= 0:
+                break
+            initials = [job[2] if i == 0 else _perturb(out.solution, cfg.most_swaps, rng)
+                        for job, out, rng in zip(jobs, outs, rngs)]
+            results = tabu_search_many(self.problem, rngs, initials=initials, iterations=cfg.ls_iterations,
+                                       tenure=cfg.tenure, runtime=self.runtime, time_limit=left,
+                                       on_device_error=cfg.on_device_error)
+            for out, res in zip(outs, results):
+                out.take(res)
+            self.split = self.split or results[0].split
+        return outs
 
 
 def _forced(split: TabuSplit) -> dict[str, Any]:
@@ -362,7 +395,10 @@ def _evolve(problem: TabuProblem, run: _Evolution, rng: np.random.Generator, mut
     for g in range(1, cfg.generations + 1):
         jobs = run.offspring(problem, g, cfg, rng)
         t0 = time.perf_counter()
-        mutants = list(pool.map(mutate, jobs) if pool else map(mutate, jobs))
+        if cfg.strategy == "many":
+            mutants = mutate.all_at_once(jobs)
+        else:
+            mutants = list(pool.map(mutate, jobs) if pool else map(mutate, jobs))
         run.search_time += time.perf_counter() - t0
         run.replace(mutants, cfg.mu)
         run.generations = g
@@ -435,10 +471,16 @@ def hybrid_ea(
         local search (a stream derived from the generation and offspring
         index), so the same seed gives the same result with every strategy
         and concurrency (unless the time limit stops it).
-    strategy : {"hybrid", "cpu", "gpu"}
-        Who evaluates the neighbourhoods (see :func:`hpu.tabu.tabu_search`).
+    strategy : {"hybrid", "cpu", "gpu", "many"}
+        Who evaluates the neighbourhoods (see :func:`hpu.tabu.tabu_search`),
+        or ``"many"``: the children's ILS run in lock step, each step's
+        ``offspring`` tabu searches in one :func:`hpu.tabu.tabu_search_many`
+        call (a batch on the device, one work-group per search, and searches
+        on the runtime's threads, divided by the model).  Every strategy gives
+        the same result.
     concurrency : int, optional
-        Local searches run at once (>= 1; default and at most ``offspring``).
+        Local searches run at once (>= 1; default and at most ``offspring``);
+        ``"many"`` runs all ``offspring`` at once.
     runtime : hpu.Runtime, optional
         Default :func:`hpu.default_runtime`.  Its thread pool evaluates CPU
         shares; the searches run on threads of their own.  Other threads may
@@ -482,17 +524,21 @@ def hybrid_ea(
     t_setup = time.perf_counter()
     rt = resolve_runtime(runtime)
     with rt.call():
-        split, _ = choose_split_or_cpu(problem, rt, on_device_error=cfg.on_device_error, strategy=strategy)
+        split = None
+        if strategy != "many":
+            split, _ = choose_split_or_cpu(problem, rt, on_device_error=cfg.on_device_error, strategy=strategy)
         run = _Evolution.initial(problem, cfg.mu, rng, initial_population)
-        mutate = _IteratedTabuSearch(problem, rt, root, cfg, _forced(split))
+        mutate = _IteratedTabuSearch(problem, rt, root, cfg, {} if split is None else _forced(split))
         with contextlib.ExitStack() as stack:
             pool = None
-            if cfg.workers > 1:
+            if cfg.workers > 1 and strategy != "many":
                 pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(cfg.workers, "hpu-ea"))
             start = time.perf_counter()
             mutate.deadline = None if time_limit is None else start + time_limit
             _evolve(problem, run, rng, mutate, pool, cfg)
             wall = time.perf_counter() - start
+    if split is None:  # strategy "many": the first search's, or none ran
+        split = mutate.split or plan_split(problem.num_moves, None, strategy="cpu", cpu_chunks=1, has_device=False)
     return EvolutionResult(
         best_solution=run.pop[0].copy(),
         best_value=int(run.values[0]),
@@ -503,7 +549,7 @@ def hybrid_ea(
         stop=run.stop,
         local_searches=run.tally.searches,
         ls_iterations=run.tally.iterations,
-        concurrency=cfg.workers,
+        concurrency=cfg.lam if strategy == "many" else cfg.workers,
         split=split,
         wall_time=wall,
         search_time=run.search_time,

@@ -212,8 +212,8 @@ def _balanced(searches: int, iterations: int, costs: ManyCosts) -> int:
 
 @dataclasses.dataclass
 class _Start:
-    """Where one search starts; its generator after the start was drawn (for restarts) and a copy from before
-    (to run the search again)."""
+    """Where one search starts; the generator it draws from (the caller's when a Generator was given) and a copy
+    of it from before anything was drawn (to run the search again)."""
 
     solution: np.ndarray
     tie_seed: int | None
@@ -221,13 +221,30 @@ class _Start:
     seed: np.random.Generator
     initial: Any
 
+    def rerun_seed(self) -> np.random.Generator:
+        """A fresh copy of the generator as it was before the search drew anything."""
+        return copy.deepcopy(self.seed)
+
+    def settle(self, used: np.random.Generator) -> None:
+        """Leave :attr:`rng` where ``used`` (a :meth:`rerun_seed` copy that ran the whole search) ended."""
+        self.rng.bit_generator.state = used.bit_generator.state
+
 
 def _starts(problem: TabuProblem, seeds: Sequence[Any], initials: Sequence[Any] | None,
             tie_break: str) -> list[_Start]:
-    """Each search's start, drawn as :func:`hpu.tabu.tabu_search` draws it (a Generator seed is copied first)."""
+    """Each search's start, drawn as :func:`hpu.tabu.tabu_search` draws it (from a Generator seed itself).
+
+    Raises
+    ------
+    ValueError
+        The same Generator twice (its searches would draw from one stream in an order the units decide).
+    """
+    gens = [id(s) for s in seeds if isinstance(s, np.random.Generator)]
+    if len(set(gens)) < len(gens):
+        raise ValueError("seeds holds the same numpy Generator more than once; give each search its own")
     out = []
     for i, seed in enumerate(seeds):
-        rng = np.random.default_rng(copy.deepcopy(seed) if isinstance(seed, np.random.Generator) else seed)
+        rng = np.random.default_rng(seed)
         kept = copy.deepcopy(rng)
         initial = None if initials is None else initials[i]
         solution = problem.check_solution(initial) if initial is not None else problem.random_solution(rng)
@@ -414,9 +431,12 @@ class _DeviceBatch:
 
 
 def _cpu_search(problem: TabuProblem, start: _Start, kw: dict[str, Any]) -> TabuResult:
-    """One search on the calling thread (host loop), from a copy of its start's generator."""
-    return tabu_search(problem, seed=copy.deepcopy(start.seed), initial=start.initial, strategy="cpu", cpu_chunks=1,
-                       **kw)
+    """One search on the calling thread (host loop), from a copy of its start's generator; the start's generator
+    is then left where the search left the copy."""
+    rng = start.rerun_seed()
+    res = tabu_search(problem, seed=rng, initial=start.initial, strategy="cpu", cpu_chunks=1, **kw)
+    start.settle(rng)
+    return res
 
 
 def calibrate_many(problem: TabuProblem, runtime: Runtime | None = None, *, tenure: int = 0,
@@ -517,7 +537,9 @@ def tabu_search_many(
     problem : TabuProblem
     seeds : sequence
         One search per entry, each any value :func:`numpy.random.default_rng`
-        takes (a Generator is copied: each search starts from its state).
+        takes.  A Generator is used as :func:`hpu.tabu.tabu_search` uses it:
+        the search draws its start, tie seed and restarts from it, so it is
+        left in the state the search alone leaves it (each search needs its own).
     iterations, tenure, time_limit, max_no_improve, target, tie_break
         As for :func:`hpu.tabu.tabu_search`, for every search.  ``time_limit``
         bounds each CPU search and the device's batch (checked between launches).
@@ -548,7 +570,7 @@ def tabu_search_many(
     Raises
     ------
     ValueError
-        As :func:`hpu.tabu.tabu_search`; no seeds; ``initials`` of another
+        As :func:`hpu.tabu.tabu_search`; no seeds; the same Generator twice; ``initials`` of another
         length; unknown ``strategy``; ``device_searches`` outside
         ``[0, len(seeds)]``; ``block_iterations`` below 1 or above ``iterations``.
     hpu.NoDeviceError

@@ -150,8 +150,9 @@ def fit_plateau(threads: np.ndarray, speedup: np.ndarray) -> dict:
     def model(q: np.ndarray) -> np.ndarray:
         return np.minimum(q[0] * k, q[1])
 
-    r = optimize.least_squares(lambda q: model(q) - s, [1.0, s.max()], loss="soft_l1", f_scale=0.2,
-                               bounds=([1e-3, 0.5], [2.0, 4 * k.max()]))
+    lower, upper = [1e-3, 0.5], [2.0, 4 * k.max()]
+    start = [1.0, float(np.clip(s.max(), lower[1], upper[1]))]  # a noisy timing can put s.max() out of bounds
+    r = optimize.least_squares(lambda q: model(q) - s, start, loss="soft_l1", f_scale=0.2, bounds=(lower, upper))
     return {"p": max(1.0, float(r.x[1])), "efficiency": float(r.x[0]), "residuals": (model(r.x) - s).tolist()}
 
 

@@ -288,11 +288,7 @@ class _DeviceBatch:
         w = self.work_group_size = default_work_group_size(self.rt.device)
         kernel = cl.Kernel(lease.build(program_source(self.states[0], w)), "tabu_run_batch")
         ctx, mf, S, N = lease.context, cl.mem_flags, len(self.states), self.problem.num_moves
-        pargs = self._pargs = self.states[0].device_args(ctx)  # the shared data; the own state is stacked below
-        for k, (_, own) in enumerate(self.states[0].device_arrays()):
-            if own:
-                stacked = np.concatenate([np.ravel(st.device_arrays()[k][0]) for st in self.states])
-                pargs[k] = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=stacked)
+        pargs = self._pargs = self.states[0].device_args(ctx, self.states[1:])
         ctrl = self.ctrl = np.zeros((S, 5), dtype=np.int64)
         ctrl[:, 0] = [state.value for state in self.states]
         ctrl[:, 1] = [_NO_BEST if b is None else b for b in self.best_value]
@@ -400,6 +396,8 @@ class _DeviceBatch:
             self.best_value[s], self.best_solution[s], self.best_on_device[s] = state.value, state.solution, False
             row[1], row[2] = state.value, it
         row[0], row[3] = state.value, 0
+        # row[2] = it makes the kernel copy the solution after iteration it's move as if it were a new best; that
+        # copy is never read: best_on_device is False until a move beats the restart's value (and copies again)
         q = self.lease.queue
         for buf, (a, own) in zip(self._pargs, state.device_arrays()):
             if own:

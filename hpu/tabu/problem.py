@@ -26,6 +26,7 @@ robust QAP search), named by :attr:`TabuProblem.tabu_attribute`.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -237,16 +238,30 @@ class NeighbourhoodState(abc.ABC):
             only, shared by every search).
         """
 
-    def device_args(self, context: Any) -> list:
+    def device_args(self, context: Any, batch: Sequence[NeighbourhoodState] = ()) -> list:
         """Create the device copies of the state (:meth:`device_arrays`); the values of ``PROBLEM_PARAMS`` in order.
+
+        Parameters
+        ----------
+        context : pyopencl.Context
+        batch : sequence of NeighbourhoodState
+            Further states of the same problem: each own array is then this
+            state's followed by each of theirs, flattened (the values of
+            ``PROBLEM_BATCH_PARAMS``, for ``tabu_run_batch``); the shared
+            data are copied once.
 
         An empty array becomes a buffer of one zero element (OpenCL buffers cannot be empty).
         """
         import pyopencl as cl
 
         mf = cl.mem_flags
-        return [cl.Buffer(context, (mf.READ_WRITE if own else mf.READ_ONLY) | mf.COPY_HOST_PTR,
-                          hostbuf=_nonempty(a)) for a, own in self.device_arrays()]
+        arrays = [st.device_arrays() for st in (self, *batch)]
+        out = []
+        for k, (a, own) in enumerate(arrays[0]):
+            host = np.concatenate([np.ravel(per_state[k][0]) for per_state in arrays]) if own and batch else a
+            out.append(cl.Buffer(context, (mf.READ_WRITE if own else mf.READ_ONLY) | mf.COPY_HOST_PTR,
+                                 hostbuf=_nonempty(host)))
+        return out
 
     def upload(self, queue: Any, args: list) -> None:
         """Copy the search's own state (:meth:`device_arrays`) into the buffers of :meth:`device_args`.

@@ -239,13 +239,27 @@ static inline int take_and_apply(const ulong n, const int iteration, const int f
     return 1;
 }
 
+/* After iteration `iteration`'s move: the work-group copies SOLUTION (the
+ * problem file's solution array of n ints) to best when the move gave a new
+ * best. */
+static inline void keep_best(const ulong n, const int iteration, __global const long *ctrl, __global int *best
+                             PROBLEM_PARAMS)
+{
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    if (ctrl[2] == iteration)
+        for (ulong k = get_local_id(0); k < n; k += WG)
+            best[k] = SOLUTION[k];
+}
+
 /* One work-group: reduce the groups' partial minima, take the move (its
  * value, the best, the stop rules of hpu.tabu.tabu_search: target, then
- * max_no_improve (0: none)), then apply it. */
+ * max_no_improve (0: none)), apply it, and keep the solution in best when it
+ * is a new best. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_select(const ulong n, const uint groups, const int iteration, const int first, const int tenure,
                  const long stop_target, const int max_no_improve, __global const long *partial,
-                 __global long *ctrl, __global long *trail, __global int *tabu_until PROBLEM_PARAMS)
+                 __global long *ctrl, __global long *trail, __global int *tabu_until, __global int *best
+                 PROBLEM_PARAMS)
 {
     __local long best_delta[WG];
     __local long best_key[WG];
@@ -260,15 +274,15 @@ void tabu_select(const ulong n, const uint groups, const int iteration, const in
             bk = partial[2 * g + 1];
         }
     reduce_local(bd, bk, best_delta, best_key);
-    take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until, best_delta,
-                   best_key, &chosen PROBLEM_ARGS);
+    if (take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until,
+                       best_delta, best_key, &chosen PROBLEM_ARGS))
+        keep_best(n, iteration, ctrl, best PROBLEM_ARGS);
 }
 
 /* `steps` iterations of one search in one work-group (the neighbourhood in
  * one chunk), with barriers between evaluation, choice and move, so that no
- * launch separates iterations.  With `best` not 0, the work-group copies
- * SOLUTION (the problem file's solution array of n ints) there after every
- * move that gives a new best. */
+ * launch separates iterations; the solution kept in best after every move
+ * that gives a new best (keep_best). */
 static inline void run_iterations(const ulong n, const ulong hi, const int first, const int steps,
                                   const int tenure, const long stop_target, const int max_no_improve,
                                   const uint tie_seed, const uint tie_mask, __global long *partial,
@@ -284,25 +298,22 @@ static inline void run_iterations(const ulong n, const ulong hi, const int first
         if (!take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until,
                             best_delta, best_key, chosen PROBLEM_ARGS))
             return;
-        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-        if (best && ctrl[2] == iteration)
-            for (ulong k = get_local_id(0); k < n; k += WG)
-                best[k] = SOLUTION[k];
+        keep_best(n, iteration, ctrl, best PROBLEM_ARGS);
     }
 }
 
-/* A whole block of one search in one work-group (run_iterations). */
+/* A whole block of one search in one work-group (run_iterations); its best solution kept in best. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_run_group(const ulong n, const ulong hi, const int first, const int steps, const int tenure,
                     const long stop_target, const int max_no_improve, const uint tie_seed, const uint tie_mask,
-                    __global long *partial, __global long *ctrl, __global long *trail, __global int *tabu_until
-                    PROBLEM_PARAMS)
+                    __global long *partial, __global long *ctrl, __global long *trail, __global int *tabu_until,
+                    __global int *best PROBLEM_PARAMS)
 {
     __local long best_delta[WG];
     __local long best_key[WG];
     __local long chosen;
     run_iterations(n, hi, first, steps, tenure, stop_target, max_no_improve, tie_seed, tie_mask, partial, ctrl,
-                   trail, tabu_until, 0, best_delta, best_key, &chosen PROBLEM_ARGS);
+                   trail, tabu_until, best, best_delta, best_key, &chosen PROBLEM_ARGS);
 }
 
 /* Many independent searches of one problem at once, work-group s running

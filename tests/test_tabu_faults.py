@@ -73,6 +73,7 @@ def _same_trajectory(res, ref) -> None:
     np.testing.assert_array_equal(res.moves, ref.moves)
     np.testing.assert_array_equal(res.history, ref.history)
     assert res.best_value == ref.best_value and res.restarts == ref.restarts
+    np.testing.assert_array_equal(res.best_solution, ref.best_solution)
 
 
 def _later_searches_right(rt, problem, split, tenure: int = 8) -> None:
@@ -113,6 +114,25 @@ def test_a_fault_in_a_resident_block_continues_on_the_cpu_from_the_block_start(f
     assert len(calls) == after + 1 and text in res.fallback and res.device_time > 0
     _same_trajectory(res, ref)
     _later_searches_right(faulty_rt, tai12a, dict(strategy="gpu", transfer_level=2))
+
+
+@pytest.mark.parametrize("level", [2, 0], ids=["two-kernels", "one-work-group"])
+def test_a_fault_reading_the_best_solution_replays_the_blocks_on_the_host(faulty_rt, monkeypatch, tai12a, level):
+    """The device keeps the best solution of its blocks; when reading it back (the search's last copy) fails,
+    the host replays the blocks' moves and takes the best solution on the way."""
+    kw = dict(iterations=60, tenure=8, seed=7, runtime=faulty_rt)
+    ref = tabu_search(tai12a, strategy="cpu", cpu_chunks=1, **kw)
+    assert 0 < int(np.argmin(ref.history)) < 59 and ref.history.min() < ref.history[0]  # a best found in a block
+    gpu = dict(strategy="gpu", transfer_level=level, block_iterations=8)
+    with monkeypatch.context() as m:
+        counted = _fault(m, "enqueue_copy", _lost_context, after=10**9)
+        tabu_search(tai12a, **gpu, **kw)
+    with monkeypatch.context() as m:
+        calls = _fault(m, "enqueue_copy", _lost_context, after=len(counted) - 1)
+        res = tabu_search(tai12a, **gpu, **kw)
+    assert len(calls) == len(counted) and "-9999" in res.fallback
+    _same_trajectory(res, ref)
+    _later_searches_right(faulty_rt, tai12a, dict(strategy="gpu", transfer_level=level))
 
 
 def test_a_fault_in_a_restart_upload_continues_on_the_cpu(faulty_rt, monkeypatch):

@@ -52,7 +52,7 @@ try:  # a dependency, but CPU-only installs must import the tabu search
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "HALT_NO_FEASIBLE_MOVE", "TIE_BREAKS", "Evaluator",
+__all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "HALT_NO_FEASIBLE_MOVE", "HALT_STOPS", "NO_BEST", "TIE_BREAKS", "Evaluator",
            "evaluate_neighbourhood", "default_work_group_size", "program_source", "tie_hash",
            "tie_kernel_args"]
 
@@ -62,6 +62,10 @@ log = logging.getLogger("hpu")
 ADMISSIBLE, TABU, INFEASIBLE, _EMPTY = 0, 1, 2, 3
 #: ``control[3]`` after :meth:`Evaluator.run_block` when a block stopped on a neighbourhood with no feasible move.
 HALT_NO_FEASIBLE_MOVE = 3
+#: The stop (``TabuResult.stop``) of the other halts in ``control[3]``.
+HALT_STOPS = {1: "target", 2: "no_improvement"}
+#: ``control[1]`` while no feasible solution was found.
+NO_BEST = np.iinfo(np.int64).max
 #: Accepted values of ``tie_break``.
 TIE_BREAKS = ("random", "index")
 # key = class << 61 | tie << 40 | move index; tie has 21 bits (the kernels get the shifts as defines).
@@ -366,7 +370,7 @@ class Evaluator:
         lease, self._lease = self._lease, None
         self._events.clear()
         self._eval = self._apply_k = self._pargs = self._tabu_d = self._partial_d = self._program = None
-        self._select = self._eval_res = self._group_k = self._ctrl_d = self._trail_d = None
+        self._select = self._eval_res = self._group_k = self._ctrl_d = self._trail_d = self._best_d = None
         if lease is not None:
             if failure is None:
                 self.runtime.release_lease(lease)
@@ -608,6 +612,7 @@ class Evaluator:
         ctx, mf, n, N = self._lease.context, cl.mem_flags, np.uint64(self.n), np.uint64(self.num_moves)
         if self._select is None:
             self._ctrl_d = cl.Buffer(ctx, mf.READ_WRITE, size=5 * 8)
+            self._best_d = cl.Buffer(ctx, mf.READ_WRITE, size=4 * self.n)
             self._trail_d, self._trail = None, np.empty(0, dtype=np.int64)
             self._eval_res = cl.Kernel(self._program, "tabu_evaluate_resident")
             self._select = cl.Kernel(self._program, "tabu_select")
@@ -619,9 +624,9 @@ class Evaluator:
         self._eval_res.set_args(n, N, np.uint64(self._chunk), i32, *self._tie_args, self._tabu_d, self._partial_d,
                                 self._ctrl_d, *self._pargs)
         self._select.set_args(n, np.uint32(self.groups), i32, i32, i32, i64, i32, self._partial_d, self._ctrl_d,
-                              self._trail_d, self._tabu_d, *self._pargs)
+                              self._trail_d, self._tabu_d, self._best_d, *self._pargs)
         self._group_k.set_args(n, N, i32, i32, i32, i64, i32, *self._tie_args, self._partial_d, self._ctrl_d,
-                               self._trail_d, self._tabu_d, *self._pargs)
+                               self._trail_d, self._tabu_d, self._best_d, *self._pargs)
 
     def run_block(self, first: int, count: int, tenure: int, control: np.ndarray, target: int | None,
                   max_no_improve: int | None) -> np.ndarray | None:
@@ -633,8 +638,10 @@ class Evaluator:
         work-group: the best admissible move, the value, the best, the stop
         rules, then ``apply_move``); with one work-group (transfer level 0)
         the whole block is one launch of ``tabu_run_group``, which loops over
-        the iterations.  Nothing goes back to the host in between; the host's
-        state is not moved (:meth:`follow` replays the moves).
+        the iterations.  After a move that gives a new best the device copies
+        the solution (:meth:`read_best` reads the last one).  Nothing goes
+        back to the host in between; the host's state is not moved
+        (:meth:`follow` replays the moves).
 
         Parameters
         ----------
@@ -701,6 +708,31 @@ class Evaluator:
         cl.enqueue_copy(q, self._trail[: 2 * count], self._trail_d, is_blocking=True)
         self.device_time += time.perf_counter() - t0
         return self._trail[: 2 * int(control[4] - first + 1)].copy()
+
+    def read_best(self) -> np.ndarray | None:
+        """The solution the device kept after the last new best of :meth:`run_block`'s iterations.
+
+        Returns
+        -------
+        numpy.ndarray of int32, shape (n,) or None
+            The solution (the problem's solution array as the device holds
+            it); None when no block ran, or the device failed and the CPU
+            took over (``on_device_error="fallback"``).
+
+        Raises
+        ------
+        hpu.DeviceFailure
+            The device failed and ``on_device_error="raise"``.
+        """
+        if self._lease is None or self._select is None:
+            return None
+        best = np.empty(self.n, dtype=np.int32)
+        try:
+            cl.enqueue_copy(self._queue, best, self._best_d, is_blocking=True)
+        except Exception as e:
+            self._device_failed(e)
+            return None
+        return best
 
     def apply_on_device(self, index: int, until: int) -> None:
         """Enqueue the device's part of :meth:`apply` only (the ``tabu_apply`` kernel; no wait).

@@ -57,7 +57,8 @@ import numpy as np
 from ..core.hybrid import as_device_failure, check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.util import check_int
-from .engine import HALT_NO_FEASIBLE_MOVE, TIE_BREAKS, default_work_group_size, program_source, tie_kernel_args
+from .engine import (HALT_NO_FEASIBLE_MOVE, HALT_STOPS, NO_BEST, TIE_BREAKS, default_work_group_size, program_source,
+                     tie_kernel_args)
 from .problem import TabuProblem
 from .search import DEFAULT_BLOCK_ITERATIONS, Stops, TabuResult, check_stops, tabu_search
 from .split import TabuSplit
@@ -73,11 +74,9 @@ log = logging.getLogger("hpu")
 
 #: Accepted values of ``tabu_search_many``'s ``strategy``.
 MANY_STRATEGIES = ("auto", "cpu", "gpu")
-_HALT_STOPS = {1: "target", 2: "no_improvement"}
 _MAX_RESTARTS_PER_ITERATION = 100  # as tabu_search
 _CALIBRATION_ITERATIONS = 16  # iterations of each timed CPU search
 _CALIBRATION_SECONDS = 0.25  # no larger batch is timed once one took this long
-_NO_BEST = np.iinfo(np.int64).max
 _NO_TARGET = np.iinfo(np.int64).min
 
 
@@ -291,7 +290,7 @@ class _DeviceBatch:
         pargs = self._pargs = self.states[0].device_args(ctx, self.states[1:])
         ctrl = self.ctrl = np.zeros((S, 5), dtype=np.int64)
         ctrl[:, 0] = [state.value for state in self.states]
-        ctrl[:, 1] = [_NO_BEST if b is None else b for b in self.best_value]
+        ctrl[:, 1] = [NO_BEST if b is None else b for b in self.best_value]
         self.trail = np.empty((S, 2 * self.block), dtype=np.int64)
         seeds = np.array([st.tie_seed or 0 for st in self.starts], dtype=np.uint32)
         attributes = self.states[0].num_attributes
@@ -376,7 +375,7 @@ class _DeviceBatch:
         if halt == HALT_NO_FEASIBLE_MOVE:
             self._restart(s)
         elif halt:
-            self.stop[s] = _HALT_STOPS[halt]
+            self.stop[s] = HALT_STOPS[halt]
         elif last >= self.stops.iterations:
             self.stop[s] = "iterations"
 

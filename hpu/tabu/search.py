@@ -21,7 +21,8 @@ from ..core.hybrid import DeviceFailure, check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.util import check_int
 from .calibrate import calibrate
-from .engine import HALT_NO_FEASIBLE_MOVE, INFEASIBLE, TIE_BREAKS, Evaluator, default_work_group_size
+from .engine import (HALT_NO_FEASIBLE_MOVE, HALT_STOPS, INFEASIBLE, NO_BEST, TIE_BREAKS, Evaluator,
+                     default_work_group_size)
 from .problem import TabuProblem
 from .split import STRATEGIES, TabuCosts, TabuSplit, plan_split
 
@@ -391,14 +392,23 @@ def choose_split_or_cpu(problem: TabuProblem, runtime: Runtime, *, on_device_err
 
 
 class _Search:
-    """One search's progress through its iterations, on the host loop or in device-resident blocks."""
+    """One search's progress through its iterations, on the host loop or in device-resident blocks.
+
+    After device-resident blocks the host's state lags behind: the blocks'
+    moves wait in :attr:`behind` and are replayed only when the host needs its
+    state (a restart, a device failure, a best solution the device cannot
+    give back).
+    """
 
     def __init__(self, problem: TabuProblem, ev: Evaluator, rng: np.random.Generator, stops: Stops):
         self.problem, self.ev, self.rng, self.stops = problem, ev, rng, stops
         state = ev.state
         feasible = problem.feasible(state.solution)
+        self.value = state.value  # the current value (the host's state may lag behind it: catch_up)
         self.best_value = state.value if feasible else None
         self.best_solution = state.solution if feasible else None
+        self.best_on_device = False  # the best came from a block not replayed: the device keeps its solution
+        self.behind: list[tuple[int, np.ndarray]] = []  # (first iteration, moves) of blocks not replayed
         self.history = np.empty(stops.iterations, dtype=np.int64)
         self.moves = np.empty(stops.iterations, dtype=np.int64)
         self.restarts = self.last_improvement = self.done = 0
@@ -416,15 +426,18 @@ class _Search:
         self.restarts += 1
         state = self.ev.state
         self.ev.reset(self.problem.restart(self.rng))
+        self.value = state.value
         if self.problem.feasible(state.solution) and (self.best_value is None or state.value < self.best_value):
             self.best_value, self.best_solution, self.last_improvement = state.value, state.solution, it
+            self.best_on_device = False
 
     def _took(self, it: int, index: int) -> str:
-        """Record iteration ``it``'s move; the stop rule that ends the search after it, or ``""``."""
+        """Record iteration ``it``'s move (host loop); the stop rule that ends the search after it, or ``""``."""
         state, stops = self.ev.state, self.stops
-        self.history[it - 1], self.moves[it - 1], self.done = state.value, index, it
+        self.history[it - 1], self.moves[it - 1], self.done, self.value = state.value, index, it, state.value
         if self.best_value is None or state.value < self.best_value:
             self.best_value, self.best_solution, self.last_improvement = state.value, state.solution, it
+            self.best_on_device = False
         if stops.target is not None and self.best_value is not None and self.best_value <= stops.target:
             return "target"
         if stops.max_no_improve is not None and it - self.last_improvement >= stops.max_no_improve:
@@ -443,25 +456,56 @@ class _Search:
     def block(self, it: int, count: int) -> str:
         """Iterations ``it ..`` (at most ``count``) resident on the device; the stop rule met, or ``""``.
 
-        The host then replays the moves on its own state (the reference for a
-        device failure and for restarts, and the source of the best solution).
+        The trajectory, the best value and the stop come from the block's
+        trail and control block; its moves join :attr:`behind`.
         """
-        ev, stops, state = self.ev, self.stops, self.ev.state
-        control = np.array([state.value, np.iinfo(np.int64).max if self.best_value is None else self.best_value,
+        ev, stops = self.ev, self.stops
+        control = np.array([self.value, NO_BEST if self.best_value is None else self.best_value,
                             self.last_improvement, 0, it - 1], dtype=np.int64)
         trail = ev.run_block(it, count, stops.tenure, control, stops.target, stops.max_no_improve)
-        if trail is None:  # the device failed; the CPU goes on from iteration it
+        if trail is None:  # the device failed; the host catches up and the CPU goes on from iteration it
+            self.catch_up()
             return ""
-        stop = ""
-        for t in range(trail.size // 2):
-            index, value = int(trail[2 * t]), int(trail[2 * t + 1])
-            ev.follow(index, value - state.value, it + t + stops.tenure)
-            stop = self._took(it + t, index)
-        if state.value != control[0]:
-            raise RuntimeError(f"device-resident iterations diverged from the host: {control[0]} != {state.value}")
-        if control[3] == HALT_NO_FEASIBLE_MOVE:
+        moves, values = trail[0::2], trail[1::2]
+        if moves.size:
+            last = it + moves.size - 1
+            self.moves[it - 1 : last], self.history[it - 1 : last] = moves, values
+            self.behind.append((it, moves))
+            self.done, self.value = last, int(values[-1])
+            low = int(values.min())
+            if self.best_value is None or low < self.best_value:
+                self.best_value, self.best_on_device = low, True
+                self.last_improvement = it + int(np.argmax(values == low))
+        if control[0] != self.value or control[1] != (NO_BEST if self.best_value is None else self.best_value):
+            raise RuntimeError(f"the device's block diverged from its trail: value {control[0]} != {self.value} "
+                               f"or best {control[1]} != {self.best_value}")
+        halt = int(control[3])
+        if halt == HALT_NO_FEASIBLE_MOVE:
+            self.catch_up()
             self._restart(self.done + 1)
-        return stop
+        return HALT_STOPS.get(halt, "")
+
+    def catch_up(self) -> None:
+        """Replay :attr:`behind` on the host's state (and take the best solution on the way if it is there)."""
+        ev, state, tenure = self.ev, self.ev.state, self.stops.tenure
+        for first, moves in self.behind:
+            for t, index in enumerate(moves.tolist()):
+                it = first + t
+                ev.follow(index, int(self.history[it - 1]) - state.value, it + tenure)
+                if self.best_on_device and it == self.last_improvement:
+                    self.best_solution, self.best_on_device = state.solution, False
+        self.behind.clear()
+        if state.value != self.value:
+            raise RuntimeError(f"device-resident iterations diverged from the host: {self.value} != {state.value}")
+
+    def finish(self) -> None:
+        """Take the best solution from the device when it kept it (else from the host's replay)."""
+        if self.best_on_device:
+            best = self.ev.read_best()
+            if best is None:
+                self.catch_up()
+            else:
+                self.best_solution, self.best_on_device = self.problem.check_solution(best), False
 
     def result(self, stop: str, split: TabuSplit, wall: float, setup_time: float, block: int) -> TabuResult:
         ev, it = self.ev, self.done
@@ -505,4 +549,5 @@ def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.G
         if stops.time_limit is not None and time.perf_counter() - start >= stops.time_limit:
             stop = "time_limit"
             break
+    search.finish()
     return search.result(stop, split, time.perf_counter() - start, setup_time, block)

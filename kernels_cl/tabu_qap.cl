@@ -1,9 +1,12 @@
 /* Quadratic assignment problem, 2-swap neighbourhood (used with tabu_reduce.cl).
  *
  * f(p) = sum_ij A[i][j] B[p(i)][p(j)].  The device keeps A, the permuted
- * distance matrix Bp[i][j] = B[p(i)][p(j)] (row-major, n x n) and p itself
- * (perm); swapping the assignment of r and s swaps rows r, s and columns r, s
- * of Bp and entries r, s of perm.
+ * distance matrix Bp[i][j] = B[p(i)][p(j)] (row-major, n x n), p itself
+ * (perm) and the delta of every move, D[m] (Taillard's matrix of move
+ * values): a move is evaluated in O(1), and taking a move updates D in O(1)
+ * per move disjoint from it and O(n) for the 2n - 3 moves that share a
+ * facility with it.  Swapping the assignment of r and s swaps rows r, s and
+ * columns r, s of Bp and entries r, s of perm.
  *
  * With TABU_BY_ATTRIBUTE the tabu status is per (facility, location) pair,
  * tabu_until[facility * n + location] (Taillard's robust tabu search): a
@@ -13,10 +16,12 @@
  * SYMMETRIC (1 when A and B are both symmetric).
  */
 
-#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm
-#define PROBLEM_ARGS , A, Bp, perm
-#define PROBLEM_BATCH_PARAMS , __global MAT_T *A, __global MAT_T *Bp_all, __global int *perm_all
-#define PROBLEM_BATCH_SELECT(s) __global MAT_T *Bp = Bp_all + (s) * n * n; __global int *perm = perm_all + (s) * n;
+#define MOVE_BY_INDEX 1
+#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm, __global long *D
+#define PROBLEM_ARGS , A, Bp, perm, D
+#define PROBLEM_BATCH_PARAMS , __global MAT_T *A, __global MAT_T *Bp_all, __global int *perm_all, __global long *D_all
+#define PROBLEM_BATCH_SELECT(s) __global MAT_T *Bp = Bp_all + (s) * n * n; __global int *perm = perm_all + (s) * n; \
+    __global long *D = D_all + (s) * (n * (n - 1) / 2);
 #define SOLUTION perm
 
 #if TABU_BY_ATTRIBUTE
@@ -35,34 +40,53 @@ static inline int move_tabu(const ulong n, const ulong m, __global const int *ta
  *   (a_rr - a_ss)(b'_ss - b'_rr) + (a_rs - a_sr)(b'_sr - b'_rs)
  *   + sum_{k != r, s} (a_rk - a_sk)(b'_sk - b'_rk) + (a_kr - a_ks)(b'_ks - b'_kr)
  * with b'_uv = Bp[u][v].  For symmetric A and B the second term vanishes and
- * the two halves of the sum are equal. */
-static inline int move_delta(const ulong n, const uint r, const uint s, long *delta PROBLEM_PARAMS)
+ * the two halves of the sum are equal; the sum then reads columns r and s
+ * (a_kr for a_rk), so that work-items taking moves (r, s) of consecutive s
+ * read consecutive addresses.  The sum runs over every k, less its k = r and
+ * k = s terms (no branch in the loop). */
+static inline long move_delta(const ulong n, const uint r, const uint s PROBLEM_PARAMS)
 {
-    __global const MAT_T *ar = A + r * n, *as = A + s * n;
-    __global const MAT_T *br = Bp + r * n, *bs = Bp + s * n;
     long d = 0;
-    for (uint k = 0; k < n; k++) {
-        if (k == r || k == s)
-            continue;
-        d += (long)(ar[k] - as[k]) * (long)(bs[k] - br[k]);
-#if !SYMMETRIC
+    for (ulong k = 0; k < n; k++) {
+#if SYMMETRIC
+        d += (long)(A[k * n + r] - A[k * n + s]) * (long)(Bp[k * n + s] - Bp[k * n + r]);
+#else
+        d += (long)(A[r * n + k] - A[s * n + k]) * (long)(Bp[s * n + k] - Bp[r * n + k]);
         d += (long)(A[k * n + r] - A[k * n + s]) * (long)(Bp[k * n + s] - Bp[k * n + r]);
 #endif
     }
+    __global const MAT_T *ar = A + r * n, *as = A + s * n;
+    __global const MAT_T *br = Bp + r * n, *bs = Bp + s * n;
+    d -= (long)(ar[r] - as[r]) * (long)(bs[r] - br[r]) + (long)(ar[s] - as[s]) * (long)(bs[s] - br[s]);
 #if SYMMETRIC
     d *= 2;
 #else
+    d -= (long)(A[r * n + r] - A[r * n + s]) * (long)(Bp[r * n + s] - Bp[r * n + r])
+       + (long)(A[s * n + r] - A[s * n + s]) * (long)(Bp[s * n + s] - Bp[s * n + r]);
     d += (long)(ar[s] - as[r]) * (long)(bs[r] - br[s]);
 #endif
     d += (long)(ar[r] - as[s]) * (long)(bs[s] - br[r]);
-    *delta = d;
+    return d;
+}
+
+/* Move m's delta: read from D (every move is feasible). */
+static inline int move_eval(const ulong n, const ulong m, long *delta PROBLEM_PARAMS)
+{
+    *delta = D[m];
     return 1;
 }
 
 /* Apply move (r, s) in place, in one work-group: mark its attributes tabu
  * until iteration `until` (the move, or (r, p(r)) and (s, p(s))), swap
- * perm[r] and perm[s], and swap rows and columns r, s of Bp.  The work-items
- * take k in [0, n) in turn; the elements each k touches are disjoint. */
+ * perm[r] and perm[s], and swap rows and columns r, s of Bp (the work-items
+ * take k in [0, n) in turn; the elements each k touches are disjoint); then,
+ * with the new Bp, bring D up to date: a move (u, v) that shares a facility
+ * with (r, s) by move_delta, any other by Taillard's O(1) update (1991,
+ * section 3; the host's O(n) evaluation is the tests' reference):
+ *   D[u, v] += (a_ru - a_rv + a_sv - a_su)(b'_su - b'_sv + b'_rv - b'_ru)
+ *            + (a_ur - a_vr + a_vs - a_us)(b'_us - b'_vs + b'_vr - b'_ur)
+ * with b' the permuted distances after the swap (the two terms are equal
+ * when A and B are symmetric). */
 static inline void apply_move(const ulong n, const uint r, const uint s, const ulong move, const int until,
                               __global int *tabu_until PROBLEM_PARAMS)
 {
@@ -84,5 +108,35 @@ static inline void apply_move(const ulong n, const uint r, const uint s, const u
             t = Bp[r * n + k]; Bp[r * n + k] = Bp[s * n + k]; Bp[s * n + k] = t;
             t = Bp[k * n + r]; Bp[k * n + r] = Bp[k * n + s]; Bp[k * n + s] = t;
         }
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    __global const MAT_T *ar = A + r * n, *as = A + s * n, *br = Bp + r * n, *bs = Bp + s * n;
+    for (ulong m = get_local_id(0); m < n * (n - 1) / 2; m += get_local_size(0)) {
+        uint u, v;
+        pair_from_index(n, m, &u, &v);
+        if (u == r || u == s || v == r || v == s)
+            continue;
+        long d = (long)(ar[u] - ar[v] + as[v] - as[u]) * (long)(bs[u] - bs[v] + br[v] - br[u]);
+#if SYMMETRIC
+        d *= 2;
+#else
+        d += (long)(A[u * n + r] - A[v * n + r] + A[v * n + s] - A[u * n + s])
+           * (long)(Bp[u * n + s] - Bp[v * n + s] + Bp[v * n + r] - Bp[u * n + r]);
+#endif
+        D[m] += d;
+    }
+    /* The 2n - 3 moves that share a facility with (r, s), one work-item each:
+     * a < n - 2: (r, w), a < 2n - 4: (s, w), w the (a mod (n - 2))-th facility
+     * other than r and s; a = 2n - 4: (r, s) itself. */
+    for (ulong a = get_local_id(0); a < 2 * n - 3; a += get_local_size(0)) {
+        uint u = r, v = s;
+        if (a < 2 * n - 4) {
+            const uint f = a < n - 2 ? r : s;
+            uint w = (uint)(a < n - 2 ? a : a - (n - 2));
+            w += (w >= r) + (w + 1 >= s && w >= r);
+            u = min(f, w);
+            v = max(f, w);
+        }
+        D[pair_index(n, u, v)] = move_delta(n, u, v PROBLEM_ARGS);
     }
 }

@@ -8,6 +8,7 @@ from conftest import deltas_match_brute_force, walk_and_check
 
 import hpu
 from hpu.tabu import QAP, evaluate_neighbourhood
+from hpu.tabu.engine import Evaluator
 
 DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
 SLN_FILES = sorted(DATA.glob("*.sln"))
@@ -179,6 +180,25 @@ def test_device_delta_of_every_move_equals_brute_force(rt, symmetric, diagonal):
     for n in (2, 4, 9, 14):
         q = random_qap(rng, n, symmetric=symmetric, diagonal=diagonal)
         deltas_match_brute_force(q, rng, brute_force_deltas, 2, unit="device", runtime=rt)
+
+
+@pytest.mark.parametrize("symmetric, diagonal", CASES)
+def test_device_move_values_follow_a_walk(rt, symmetric, diagonal):
+    """The device keeps every move's delta and updates it after each move it applies (O(1) for moves disjoint from
+    the one taken, O(n) for those that share a facility with it): after every step of a random walk it holds the
+    brute-force deltas of the walk's current permutation."""
+    rng = np.random.default_rng(13)
+    for n in (2, 3, 5, 9, 14):
+        q = random_qap(rng, n, symmetric=symmetric, diagonal=diagonal)
+        p = q.random_solution(rng)
+        N = q.num_moves
+        with Evaluator(q.state(p), rt, cpu_moves=0, groups=N, on_device_error="raise") as ev:
+            for it in range(1, 13):
+                m = int(rng.integers(N))
+                ev.apply(m, q.objective(q.apply_move(p, m)) - q.objective(p), it + 3)
+                p = q.apply_move(p, m)
+                _, delta, key = ev.device_partials(it + 1, np.iinfo(np.int64).max)
+                np.testing.assert_array_equal(delta[np.argsort(key & ((1 << 40) - 1))], brute_force_deltas(q, p))
 
 
 def test_device_delta_with_64_bit_entries(rt):

@@ -6,7 +6,10 @@ flow matrix, ``B`` the distance matrix, ``p(i)`` the location of facility
 ``i``).  A move swaps the locations of two facilities ``r < s``; there are
 ``n (n - 1) / 2`` moves and each is evaluated in O(n) (Taillard, "Robust
 taboo search for the quadratic assignment problem", Parallel Computing 17,
-1991; Luong, Melab and Talbi, IEEE TC 62(1), 2013, section 6.1, seeds/004).
+1991; Luong, Melab and Talbi, IEEE TC 62(1), 2013, section 6.1).  The host
+evaluates every move afresh; the device keeps Taillard's matrix of move
+values and updates it after each move, O(1) per move that shares no
+facility with the one taken (``kernels_cl/tabu_qap.cl``).
 """
 
 from __future__ import annotations
@@ -369,5 +372,7 @@ class _QAPState(NeighbourhoodState):
 
     def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
         dt = self._device_dtype
+        moves = self.deltas(0, self.problem.num_moves)[0].astype(np.int64)  # Taillard's matrix of move values
         return [(np.ascontiguousarray(self.problem.flow, dtype=dt), False),
-                (np.ascontiguousarray(self._bp, dtype=dt), True), (self._perm.astype(np.int32), True)]
+                (np.ascontiguousarray(self._bp, dtype=dt), True), (self._perm.astype(np.int32), True),
+                (moves, True)]

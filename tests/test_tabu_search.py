@@ -22,7 +22,7 @@ from hpu.tabu import (
     transfer_levels,
 )
 from hpu.core.costs import ProfileError
-from hpu.tabu.split import SIMPLER_MARGIN
+from hpu.tabu.split import BLOCK_OVERHEAD, MAX_BLOCK_ITERATIONS, SIMPLER_MARGIN
 
 from conftest import reference_search, reference_tie
 
@@ -341,6 +341,50 @@ def test_forced_choices_and_errors():
     assert list(transfer_levels(128, 128)) == [0] and list(transfer_levels(0, 128)) == []
 
 
+def _smallest_block(o, s):
+    """Brute force: the first power of two K whose round trip o / K is within BLOCK_OVERHEAD of s, else the cap."""
+    k = 1
+    while k < MAX_BLOCK_ITERATIONS and o / k > BLOCK_OVERHEAD * s:
+        k *= 2
+    return k
+
+
+def test_the_model_plans_resident_blocks_from_their_measured_costs():
+    levels, s, o = (0, 3, 5), (2e-5, 1e-5, 1e-5), (1e-4, 3e-4, 4e-3)
+    c = costs(resident_levels=levels, resident_iteration_seconds=s, resident_block_seconds=o)
+    per = {t: (_smallest_block(o[i], s[i]), s[i] + o[i] / _smallest_block(o[i], s[i])) for i, t in enumerate(levels)}
+    assert per[0][0] == 128 and per[3][0] == 1024 and per[5][0] == 1024  # 100 and 600 rounded up; 8000 capped
+    best = min(per, key=lambda t: per[t][1])
+    assert best == 3 and c.plan_resident() == (3, 1024, pytest.approx(per[3][1]))
+    assert c.plan_resident(0) == (0, 128, pytest.approx(per[0][1]))
+    assert c.plan_resident(2) is None and costs().plan_resident() is None
+    assert costs(resident_levels=(1,), resident_iteration_seconds=(1e-3,),
+                 resident_block_seconds=(1e-5,)).plan_resident()[1] == 1  # a round trip within 5% of one iteration
+    with pytest.raises(ValueError, match="differ in length"):
+        costs(resident_levels=(0,), resident_iteration_seconds=(), resident_block_seconds=())
+
+
+def test_tabu_search_takes_the_models_blocks_and_level(rt):
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    measured = calibrate(q, rt)
+    assert 0 in measured.resident_levels and min(measured.resident_iteration_seconds) > 0
+    assert min(measured.resident_block_seconds) >= 0 and measured.plan_resident() is not None
+    c = dataclasses.replace(measured, resident_levels=(0, 2), resident_iteration_seconds=(1e-5, 1e-6),
+                            resident_block_seconds=(1e-4, 1e-4))
+    kw = dict(iterations=300, tenure=7, seed=2, runtime=rt, strategy="gpu", costs=c)
+    host = tabu_search(q, block_iterations=1, **kw)
+    res = tabu_search(q, **kw)  # level 2 with K = 1024 (1e-6 + 1e-4 / 1024 s per iteration), capped at 300
+    assert (res.block_iterations, res.split.transfer_level, res.split.groups) == (300, 2, 4)
+    assert res.split.predicted_time == pytest.approx(1e-6 + 1e-4 / 1024)
+    at0 = tabu_search(q, transfer_level=0, **kw)  # 1e-4 / (0.05 * 1e-5) = 200 -> 256
+    assert (at0.block_iterations, at0.split.transfer_level) == (256, 0)
+    forced = tabu_search(q, block_iterations=16, **kw)
+    assert (forced.block_iterations, forced.split.transfer_level) == (16, 2)
+    for r in (res, at0, forced):
+        np.testing.assert_array_equal(r.moves, host.moves)
+        np.testing.assert_array_equal(r.best_solution, host.best_solution)
+
+
 def test_calibration_is_cached_and_drives_the_default_split(rt, tmp_path, monkeypatch):
     monkeypatch.setenv("HPU_PROFILE_DIR", str(tmp_path))
     pb = HWSWPartitioning.random(150, seed=6)
@@ -368,13 +412,15 @@ def test_costs_files_are_versioned_and_every_bad_one_is_a_profile_error(tmp_path
               measurements={"cpu": {"moves": [1, 4], "seconds": [1e-6, 3e-6]}})
     path = c.save(tmp_path / "costs.json")
     d = json.loads(path.read_text())
-    assert (d["kind"], d["schema_version"], d["problem_kind"]) == ("tabu-costs", 4, "qap")
+    assert (d["kind"], d["schema_version"], d["problem_kind"]) == ("tabu-costs", 5, "qap")
     assert TabuCosts.load(path) == c and c.to_dict()["kind"] == "qap"
     bad = {
         "missing": None,
         "corrupt": "{not json",
-        "newer": {**d, "schema_version": 5},
-        "older": {**d, "schema_version": 3},
+        "newer": {**d, "schema_version": 6},
+        "older": {**d, "schema_version": 4},
+        "resident fields of different lengths": {**d, "resident_levels": [0, 1], "resident_block_seconds": [1e-4],
+                                                 "resident_iteration_seconds": [1e-5]},
         "other kind": {**d, "kind": "profile"},
         "no problem kind": {k: v for k, v in d.items() if k != "problem_kind"},
         "missing field": {k: v for k, v in d.items() if k != "cpu_move_seconds"},

@@ -19,6 +19,13 @@ their overlap ``omega`` in ``[-1, 1]`` (bounded least squares,
 thread and, with more than one thread, once in the thread pool (``o`` from
 the first).
 
+With a device, blocks of iterations resident on the device alone
+(:meth:`~hpu.tabu.engine.Evaluator.run_block`) are timed at one work-group
+and at the fastest measured transfer level, 4 and 64 iterations a block:
+``o_t + K s_t`` gives each level's cost per iteration ``s_t`` and per round
+trip ``o_t``, from which :meth:`TabuCosts.plan_resident` chooses the level
+and the iterations per round trip.
+
 The costs are kept in the costs file (:func:`costs_path`, the core's
 versioned format) and, once loaded or measured, in the runtime's
 :class:`~hpu.core.runtime.ResourceCache`: threads that ask at once for the
@@ -39,7 +46,7 @@ from scipy import optimize
 from ..core.calibrate import median_time
 from ..core.costs import ProfileError
 from ..core.runtime import Runtime, default_profile_path, device_key, resolve_runtime
-from .engine import Evaluator
+from .engine import NO_BEST, Evaluator
 from .problem import TabuProblem
 from .split import TabuCosts, transfer_levels
 
@@ -260,7 +267,43 @@ def _measure_costs(problem: TabuProblem, runtime: Runtime) -> TabuCosts:
         if N > 1:
             o, omega, omega_p, meas["hybrid"] = _measure_hybrid(ev, costs, passes, runtime.threads)
             costs = dataclasses.replace(costs, hybrid_seconds=o, overlap=omega, pool_overlap=omega_p)
+        fields, meas["resident"] = _measure_resident(ev, costs)
+        costs = dataclasses.replace(costs, **fields)
     return costs
+
+
+def _measure_resident(ev: Evaluator, costs: TabuCosts) -> tuple[dict, dict]:
+    """``s_t`` and ``o_t`` of resident blocks (module docstring) at level 0 and the fastest measured level.
+
+    The blocks move the device's state away from the host's: run last.  A
+    level whose blocks all halted early (no feasible move) is left out.
+    """
+    N = ev.num_moves
+    levels = sorted({0, int(np.argmin(costs.device_level_seconds))})
+    fields: dict[str, list] = {"resident_levels": [], "resident_iteration_seconds": [], "resident_block_seconds": []}
+    raw: dict[str, Any] = {}
+    for t in levels:
+        ev.configure(0, 1, min(2**t, N))
+        points = []
+        for k in (4, 64):
+            done: list[int] = []
+
+            def block(k: int = k, done: list[int] = done) -> None:
+                control = np.array([ev.state.value, NO_BEST, 0, 0, 0], dtype=np.int64)
+                done.append(ev.run_block(1, k, min(7, N - 1), control, None, None).size // 2)
+
+            block()  # warm-up: the resident kernels and the trail are made on first use
+            seconds = _seconds(block, repeats=3, budget=0.05)
+            points.append((float(np.mean(done)), seconds))
+        (d1, t1), (d2, t2) = points
+        raw[f"level{t}"] = {"iterations": [d1, d2], "seconds": [t1, t2]}
+        if d2 <= d1:
+            continue
+        s_t = max((t2 - t1) / (d2 - d1), 1e-9)
+        fields["resident_levels"].append(t)
+        fields["resident_iteration_seconds"].append(s_t)
+        fields["resident_block_seconds"].append(max(t1 - s_t * d1, 0.0))
+    return fields, raw
 
 
 def _load_or_measure(problem: TabuProblem, runtime: Runtime, path: Path) -> TabuCosts:

@@ -310,9 +310,13 @@ def tabu_search(
         aspiration, tie-break), the move and the stop rules ``target`` and
         ``max_no_improve`` all stay there, and the host reads the trajectory
         back once per block (``time_limit`` is checked between blocks).  The
-        trajectory is the one of the host loop.  Default
-        :data:`DEFAULT_BLOCK_ITERATIONS` (capped by ``iterations``); 1 runs
-        the host loop.  With a CPU share the iterations always run one by one.
+        trajectory is the one of the host loop.  Default: the model's
+        (:meth:`TabuCosts.plan_resident`: the smallest power of two whose
+        round trip adds at most 5% to an iteration, from the calibrated
+        costs; the transfer level, unless forced, is then the resident
+        blocks' fastest), or :data:`DEFAULT_BLOCK_ITERATIONS` where no costs
+        were needed for the split; capped by ``iterations``.  1 runs the host
+        loop.  With a CPU share the iterations always run one by one.
 
     Returns
     -------
@@ -341,22 +345,45 @@ def tabu_search(
     rng = np.random.default_rng(seed)
     solution = problem.check_solution(initial) if initial is not None else problem.random_solution(rng)
     tie_seed = int(rng.integers(2**32)) if tie_break == "random" else None
-    block = min(DEFAULT_BLOCK_ITERATIONS, stops.iterations)
     if block_iterations is not None:
-        block = check_int("block_iterations", block_iterations, 1)
-        if block > stops.iterations:
-            raise ValueError(f"block_iterations ({block}) exceeds the iteration budget (iterations={stops.iterations})")
+        check_int("block_iterations", block_iterations, 1)
+        if block_iterations > stops.iterations:
+            raise ValueError(f"block_iterations ({block_iterations}) exceeds the iteration budget "
+                             f"(iterations={stops.iterations})")
     rt = resolve_runtime(runtime)
     with rt.call():
         t_setup = time.perf_counter()
-        split, fallback = choose_split_or_cpu(problem, rt, on_device_error=on_device_error, costs=costs,
-                                              strategy=strategy, alpha=alpha, transfer_level=transfer_level,
-                                              cpu_chunks=cpu_chunks)
+        forced = dict(strategy=strategy, alpha=alpha, transfer_level=transfer_level, cpu_chunks=cpu_chunks)
+        split, fallback = choose_split_or_cpu(problem, rt, on_device_error=on_device_error, costs=costs, **forced)
+        split, block = _plan_blocks(problem, rt, split, costs, forced, block_iterations, stops.iterations)
         with Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
                        groups=max(split.groups, 1), on_device_error=on_device_error, tie_seed=tie_seed) as ev:
             setup_time = time.perf_counter() - t_setup
             result = _run(problem, ev, split, rng, stops, setup_time, block if ev.device_only else 1)
     return dataclasses.replace(result, fallback=fallback) if fallback and not result.fallback else result
+
+
+def _plan_blocks(problem: TabuProblem, rt: Runtime, split: TabuSplit, costs: TabuCosts | None,
+                 forced: dict[str, Any], block_iterations: int | None, iterations: int) -> tuple[TabuSplit, int]:
+    """The split and iterations per round trip: the model's (:meth:`TabuCosts.plan_resident`) where the device
+    evaluates every move and costs are at hand (given, or calibrated for the split), else ``block_iterations`` or
+    :data:`DEFAULT_BLOCK_ITERATIONS`; an unforced transfer level becomes the resident blocks' best."""
+    block = min(block_iterations or DEFAULT_BLOCK_ITERATIONS, iterations)
+    if split.cpu_moves > 0 or split.groups == 0 or block_iterations == 1:
+        return split, block
+    if costs is None and _needs_costs(forced["strategy"], forced["alpha"], forced["transfer_level"],
+                                      forced["cpu_chunks"], rt):
+        costs = calibrate(problem, rt)  # the split's own, cached: no new measurement
+    plan = costs.plan_resident(forced["transfer_level"]) if costs is not None else None
+    if plan is None:
+        return split, block
+    level, k, seconds = plan
+    if block_iterations is None:
+        block = min(k, iterations)
+    if forced["transfer_level"] is None and block > 1:
+        split = dataclasses.replace(split, transfer_level=level, groups=min(2**level, split.num_moves),
+                                    predicted_cpu_time=0.0, predicted_device_time=seconds, predicted_time=seconds)
+    return split, block
 
 
 def choose_split_or_cpu(problem: TabuProblem, runtime: Runtime, *, on_device_error: str,

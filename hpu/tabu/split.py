@@ -75,15 +75,21 @@ import numpy as np
 
 from ..core.costs import ProfileError, read_versioned, write_versioned
 
-__all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIES", "SIMPLER_MARGIN"]
+__all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIES", "SIMPLER_MARGIN", "BLOCK_OVERHEAD",
+           "MAX_BLOCK_ITERATIONS"]
 
 #: Accepted values of ``strategy``.
 STRATEGIES = ("cpu", "gpu", "hybrid")
 #: A split using both units, or the thread pool, must be predicted faster than the best simpler one by this fraction.
 SIMPLER_MARGIN = 0.05
 #: ``kind`` and ``schema_version`` of :class:`TabuCosts` files (:func:`hpu.core.costs.write_versioned`; version 4:
-#: the problem kind under ``problem_kind``, the file's kind under ``kind``).
-COSTS_KIND, COSTS_SCHEMA_VERSION = "tabu-costs", 4
+#: the problem kind under ``problem_kind``, the file's kind under ``kind``; version 5: the resident blocks' costs).
+COSTS_KIND, COSTS_SCHEMA_VERSION = "tabu-costs", 5
+#: The model's iterations per round trip K of resident blocks (:meth:`TabuCosts.plan_resident`): the smallest power
+#: of two whose round trip adds at most this fraction to the time of an iteration ...
+BLOCK_OVERHEAD = 0.05
+#: ... and at most this many (the trail read back per block, and how often ``time_limit`` is checked).
+MAX_BLOCK_ITERATIONS = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +143,13 @@ class TabuCosts:
         hybrid then uses one unit (module docstring).
     hybrid_seconds : float
         ``o``: fixed cost of an iteration that uses both units, beyond each unit's own.
+    resident_levels : tuple of int
+        Transfer levels at which blocks of iterations resident on the device
+        alone were timed (empty: none).
+    resident_iteration_seconds, resident_block_seconds : tuple of float
+        For each of those levels, ``s_t`` and ``o_t`` of a block of ``K``
+        iterations taking ``o_t + K s_t`` (launch, read-back and host work
+        per block in ``o_t``).
     device : str
         Device name (``"CPU only"`` without one).
     measurements : dict
@@ -163,11 +176,50 @@ class TabuCosts:
     shared_cores: bool = False
     hybrid_seconds: float = 0.0
     device: str = "CPU only"
+    resident_levels: tuple = ()
+    resident_iteration_seconds: tuple = ()
+    resident_block_seconds: tuple = ()
     measurements: dict = dataclasses.field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        # JSON gives a list; a tuple keeps the costs comparable and immutable.
-        object.__setattr__(self, "device_level_seconds", tuple(float(v) for v in self.device_level_seconds))
+        # JSON gives lists; tuples keep the costs comparable and immutable.
+        for name, kind in (("device_level_seconds", float), ("resident_levels", int),
+                           ("resident_iteration_seconds", float), ("resident_block_seconds", float)):
+            object.__setattr__(self, name, tuple(kind(v) for v in getattr(self, name)))
+        if not len(self.resident_levels) == len(self.resident_iteration_seconds) == len(self.resident_block_seconds):
+            raise ValueError("resident_levels, resident_iteration_seconds and resident_block_seconds differ in length")
+
+    def plan_resident(self, transfer_level: int | None = None) -> tuple[int, int, float] | None:
+        """Transfer level and iterations per round trip ``K`` of iterations resident on the device alone.
+
+        A block of ``K`` iterations at level ``t`` takes ``o_t + K s_t``
+        (:attr:`resident_block_seconds`, :attr:`resident_iteration_seconds`),
+        ``s_t + o_t / K`` per iteration.  ``K_t`` is the smallest power of
+        two with ``o_t / K_t <= BLOCK_OVERHEAD s_t``, at most
+        :data:`MAX_BLOCK_ITERATIONS`: larger blocks gain less than
+        :data:`BLOCK_OVERHEAD` and only check ``time_limit`` less often.  The
+        level is the measured one with the least ``s_t + o_t / K_t``.
+
+        Parameters
+        ----------
+        transfer_level : int, optional
+            Plan ``K`` at this level only.
+
+        Returns
+        -------
+        (level, K, seconds per iteration) or None
+            None when no level (or not ``transfer_level``) was measured.
+        """
+        best = None
+        for t, s_t, o_t in zip(self.resident_levels, self.resident_iteration_seconds, self.resident_block_seconds):
+            if transfer_level is not None and t != transfer_level:
+                continue
+            need = o_t / (BLOCK_OVERHEAD * s_t) if s_t > 0 else math.inf
+            k = MAX_BLOCK_ITERATIONS if need >= MAX_BLOCK_ITERATIONS else 1 << max(math.ceil(math.log2(max(need, 1))), 0)
+            per = s_t + o_t / k
+            if best is None or per < best[2]:
+                best = (t, k, per)
+        return best
 
     @property
     def has_device(self) -> bool:

@@ -2,7 +2,7 @@
  * (used with tabu_pairs.cl and tabu_reduce.cl; see hpu/tabu/pfsp.py).
  *
  * Wu, Wei, Lai and Li, "Avoiding duplicated computation to improve the
- * performance of PFSP on CUDA GPUs" (seeds/003).  Completion times (section 2.2):
+ * performance of PFSP on CUDA GPUs".  Completion times (section 2.2):
  *   C[i][k] = p[i][perm[k]] + max(C[i][k-1], C[i-1][k]),   C[-1][k] = C[i][-1] = 0,
  * makespan C[MACHINES-1][n-1].  The device keeps the parent's table and
  * evaluates each child from the parent's column f - 1, f its first changed

@@ -1,6 +1,6 @@
 /* Permuted perceptron problem, Hamming-K neighbourhood (used with tabu_reduce.cl).
  *
- * Luong, Melab, Talbi, IEEE TC 62(1) 2013 (seeds/004), section 6.2: A is an
+ * Luong, Melab, Talbi, IEEE TC 62(1) 2013, section 6.2: A is an
  * m x n matrix of +-1, S a multiset of m non-negative integers; find a +-1
  * vector V with {(AV)_j} = S.  Fitness (Knudsen and Meier, Eurocrypt 1999,
  * as in the paper's implementation in ParadisEO-GPU):

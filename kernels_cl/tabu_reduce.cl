@@ -1,7 +1,7 @@
 /* Fused evaluation and reduction of a tabu-search neighbourhood.
  *
  * Hou, He, Zhou, Chen, "An efficient GPU-based parallel tabu search algorithm
- * for hardware/software co-design", Front. Comput. Sci. 2019 (seeds/000),
+ * for hardware/software co-design", Front. Comput. Sci. 2019,
  * sections 3.3 (kernel fusion) and 3.5 (tabu evaluation as a reduction): each
  * work-group evaluates a contiguous chunk of moves and reduces it in local
  * memory, so only one (delta, key) pair per work-group leaves the device.

@@ -1,7 +1,7 @@
 """A hybrid evolutionary algorithm: an EA on the CPU whose mutation is an iterated tabu search run by the engine.
 
 Luong, Melab and Talbi, "Parallel Hybrid Evolutionary Algorithms on GPU",
-IEEE CEC 2010 (seeds/001).  The CPU runs the evolutionary process (the
+IEEE CEC 2010.  The CPU runs the evolutionary process (the
 paper's high-level layer, sections II-B and III-A, fig. 2: population,
 selection, crossover, replacement), a local search takes the place of the
 mutation operator (section II-A), and the neighbourhood of each search is

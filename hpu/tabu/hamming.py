@@ -3,7 +3,7 @@
 A Hamming-k neighbourhood of a binary vector of length ``n`` has one move
 per k-subset ``c_1 < c_2 < ... < c_k`` of positions: ``C(n, k)`` moves.
 Luong, Melab and Talbi, "GPU Computing for Parallel Local Search
-Metaheuristic Algorithms", IEEE TC 62(1), 2013 (``shared/seeds/004``),
+Metaheuristic Algorithms", IEEE TC 62(1), 2013,
 number them so that one GPU thread handles one move: for ``k = 1`` the
 position itself (section 4.3) and for ``k = 2`` the pairs row by row through
 the upper triangle (section 4.6.1, propositions 1 and 2, as

@@ -1,8 +1,8 @@
 """Hardware/software partitioning (problem P) with the 2-flip neighbourhood.
 
 Hou, He, Zhou and Chen, "An efficient GPU-based parallel tabu search
-algorithm for hardware/software co-design", Front. Comput. Sci. 2019
-(``shared/seeds/000``), after Arató et al.: a task graph ``G(V, E)`` with
+algorithm for hardware/software co-design", Front. Comput. Sci. 2019,
+after Arató et al.: a task graph ``G(V, E)`` with
 software cost ``s_u``, hardware cost ``h_u`` per task and communication cost
 ``c_uv`` per edge.  A partition is ``x`` with ``x_u = 1`` for software, ``0``
 for hardware.  Problem P (section 2, equations 1-5): minimise the hardware

@@ -4,7 +4,7 @@ The 2-element neighbourhoods of this package (QAP 2-swap, HW/SW 2-flip) have
 one move per pair ``0 <= i < j < n``, numbered row by row through the strict
 upper triangle: ``(0, 1), (0, 2), ..., (0, n-1), (1, 2), ...``.  Luong,
 Melab and Talbi, "GPU Computing for Parallel Local Search Metaheuristic
-Algorithms", IEEE TC 62(1), 2013 (``shared/seeds/004``), section 4.6.1,
+Algorithms", IEEE TC 62(1), 2013, section 4.6.1,
 propositions 1 and 2, give the two-to-one and one-to-two transformations.
 Proposition 2 takes a square root; evaluated in floating point it is wrong
 for large ``n`` (in float32 already for a few thousand elements), so here

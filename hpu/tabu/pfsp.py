@@ -4,8 +4,7 @@
 permutation ``pi`` of the jobs (position ``k`` holds job ``pi[k]``).  With
 ``p[i, j]`` the processing time of job ``j`` on machine ``i``, the completion
 times follow the recurrence of Wu, Wei, Lai and Li, "Avoiding duplicated
-computation to improve the performance of PFSP on CUDA GPUs"
-(``shared/seeds/003``), section 2.2::
+computation to improve the performance of PFSP on CUDA GPUs", section 2.2::
 
     C[i, k] = p[i, pi[k]] + max(C[i, k-1], C[i-1, k])    (C[-1, k] = C[i, -1] = 0)
 

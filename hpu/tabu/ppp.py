@@ -2,7 +2,7 @@
 
 Pointcheval's identification scheme rests on it; Luong, Melab and Talbi,
 "GPU Computing for Parallel Local Search Metaheuristic Algorithms", IEEE TC
-62(1), 2013 (``shared/seeds/004``), section 6.2, definition 1: given an
+62(1), 2013, section 6.2, definition 1: given an
 m x n matrix ``A`` of +-1 (an epsilon-matrix) and a multiset ``S`` of ``m``
 non-negative integers, find a vector ``V`` of ``n`` entries +-1 with
 ``{(AV)_j : j = 1..m} = S`` (as multisets; so ``AV >= 0``).

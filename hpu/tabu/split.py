@@ -4,7 +4,7 @@ Evaluating a neighbourhood of ``N`` moves and reducing it to the best move is
 a divide-and-conquer with ``a = b = 2`` and a constant combine:
 ``T(N) = 2 T(N/2) + O(1)``, whose ``N`` leaves are move evaluations.  As for
 mergesort in the HPU model (López-Ortiz, Salinger and Suderman, IJNC 4(1),
-2014, section 5.2, seeds/002), the CPU takes a share ``alpha`` of the leaves
+2014, section 5.2), the CPU takes a share ``alpha`` of the leaves
 and the device the rest; the device reduces the bottom levels of its share
 up to the *transfer level* ``t`` (``2**t`` work-groups, so ``2**t`` partial
 minima come back) and the host finishes the top levels.

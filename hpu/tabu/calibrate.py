@@ -59,6 +59,7 @@ _POOL_RANGE = 1 << 17  # moves per pooled range timed
 _CPU_SECONDS_CAP = 0.25  # no larger CPU range is timed once one took this long
 _SLOW_SECONDS = 1.0  # a timing stops repeating past this, whatever its repeats ask (huge neighbourhoods)
 _NO_ASPIRATION = np.iinfo(np.int64).max
+_RESIDENT_TENURE = 7  # tenure of the timed resident blocks (capped below the move count)
 
 
 def costs_path(problem: TabuProblem, runtime: Runtime | None = None) -> Path:
@@ -290,7 +291,7 @@ def _measure_resident(ev: Evaluator, costs: TabuCosts) -> tuple[dict, dict]:
 
             def block(k: int = k, done: list[int] = done) -> None:
                 control = np.array([ev.state.value, NO_BEST, 0, 0, 0], dtype=np.int64)
-                done.append(ev.run_block(1, k, min(7, N - 1), control, None, None).size // 2)
+                done.append(ev.run_block(1, k, min(_RESIDENT_TENURE, N - 1), control, None, None).size // 2)
 
             block()  # warm-up: the resident kernels and the trail are made on first use
             seconds = _seconds(block, repeats=3, budget=0.05)

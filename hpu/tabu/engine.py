@@ -52,8 +52,8 @@ try:  # a dependency, but CPU-only installs must import the tabu search
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "HALT_NO_FEASIBLE_MOVE", "HALT_STOPS", "NO_BEST", "TIE_BREAKS", "Evaluator",
-           "evaluate_neighbourhood", "default_work_group_size", "program_source", "tie_hash",
+__all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "HALT_NO_FEASIBLE_MOVE", "HALT_STOPS", "NO_BEST", "NO_TARGET",
+           "TIE_BREAKS", "Evaluator", "evaluate_neighbourhood", "default_work_group_size", "program_source", "tie_hash",
            "tie_kernel_args"]
 
 log = logging.getLogger("hpu")
@@ -66,6 +66,8 @@ HALT_NO_FEASIBLE_MOVE = 3
 HALT_STOPS = {1: "target", 2: "no_improvement"}
 #: ``control[1]`` while no feasible solution was found.
 NO_BEST = np.iinfo(np.int64).max
+#: The kernels' ``stop_target`` when there is no target (``NO_TARGET`` in ``tabu_reduce.cl``).
+NO_TARGET = np.iinfo(np.int64).min
 #: Accepted values of ``tie_break``.
 TIE_BREAKS = ("random", "index")
 # key = class << 61 | tie << 40 | move index; tie has 21 bits (the kernels get the shifts as defines).
@@ -685,7 +687,7 @@ class Evaluator:
                    max_no_improve: int | None) -> np.ndarray:
         self._resident_kernels(count)
         q, ev, sel, grp = self._queue, self._eval_res, self._select, self._group_k
-        stop_target = np.int64(np.iinfo(np.int64).min if target is None else target)
+        stop_target = np.int64(NO_TARGET if target is None else target)
         for pos, value in ((3, np.int32(first)), (4, np.int32(tenure)), (5, stop_target),
                            (6, np.int32(max_no_improve or 0))):
             sel.set_arg(pos, value)
@@ -764,7 +766,10 @@ def evaluate_neighbourhood(
 
     With ``unit="device"`` the fused kernel runs with one work-group per
     move, so its partial minima are the moves themselves: this checks the
-    device's delta evaluation move by move.
+    device's delta evaluation move by move.  For the QAP the device reads its
+    matrix of move values, which the host computes when the state is uploaded
+    and the device only updates as moves are applied: at a fresh state this
+    checks the upload and the read, not the device's arithmetic.
 
     Parameters
     ----------

@@ -57,10 +57,10 @@ import numpy as np
 from ..core.hybrid import as_device_failure, check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.util import check_int
-from .engine import (HALT_NO_FEASIBLE_MOVE, HALT_STOPS, NO_BEST, TIE_BREAKS, default_work_group_size, program_source,
-                     tie_kernel_args)
+from .engine import (HALT_NO_FEASIBLE_MOVE, HALT_STOPS, NO_BEST, NO_TARGET, TIE_BREAKS, default_work_group_size,
+                     program_source, tie_kernel_args)
 from .problem import TabuProblem
-from .search import DEFAULT_BLOCK_ITERATIONS, Stops, TabuResult, check_stops, tabu_search
+from .search import DEFAULT_BLOCK_ITERATIONS, Stops, TabuResult, check_stops, count_restart, tabu_search
 from .split import TabuSplit
 
 try:  # a dependency, but CPU-only installs must import the tabu search
@@ -74,10 +74,8 @@ log = logging.getLogger("hpu")
 
 #: Accepted values of ``tabu_search_many``'s ``strategy``.
 MANY_STRATEGIES = ("auto", "cpu", "gpu")
-_MAX_RESTARTS_PER_ITERATION = 100  # as tabu_search
 _CALIBRATION_ITERATIONS = 16  # iterations of each timed CPU search
 _CALIBRATION_SECONDS = 0.25  # no larger batch is timed once one took this long
-_NO_TARGET = np.iinfo(np.int64).min
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,7 +303,7 @@ class _DeviceBatch:
         self._buffers = [buf(seeds), cl.Buffer(ctx, mf.READ_WRITE, size=16 * S), self._ctrl_d, self._trail_d,
                          buf(np.zeros(S * attributes, dtype=np.int32)), self._best_d, *pargs]
         kernel.set_args(np.uint64(self.problem.n), np.uint64(N), np.int32(self.block), np.int32(stops.iterations),
-                        np.int32(stops.tenure), np.int64(_NO_TARGET if stops.target is None else stops.target),
+                        np.int32(stops.tenure), np.int64(NO_TARGET if stops.target is None else stops.target),
                         np.int32(stops.max_no_improve or 0), tie_kernel_args(self.starts[0].tie_seed)[1],
                         np.uint64(attributes), np.uint64(2 * self.block), *self._buffers)
         self.kernel = kernel
@@ -383,10 +381,7 @@ class _DeviceBatch:
         """No feasible neighbour at search ``s``'s next iteration: a new current solution drawn by its generator
         (as :func:`hpu.tabu.tabu_search` restarts; at most 100 per iteration), uploaded into its slices."""
         it = int(self.done[s]) + 1
-        tries = self._tries[s][1] + 1 if self._tries[s][0] == it else 1
-        if tries > _MAX_RESTARTS_PER_ITERATION:
-            raise RuntimeError(f"no feasible neighbour after {_MAX_RESTARTS_PER_ITERATION} restarts")
-        self._tries[s] = (it, tries)
+        self._tries[s] = count_restart(self._tries[s], it)
         self.restarts[s] += 1
         solution = self.problem.restart(self.starts[s].rng)
         state = self.problem.state(solution)

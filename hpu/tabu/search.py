@@ -26,16 +26,16 @@ from .engine import (HALT_NO_FEASIBLE_MOVE, HALT_STOPS, INFEASIBLE, NO_BEST, TIE
 from .problem import TabuProblem
 from .split import STRATEGIES, TabuCosts, TabuSplit, plan_split
 
-__all__ = ["DEFAULT_BLOCK_ITERATIONS", "TabuResult", "check_tenure", "choose_split", "choose_split_or_cpu",
-           "tabu_search"]
+__all__ = ["DEFAULT_BLOCK_ITERATIONS", "MAX_RESTARTS_PER_ITERATION", "TabuResult", "check_tenure", "choose_split",
+           "choose_split_or_cpu", "count_restart", "tabu_search"]
 
 log = logging.getLogger("hpu")
 
-_MAX_RESTARTS_PER_ITERATION = 100
+#: Restarts allowed at one iteration before a search gives up (``RuntimeError``).
+MAX_RESTARTS_PER_ITERATION = 100
 
-#: Iterations per round trip when they run resident on the device (``tabu_search``'s ``block_iterations``): a
-#: round default, not the model's choice; on the H100 the best K was 32 to 256 depending on the instance
-#: (``experiments/bench_tabu_resident.py``, ``experiments/results/h100/bench_tabu_resident.json``).
+#: Iterations per round trip when they run resident on the device and no costs are at hand for the model's choice
+#: (``tabu_search``'s ``block_iterations``; :meth:`TabuCosts.plan_resident` chooses otherwise).
 DEFAULT_BLOCK_ITERATIONS = 32
 
 
@@ -218,6 +218,20 @@ def check_stops(problem: TabuProblem, iterations: Any, tenure: Any, time_limit: 
     if target is not None and (isinstance(target, bool) or not isinstance(target, (int, np.integer))):
         raise ValueError(f"target must be an integer objective value, got {target!r}")
     return Stops(iterations, tenure, time_limit, max_no_improve, target)
+
+
+def count_restart(tries: tuple[int, int], it: int) -> tuple[int, int]:
+    """``(iteration, restarts at it)`` after one more restart at iteration ``it``, from the same pair before it.
+
+    Raises
+    ------
+    RuntimeError
+        More than :data:`MAX_RESTARTS_PER_ITERATION` restarts at ``it``: no feasible neighbour is found.
+    """
+    count = tries[1] + 1 if tries[0] == it else 1
+    if count > MAX_RESTARTS_PER_ITERATION:
+        raise RuntimeError(f"no feasible neighbour after {MAX_RESTARTS_PER_ITERATION} restarts")
+    return it, count
 
 
 def tabu_search(
@@ -446,10 +460,7 @@ class _Search:
 
     def _restart(self, it: int) -> None:
         """No feasible neighbour at iteration ``it``: a new current solution (at most 100 per iteration)."""
-        tries = self._tries[1] + 1 if self._tries[0] == it else 1
-        if tries > _MAX_RESTARTS_PER_ITERATION:
-            raise RuntimeError(f"no feasible neighbour after {_MAX_RESTARTS_PER_ITERATION} restarts")
-        self._tries = (it, tries)
+        self._tries = count_restart(self._tries, it)
         self.restarts += 1
         state = self.ev.state
         self.ev.reset(self.problem.restart(self.rng))

@@ -215,7 +215,7 @@ class TabuCosts:
             if transfer_level is not None and t != transfer_level:
                 continue
             need = o_t / (BLOCK_OVERHEAD * s_t) if s_t > 0 else math.inf
-            k = MAX_BLOCK_ITERATIONS if need >= MAX_BLOCK_ITERATIONS else 1 << max(math.ceil(math.log2(max(need, 1))), 0)
+            k = MAX_BLOCK_ITERATIONS if need >= MAX_BLOCK_ITERATIONS else 1 << math.ceil(math.log2(max(need, 1)))
             per = s_t + o_t / k
             if best is None or per < best[2]:
                 best = (t, k, per)

@@ -1,4 +1,4 @@
-"""The device merge sort (hpu.sorting.device) against numpy.sort(kind="stable"), bit for bit."""
+"""The device sorts (hpu.sorting.device: merge sort and radix sort) against numpy.sort(kind="stable"), bit for bit."""
 
 import numpy as np
 import pyopencl as cl
@@ -8,8 +8,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+import hpu
 from hpu import NoDeviceError
-from hpu.sorting.device import SUPPORTED_DTYPES, DeviceSorter, device_sort, merge_buffers, sort_buffer
+from hpu.sorting.device import (ALGORITHMS, RADIX_BITS, SUPPORTED_DTYPES, DeviceSorter, device_sort, merge_buffers,
+                                sort_buffer)
 
 DTYPES = [np.dtype(d) for d in (np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64)]
 PATTERNS = ["bits", "small", "sorted", "reversed", "equal", "few", "special", "runs"]
@@ -70,13 +72,15 @@ def read(runtime, buf, n: int, dtype, wait_for=None, offset: int = 0) -> np.ndar
 def sorters(runtime):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
-    return {dt: DeviceSorter(runtime, dt) for dt in DTYPES if runtime.supports(dt)}
+    return {(dt, alg): DeviceSorter(runtime, dt, algorithm=alg)
+            for dt in DTYPES if runtime.supports(dt) for alg in ALGORITHMS}
 
 
 @pytest.fixture(scope="module")
 def small_tile_sorters(sorters, runtime):
-    return {(dt, wg, items): DeviceSorter(runtime, dt, work_group_size=wg, items_per_thread=items)
-            for dt in (np.dtype(np.int32), np.dtype(np.float64)) if dt in sorters for wg, items in SMALL_TILES}
+    return {(dt, wg, items): DeviceSorter(runtime, dt, work_group_size=wg, items_per_thread=items, algorithm="merge")
+            for dt in (np.dtype(np.int32), np.dtype(np.float64)) if (dt, "merge") in sorters
+            for wg, items in SMALL_TILES}
 
 
 def sort_on_device(sorter, a: np.ndarray) -> np.ndarray:
@@ -89,27 +93,28 @@ def sort_on_device(sorter, a: np.ndarray) -> np.ndarray:
 
 
 @settings(max_examples=200, deadline=None)
-@given(dtype=st.sampled_from(DTYPES), n=LENGTHS, pattern=st.sampled_from(PATTERNS), seed=st.integers(0, 2**32 - 1))
-def test_sort_equals_numpy(sorters, dtype, n, pattern, seed):
-    assume(dtype in sorters)
+@given(dtype=st.sampled_from(DTYPES), n=LENGTHS, pattern=st.sampled_from(PATTERNS), seed=st.integers(0, 2**32 - 1),
+       algorithm=st.sampled_from(ALGORITHMS))
+def test_sort_equals_numpy(sorters, dtype, n, pattern, seed, algorithm):
+    assume((dtype, algorithm) in sorters)
     a = make_keys(dtype, n, pattern, np.random.default_rng(seed))
-    assert same_bits(sort_on_device(sorters[dtype], a), np.sort(a, kind="stable"))
+    assert same_bits(sort_on_device(sorters[dtype, algorithm], a), np.sort(a, kind="stable"))
 
 
 @settings(max_examples=100, deadline=None)
-@given(data=st.data(), dtype=st.sampled_from(DTYPES))
-def test_sort_hypothesis_arrays(sorters, data, dtype):
-    assume(dtype in sorters)
+@given(data=st.data(), dtype=st.sampled_from(DTYPES), algorithm=st.sampled_from(ALGORITHMS))
+def test_sort_hypothesis_arrays(sorters, data, dtype, algorithm):
+    assume((dtype, algorithm) in sorters)
     a = data.draw(hnp.arrays(dtype, st.integers(0, 400), elements=hnp.from_dtype(dtype)))
-    assert same_bits(sort_on_device(sorters[dtype], a), np.sort(a, kind="stable"))
+    assert same_bits(sort_on_device(sorters[dtype, algorithm], a), np.sort(a, kind="stable"))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_sort_tile_boundaries(sorters, dtype):
-    """Lengths around multiples of the tile: full and ragged last blocks, runs and pairs."""
-    if dtype not in sorters:
+    """Lengths around multiples of the merge sort's tile: full and ragged last blocks, runs and pairs."""
+    if (dtype, "merge") not in sorters:
         pytest.skip(f"{dtype} unsupported on this device")
-    sorter = sorters[dtype]
+    sorter = sorters[dtype, "merge"]
     t = sorter.tile
     rng = np.random.default_rng(0)
     for n in (1, 2, t - 1, t, t + 1, 2 * t - 1, 2 * t, 2 * t + 1, 3 * t, 4 * t + 1, 5 * t + 3, 8 * t):
@@ -134,7 +139,7 @@ def test_sort_many_passes(small_tile_sorters, config, dtype, n, pattern, seed):
        seed=st.integers(0, 2**32 - 1))
 def test_merge_equals_numpy(sorters, runtime, dtype, na, nb, pattern, shared, offsets, seed):
     """Merging sorted a and b equals the stable sort of a + b: on ties a comes first."""
-    assume(dtype in sorters)
+    assume((dtype, "merge") in sorters)
     rng = np.random.default_rng(seed)
     a = np.sort(make_keys(dtype, na, pattern, rng), kind="stable")
     b = np.sort(make_keys(dtype, nb, pattern, rng), kind="stable")
@@ -147,14 +152,16 @@ def test_merge_equals_numpy(sorters, runtime, dtype, na, nb, pattern, shared, of
         buf_a = device_keys(runtime, np.concatenate([make_keys(dtype, oa, "bits", rng), a]))
         buf_b = device_keys(runtime, np.concatenate([make_keys(dtype, ob, "bits", rng), b]))
     out = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE, max(oo + na + nb, 1) * dtype.itemsize)
-    res, event = sorters[dtype].merge(buf_a, na, buf_b, nb, a_offset=oa, b_offset=ob, out=out, out_offset=oo)
+    res, event = sorters[dtype, "merge"].merge(buf_a, na, buf_b, nb, a_offset=oa, b_offset=ob, out=out,
+                                                out_offset=oo)
     assert res is out
     got = read(runtime, out, na + nb, dtype, [event], offset=oo)
     assert same_bits(got, np.sort(np.concatenate([a, b]), kind="stable"))
 
 
-def test_sort_api(sorters, runtime):
-    sorter = sorters[np.dtype(np.int32)]
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_sort_api(sorters, runtime, algorithm):
+    sorter = sorters[np.dtype(np.int32), algorithm]
     rng = np.random.default_rng(1)
     n, extra = 3 * sorter.tile + 5, 11
     a = make_keys(np.dtype(np.int32), n + extra, "bits", rng)
@@ -185,6 +192,8 @@ def test_sort_api(sorters, runtime):
 
     res, event = sort_buffer(runtime, buf, n, np.int32)
     assert same_bits(read(runtime, res, n, a.dtype, [event]), expect[:n])
+    if algorithm == "radix":
+        return
     assert sorter.passes(0) == sorter.passes(sorter.tile) == 0
     assert sorter.passes(sorter.tile + 1) == 1 and sorter.passes(4 * sorter.tile) == 2
     assert sorter.passes(4 * sorter.tile + 1) == 3
@@ -229,7 +238,7 @@ def test_float64_needs_fp64(runtime, sorters, monkeypatch):
 
 
 def test_bad_arguments(runtime, sorters):
-    sorter = sorters[np.dtype(np.int32)]
+    sorter = sorters[np.dtype(np.int32), "merge"]
     buf = device_keys(runtime, np.zeros(10, np.int32))
     with pytest.raises(ValueError, match="1-D"):
         device_sort(np.zeros((2, 2), np.int32), runtime)
@@ -255,6 +264,44 @@ def test_bad_arguments(runtime, sorters):
         DeviceSorter(runtime, np.int32, work_group_size=runtime.device.max_work_group_size * 2)
     with pytest.raises(ValueError, match="items_per_thread"):
         DeviceSorter(runtime, np.int32, items_per_thread=0)
+    with pytest.raises(ValueError, match="algorithm"):
+        DeviceSorter(runtime, np.int32, algorithm="bitonic")
+    with pytest.raises(ValueError, match="unsigned"):
+        sorter.sort(buf, 10, bits=8)  # int32 keys
+    unsigned = sorters[np.dtype(np.uint32), "radix"]
+    for bits in (-1, 33):
+        with pytest.raises(ValueError, match="bits"):
+            unsigned.sort(buf, 10, bits=bits)
+    with pytest.raises(ValueError, match="device_sort"):
+        hpu.PipelineOptions(device_sort="bitonic")
+
+
+def test_default_algorithm(runtime, sorters):
+    """The radix sort on CPU devices (work-groups run as loops there), the merge sort on the others."""
+    cpu = bool(runtime.device.type & cl.device_type.CPU)
+    assert DeviceSorter(runtime, np.int32).algorithm == ("radix" if cpu else "merge")
+    assert "radix" in repr(sorters[np.dtype(np.int32), "radix"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from([np.dtype(np.uint32), np.dtype(np.uint64)]), n=LENGTHS, data=st.data(),
+       in_place=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_radix_bits(sorters, dtype, n, data, in_place, seed):
+    """Keys below 2**bits sorted in ceil(bits / RADIX_BITS) passes (none for bits = 0, odd and even counts, in
+    place or not) equal numpy's sort; larger keys are ordered by their low bits only, stably."""
+    assume((dtype, "radix") in sorters)
+    sorter = sorters[dtype, "radix"]
+    bits = data.draw(st.integers(0, 8 * dtype.itemsize), label="bits")
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 1 << bits, n, dtype=dtype) if bits < 8 * dtype.itemsize else make_keys(dtype, n, "bits", rng)
+    buf = device_keys(sorter.runtime, a)
+    out, event = sorter.sort(buf, n, out=buf if in_place else None, bits=bits)
+    assert same_bits(read(sorter.runtime, out, n, dtype, [event]), np.sort(a, kind="stable"))
+    low = min(bits, RADIX_BITS)  # high bits beyond `bits` are left unsorted: the order of the low bits, stable
+    wide = make_keys(dtype, n, "bits", rng)
+    out, event = sorter.sort(device_keys(sorter.runtime, wide), n, bits=low)
+    by_low = wide[np.argsort(wide & dtype.type((1 << low) - 1), kind="stable")]
+    assert same_bits(read(sorter.runtime, out, n, dtype, [event]), by_low)
 
 
 def test_cpu_only_runtime(cpu_runtime):

@@ -1,6 +1,6 @@
-"""Stable, device-resident merge sort on an OpenCL device (the device half of fast mode).
+"""Stable, device-resident sort on an OpenCL device (the device half of fast mode).
 
-The kernels (``kernels_cl/fastsort.cl``) sort in two stages:
+On GPUs, a merge sort; its kernels (``kernels_cl/fastsort.cl``) sort in two stages:
 
 1. *Leaf blocks*: one launch; each work-group sorts a block of
    ``tile = work_group_size * items_per_thread`` keys in local memory.
@@ -14,6 +14,14 @@ The kernels (``kernels_cl/fastsort.cl``) sort in two stages:
 Two buffers are used in turn (the output and one scratch buffer); all
 launches go to the runtime's in-order queue without host round trips, and
 the functions return the last launch's event.
+
+On CPU devices (PoCL and the like), whose work-groups run as loops over
+their work-items, an LSD radix sort of a CPU's shape instead
+(``kernels_cl/radix.cl``): a few chunks per compute unit, each counted and
+scattered by one work-item in a sequential loop, ``ceil(bits / 11)``
+passes of at most 11-bit digits (Knuth, The Art of Computer Programming
+vol. 3, section 5.2.5; per-chunk offsets as in Zagha and Blelloch 1991).
+Merges use the merge kernels on every device.
 
 The order is numpy's: integers by value; floats by value with -0.0 == +0.0
 and every NaN after every number, all NaNs equal.  The sort is stable, so the
@@ -56,6 +64,15 @@ _DEFAULT_WORK_GROUP_SIZE = 256
 _DEFAULT_ITEMS = {4: 17, 8: 11}
 _PARTITION_GROUP = 64
 _TILE_KERNELS = ("leaf_sort", "merge_pass", "merge_ranges")
+#: The radix sort's widest digit (2^11 counters per chunk) and chunks per compute unit.
+RADIX_BITS = 11
+_RADIX_CHUNKS_PER_UNIT = 4
+#: Fewest keys per radix chunk: below it a chunk's counters cost more than its keys.
+_RADIX_MIN_CHUNK = 1 << 12
+#: The radix kernels count in 32-bit integers: longer sorts take the merge sort.
+_RADIX_MAX_KEYS = 1 << 31
+ALGORITHMS = ("merge", "radix")
+_KEY_KINDS = {"u": 0, "i": 1, "f": 2}
 
 
 def _key_dtype(runtime: Runtime, dtype: Any) -> np.dtype:
@@ -110,11 +127,17 @@ class DeviceSorter:
         Keys per work-item (default 17 for 4-byte keys, 11 for 8-byte keys).
         ``tile = work_group_size * items_per_thread`` is both the leaf block
         and the output tile of a merge.
+    algorithm : {"merge", "radix"}, optional
+        How :meth:`sort` sorts: the merge sort (GPUs) or the LSD radix sort
+        of ``kernels_cl/radix.cl`` (CPU devices, for fewer than ``2**31``
+        keys; longer sorts take the merge sort).  Default: ``"radix"`` on a
+        device of type CPU, else ``"merge"``.
 
     Attributes
     ----------
     dtype : numpy.dtype
     work_group_size, items_per_thread, tile : int
+    algorithm : str
 
     Raises
     ------
@@ -122,7 +145,8 @@ class DeviceSorter:
         Unsupported dtype, or float64 on a device without cl_khr_fp64.
     ValueError
         A ``work_group_size`` that is not a power of two, ``items_per_thread
-        < 1``, or a tile that does not fit the device.
+        < 1``, a tile that does not fit the device, or an unknown
+        ``algorithm``.
     NoDeviceError
         The runtime is CPU-only.
 
@@ -139,10 +163,15 @@ class DeviceSorter:
     """
 
     def __init__(self, runtime: Runtime, dtype: Any, *, work_group_size: int | None = None,
-                 items_per_thread: int | None = None):
+                 items_per_thread: int | None = None, algorithm: str | None = None):
         runtime.require_device()
         self.runtime = runtime
         self.dtype = _key_dtype(runtime, dtype)
+        if algorithm is None:
+            algorithm = "radix" if runtime.device.type & cl.device_type.CPU else "merge"
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+        self.algorithm = algorithm
         items = _DEFAULT_ITEMS[self.dtype.itemsize] if items_per_thread is None else items_per_thread
         self.items_per_thread = _count("items_per_thread", items)
         if self.items_per_thread < 1:
@@ -154,12 +183,16 @@ class DeviceSorter:
         self._lock = threading.Lock()
         self._scratch: Any = None
         self._partitions: Any = None
+        self._counts: Any = None
+        if algorithm == "radix":
+            self._build_radix()
 
     @classmethod
-    def of_lease(cls, lease: Any, dtype: Any) -> DeviceSorter:
-        """The :class:`hpu.DeviceLease`'s sorter for ``dtype`` keys with the default sizes, made once per lease."""
+    def of_lease(cls, lease: Any, dtype: Any, algorithm: str | None = None) -> DeviceSorter:
+        """The :class:`hpu.DeviceLease`'s sorter for ``dtype`` keys with the default sizes and ``algorithm``
+        (None: the device's default), made once per lease."""
         dt = np.dtype(dtype).newbyteorder("=")
-        return lease.cached(("sorter", dt.str), lambda: cls(lease, dt))
+        return lease.cached(("sorter", dt.str, algorithm), lambda: cls(lease, dt, algorithm=algorithm))
 
     def _build(self, requested: int | None) -> dict[str, Any]:
         dev = self.runtime.device
@@ -194,8 +227,22 @@ class DeviceSorter:
         kernels["merge_ranges"].set_scalar_arg_dtypes([None, i64, i64, None, i64, i64, None, i64, None])
         return kernels
 
+    def _build_radix(self) -> None:
+        order = "ulong" if self.dtype.itemsize == 8 else "uint"
+        prg = self.runtime.program("radix", defines={
+            "KEY_T": CL_TYPES[self.dtype][0], "ORDER_T": order, "AS_ORDER": f"as_{order}",
+            "KEY_KIND": _KEY_KINDS[self.dtype.kind], "KEY_FP64": int(self.dtype == np.float64),
+            "RADIX_BITS": RADIX_BITS})
+        u32 = np.uint32
+        kernels = {name: cl.Kernel(prg, name) for name in ("radix_count", "radix_offsets", "radix_scatter")}
+        kernels["radix_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
+        kernels["radix_offsets"].set_scalar_arg_dtypes([None, u32])
+        kernels["radix_scatter"].set_scalar_arg_dtypes([None, None, u32, u32, u32, None])
+        self._kernels.update(kernels)
+        self._radix_units = max(1, int(self.runtime.device.max_compute_units)) * _RADIX_CHUNKS_PER_UNIT
+
     def __repr__(self) -> str:
-        return (f"DeviceSorter({self.dtype}, work_group_size={self.work_group_size}, "
+        return (f"DeviceSorter({self.dtype}, algorithm={self.algorithm!r}, work_group_size={self.work_group_size}, "
                 f"items_per_thread={self.items_per_thread}, device={self.runtime.device_name!r})")
 
     # -- helpers ---------------------------------------------------------------
@@ -220,8 +267,8 @@ class DeviceSorter:
         return (-(-tiles // g) * g,), (g,)
 
     # -- public ----------------------------------------------------------------
-    def sort(self, buf: Any, n: int, *, out: Any = None,
-             wait_for: Sequence[Any] | None = None) -> tuple[Any, Any]:
+    def sort(self, buf: Any, n: int, *, out: Any = None, wait_for: Sequence[Any] | None = None,
+             bits: int | None = None) -> tuple[Any, Any]:
         """Sort the first ``n`` keys of ``buf`` on the device, stably.
 
         Parameters
@@ -238,6 +285,12 @@ class DeviceSorter:
             otherwise overlap it.  Default: a new buffer of ``n`` keys.
         wait_for : sequence of pyopencl.Event, optional
             Events the first launch waits for.
+        bits : int, optional
+            Unsigned keys only: every key is below ``2**bits`` (``0 <= bits
+            <= 8 * itemsize``), so the radix sort takes
+            ``ceil(bits / RADIX_BITS)`` passes rather than those of the whole
+            width (the merge sort ignores it).  Larger keys are then sorted by
+            their low ``bits`` bits only.
 
         Returns
         -------
@@ -252,17 +305,22 @@ class DeviceSorter:
         TypeError
             ``buf``/``out`` is not a buffer or ``n`` not an integer.
         ValueError
-            ``n < 0`` or a buffer too small for ``n`` keys.
+            ``n < 0``, a buffer too small for ``n`` keys, or ``bits`` out of
+            range or given for keys that are not unsigned.
         """
         n = _count("n", n)
         size = self.dtype.itemsize
         _check_range("buf", buf, 0, n, size)
         if out is not None:
             _check_range("out", out, 0, n, size)
+        if bits is not None and (self.dtype.kind != "u" or not 0 <= _count("bits", bits) <= 8 * size):
+            raise ValueError(f"bits={bits} needs unsigned keys and 0 <= bits <= {8 * size}; keys are {self.dtype}")
         queue = self.runtime.queue
         if n == 0:
             return (buf if out is None else out), cl.enqueue_marker(queue, wait_for=wait_for)
         out = self._new_output(out, n)
+        if self.algorithm == "radix" and n < _RADIX_MAX_KEYS:
+            return out, self._radix_sort(buf, n, out, wait_for, 8 * size if bits is None else bits)
         tiles = -(-n // self.tile)
         passes = self.passes(n)
         k = self._kernels
@@ -279,6 +337,35 @@ class DeviceSorter:
                 event = k["merge_pass"](queue, (tiles * wg,), (wg,), src, dst, n, level, part)
                 src, dst = dst, src
         return out, event
+
+    def _radix_sort(self, buf: Any, n: int, out: Any, wait_for: Sequence[Any] | None, bits: int) -> Any:
+        """Enqueue the LSD radix sort of ``buf[:n]`` into ``out`` (``kernels_cl/radix.cl``); its last event."""
+        queue, k, size = self.runtime.queue, self._kernels, self.dtype.itemsize
+        passes = -(-bits // RADIX_BITS)
+        if passes == 0:  # every key is 0: already sorted
+            if out.int_ptr == buf.int_ptr:
+                return cl.enqueue_marker(queue, wait_for=wait_for)
+            return cl.enqueue_copy(queue, out, buf, byte_count=n * size, wait_for=wait_for)
+        digit = -(-bits // passes)
+        chunks = max(1, min(self._radix_units, n // _RADIX_MIN_CHUNK))
+        bins = 1 << digit
+        with self._lock:
+            scratch = self._buffer("_scratch", n * size)
+            counts = self._buffer("_counts", 4 * bins * chunks)
+            # Passes write out and scratch in turn, the last one out; an in-place sort whose first pass
+            # would write out (an odd number of passes) first moves the keys to scratch.
+            src = buf
+            if passes % 2 and out.int_ptr == buf.int_ptr:
+                wait_for = [cl.enqueue_copy(queue, scratch, buf, byte_count=n * size, wait_for=wait_for)]
+                src = scratch
+            for p in range(passes):
+                dst = out if (passes - 1 - p) % 2 == 0 else scratch
+                shift = p * digit
+                k["radix_count"](queue, (chunks,), (1,), src, n, shift, bins, counts, wait_for=wait_for)
+                k["radix_offsets"](queue, (1,), (1,), counts, bins * chunks)
+                event = k["radix_scatter"](queue, (chunks,), (1,), src, dst, n, shift, bins, counts)
+                src, wait_for = dst, None
+        return event
 
     def merge(self, a: Any, na: int, b: Any, nb: int, *, a_offset: int = 0, b_offset: int = 0,
               out: Any = None, out_offset: int = 0,

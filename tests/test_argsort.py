@@ -309,12 +309,13 @@ def _keyed_values(n: int, seed: int) -> list[np.ndarray]:
                                    "timedelta64[s]"])
 @pytest.mark.parametrize("n", [2, 3, 1000, 70_001])
 @pytest.mark.parametrize("chunk_bytes", [4 << 10, 4 << 20, 1000, 6000])  # the last two: not multiples of alignment
-@pytest.mark.parametrize("sort_waves", [True, False])
-def test_keyed_sort_on_the_device(fresh, dtype, n, chunk_bytes, sort_waves):
-    """Packing, sorting in waves, unpacking and gathering on the device equal numpy bit for bit."""
+@pytest.mark.parametrize("sort_waves, device_sort", [(True, "merge"), (False, "merge"), (False, "radix")])
+def test_keyed_sort_on_the_device(fresh, dtype, n, chunk_bytes, sort_waves, device_sort):
+    """Packing, sorting (merge sort in waves or not, radix sort), unpacking and gathering on the device equal
+    numpy bit for bit."""
     from hpu.sorting.pipeline import fast_keyed_sort
 
-    opts = hpu.PipelineOptions(chunk_bytes=chunk_bytes, sort_waves=sort_waves)
+    opts = hpu.PipelineOptions(chunk_bytes=chunk_bytes, sort_waves=sort_waves, device_sort=device_sort)
     for kind in ["specials", "few-unique", "random"]:
         keys = make(dtype, (n,), kind, n)
         values = _keyed_values(n, n)

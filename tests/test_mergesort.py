@@ -235,12 +235,17 @@ def test_device_sort_in_waves(runtime, monkeypatch, dtype, n):
         pytest.skip("no OpenCL device")
     a = _special("random", n, dtype, np.random.default_rng(n))
     out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True,
-                               options=hpu.PipelineOptions(chunk_bytes=4096))
+                               options=hpu.PipelineOptions(chunk_bytes=4096, device_sort="merge"))
     assert same_bits(out, np.sort(a, kind="stable"))
     steps = [e.kind for e in tr.events if e.unit == "device"]
     pieces = -(-n * a.itemsize // 4096)
     waves = -(-pieces // min(runtime.threads, (pieces + 1) // 2))  # as hpu.sorting.pipeline._stage shares them out
     assert steps.count("sort") == waves >= 2 and steps[-1] == "merge"
+    # The radix sort (the default on CPU devices) takes the staged keys in one sort, without waves.
+    out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True,
+                               options=hpu.PipelineOptions(chunk_bytes=4096, device_sort="radix"))
+    assert same_bits(out, np.sort(a, kind="stable"))
+    assert [e.kind for e in tr.events if e.unit == "device"] == ["sort"]
 
 
 def test_failed_staging_raises_and_leaves_input(runtime, monkeypatch):

@@ -55,7 +55,7 @@ from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace, event_times
 from .costs import fast_cost
 from .cpu import multiway_merge, parallel_copy, parallel_sort
-from .device import DeviceSorter
+from .device import ALGORITHMS, DeviceSorter
 from .keys import packed_bits
 
 try:
@@ -78,7 +78,7 @@ class PipelineOptions:
     sort_waves : bool
         A single device run sorts each staging wave as soon as its copies
         are in (then merges the waves' runs), rather than the whole share
-        after the last copy (default True).
+        after the last copy (default True; with the merge sort only).
     result_memory : {"auto", "pin", "plain"}
         Where a device-sorted result goes when the host pool has no free
         pinned block of its size because the caller keeps earlier results
@@ -88,15 +88,22 @@ class PipelineOptions:
         (``"plain"``); ``"auto"`` (default) takes the cheaper by the
         profile's measured ``kept_pinned`` and ``kept_plain`` curves, and
         ``"pin"`` where it has none.
+    device_sort : {"merge", "radix"} or None
+        The device's sort (:class:`hpu.sorting.device.DeviceSorter`'s
+        ``algorithm``); None (default): the radix sort on CPU devices, the
+        merge sort on others.  Waves need the merge sort.
     """
 
     chunk_bytes: int = 4 << 20
     sort_waves: bool = True
     result_memory: str = "auto"
+    device_sort: str | None = None
 
     def __post_init__(self) -> None:
         if int(self.chunk_bytes) < 1:
             raise ValueError(f"chunk_bytes must be >= 1, got {self.chunk_bytes!r}")
+        if self.device_sort not in (None, *ALGORITHMS):
+            raise ValueError(f"device_sort must be None or one of {', '.join(ALGORITHMS)}, got {self.device_sort!r}")
         if self.result_memory not in ("auto", "pin", "plain"):
             raise ValueError(f"result_memory must be 'auto', 'pin' or 'plain', got {self.result_memory!r}")
 
@@ -230,12 +237,16 @@ def max_device_elements(rt: Runtime, itemsize: int) -> int:
 
 def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: list, tasks: int, n: int, t: int,
                    d_in: Any, d_out: Any, sort_waves: bool,
-                   prepare: Callable[[int, int, list], Any] | None = None) -> tuple[list, list]:
+                   prepare: Callable[[int, int, list], Any] | None = None,
+                   bits: int | None = None) -> tuple[list, list]:
     """Enqueue the device sort of ``d_in`` into ``d_out`` behind the copies ``h2d``.
 
     ``prepare(a, b, wait_for)``, if given, enqueues what fills ``d_in[a:b]``
     once the copies ``wait_for`` are in (e.g. packing keys) and returns its
-    event, which the sort of that range waits for instead.
+    event, which the sort of that range waits for instead.  ``bits``: passed
+    to :meth:`DeviceSorter.sort`.  Waves only with the merge sort: a CPU
+    device's radix sort shares the cores that stage the next wave, and
+    merging the waves would cost it passes of its own.
 
     Returns ``(steps, segments)``: per step ``(kind, runs, keys, copies it
     waited for, last event)``, and the ``2**t`` sorted segments.
@@ -246,7 +257,7 @@ def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: 
     def ready(a: int, b: int, copies: list) -> list:
         return copies if prepare is None else [prepare(a, b, copies)]
 
-    if t == 0 and sort_waves:
+    if t == 0 and sort_waves and sorter.algorithm == "merge":
         # One run: each wave is sorted as soon as its copies are in, while the next is staged, then
         # the waves' runs are merged.  An odd number of merge levels starts from d_in, sorted in place.
         waves = [(i, min(i + tasks, len(pieces))) for i in range(0, len(pieces), tasks)]
@@ -256,7 +267,7 @@ def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: 
             a, b = pieces[i][0], pieces[j - 1][1]
             sub_in = d_in.get_sub_region(a * w, (b - a) * w)
             sub_out = sub_in if first is d_in else d_out.get_sub_region(a * w, (b - a) * w)
-            ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(a, b, h2d[i:j]))[1]
+            ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(a, b, h2d[i:j]), bits=bits)[1]
             steps.append(("sort", 1, b - a, h2d[i:j], ev))
             runs.append((a, b))
         if len(runs) > 1:
@@ -269,7 +280,7 @@ def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: 
     for i, (a, b) in enumerate(segs):
         sub_in = d_in.get_sub_region(a * w, (b - a) * w)
         sub_out = d_out.get_sub_region(a * w, (b - a) * w)
-        ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(0, n, h2d) if i == 0 else None)[1]
+        ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(0, n, h2d) if i == 0 else None, bits=bits)[1]
     steps.append(("sort", len(segs), n, h2d, ev))
     return steps, segs
 
@@ -350,7 +361,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     """
     n, dt = src.shape[0], src.dtype
     nbytes = n * dt.itemsize
-    sorter = DeviceSorter.of_lease(lease, dt)
+    sorter = DeviceSorter.of_lease(lease, dt, options.device_sort)
     d_in, d_out = lease.buffer("in", nbytes), lease.buffer("out", nbytes)
     in_place = dst is not None and rt.host_pool.is_pinned(dst) and lease.context is rt.context
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
@@ -631,7 +642,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     col_bits, i64 = np.int32((m - 1).bit_length()), np.int64
     mask = np.uint64((1 << int(col_bits)) - 1)
     prg = _keyed_kernels(lease, keys.dtype, "ulong")
-    sorter = DeviceSorter.of_lease(lease, np.uint64)
+    sorter = DeviceSorter.of_lease(lease, np.uint64, options.device_sort)
     d_src = [lease.buffer(f"keyed-in{i}", a.nbytes) for i, a in enumerate(arrays)]
     d_in, d_out = lease.buffer("in", 8 * n), lease.buffer("out", 8 * n)
     q, cq = lease.queue, lease.copy_queue
@@ -649,11 +660,12 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         h2d = [_upload(cq, d, stage, pieces, ready) for d, (pieces, ready, _, _), stage in zip(d_src, staged, stages)]
         cq.flush()
         pieces, _, tasks, _ = staged[0]
+        bits = packed_bits(32, m, n // m)
         steps, _ = _enqueue_sorts(lease, sorter, h2d[0], pieces, tasks, n, 0, d_in, d_out, options.sort_waves,
-                                  prepare=packed)
+                                  prepare=packed, bits=bits)
         order = d_out
         if keys.itemsize == 8:  # the high digits, in the low digits' order: the positions end in d_in
-            order = _high_digits(prg, sorter, q, d_src[0], d_out, d_in, n, m, col_bits, mask, steps)
+            order = _high_digits(prg, sorter, q, d_src[0], d_out, d_in, n, m, col_bits, mask, steps, bits)
         if values is None:
             if order is d_out:
                 steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
@@ -674,14 +686,15 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
 
 
 def _high_digits(prg: dict[str, Any], sorter: DeviceSorter, q: Any, d_keys: Any, d_first: Any, d_work: Any, n: int,
-                 m: int, col_bits: np.int32, mask: np.uint64, steps: list) -> Any:
+                 m: int, col_bits: np.int32, mask: np.uint64, steps: list, bits: int) -> Any:
     """The second pass of 64-bit keys: pack each key's high 32 bits in the order of the first pass's sorted
-    ``d_first`` into ``d_work``, sort it there, and map its columns back through ``d_first``: ``d_work`` then
-    holds every row's stable argsort (LSD radix sort, least significant digit first)."""
+    ``d_first`` into ``d_work``, sort it there (packed integers below ``2**bits``), and map its columns back
+    through ``d_first``: ``d_work`` then holds every row's stable argsort (LSD radix sort, least significant
+    digit first)."""
     i64 = np.int64
     ev = prg["pack_keys"](q, (n,), None, d_keys, d_work, d_first, i64(m), col_bits, np.int32(32), i64(n))
     steps.append(("pack", 1, n, [], ev))
-    steps.append(("sort", 1, n, [], sorter.sort(d_work, n, out=d_work)[1]))
+    steps.append(("sort", 1, n, [], sorter.sort(d_work, n, out=d_work, bits=bits)[1]))
     steps.append(("compose", 1, n, [], prg["compose"](q, (n,), None, d_first, d_work, i64(m), mask, i64(n))))
     return d_work
 

@@ -3,7 +3,7 @@
 #
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | keyrange | stress | default-runtime |
 #                                            kept | tests | argsort | argsort-check | dask | tabu | tabu-more |
-#                                            tabu-resident | tabu-many)
+#                                            tabu-resident | tabu-large | tabu-many | sort-tests)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
 # $OUT (default ./out).
@@ -32,6 +32,9 @@
 # tabu-many: tests/test_tabu_many.py on the GPU, then bench_tabu_many (64 searches batched, on the CPU's threads, the
 #            model's division and forced ones, against the same searches one after another on the device);
 #            TABU_MANY_INSTANCES (default tai30a) and TABU_MANY_ROUNDS (default 2).
+# tabu-large: bench_tabu_resident on the largest instances of the papers' tables (ta111, PPP 1301-1317 with Hamming 1
+#             and 2), 256 iterations.
+# sort-tests: tests/test_fastsort.py and tests/test_argsort.py on the GPU (both device sorts, merge and radix).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -125,6 +128,15 @@ for stage in "$@"; do
             tests/test_tabu_search.py tests/test_tabu_pfsp.py 2>&1 | tee "$OUT/tests_tabu.log"
         python3 experiments/bench_tabu_resident.py --device gpu --rounds 3 --json "$OUT/bench_tabu_resident.json" 2>&1 \
             | tee "$OUT/bench_tabu_resident.log"
+        ;;
+    tabu-large)
+        python3 experiments/bench_tabu_resident.py --device gpu --instances ta111,ppp1301-1317-1,ppp1301-1317-2 \
+            --iterations 256 --rounds 3 --json "$OUT/bench_tabu_resident_large.json" 2>&1 \
+            | tee "$OUT/bench_tabu_resident_large.log"
+        ;;
+    sort-tests)
+        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py tests/test_argsort.py 2>&1 \
+            | tail -3 | tee "$OUT/tests_sort.log"
         ;;
     tabu-many)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_tabu_many.py 2>&1 \

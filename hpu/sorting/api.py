@@ -50,7 +50,8 @@ from ..core.hybrid import check_on_device_error, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.runtime import Runtime, resolve_runtime
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
-from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_strategy
+from .costs import fast_cost
+from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_split, planned_strategy
 from .pipeline import fast_keyed_sort, keyed_fits, keyed_key_type
 
 __all__ = ["KINDS", "argsort", "packs_on_device", "sort", "sort_by_key"]
@@ -355,8 +356,9 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     digit, column) in 64 bits
     (:func:`hpu.sorting.keys.packed_bits`), room on the device (:func:`hpu.sorting.pipeline.keyed_fits`), and
     the ``"gpu"`` strategy, forced or the model's plan: for one row, its plan for the packed 64-bit sort; for
-    rows, its plan for a 1-D sort of as many keys (the transfers are the same; the device's packed sort is
-    longer, the CPU's row sorts shorter than a whole sort).  Packing on the device saves the host passes of
+    rows, the device-only sort of as many packed 64-bit keys predicted faster than the CPU's row sorts, taken
+    as its whole sort of the keys scaled by ``log2(m) / log2(n)`` (a comparison sort's ``n log m`` work for
+    rows of ``m``; :func:`hpu.sorting.costs.fast_cost`).  Packing on the device saves the host passes of
     the packed host path (to unsigned keys, packing, unpacking: over twice the keys' bytes each) and copies up
     only the keys (``experiments/bench_argsort.py``).
 
@@ -398,8 +400,15 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     rt = resolve_runtime(runtime)
     if packed_bits(32, n // rows, rows) > 64 or not (rt.has_device and rt.supports(dt)):
         return False
-    return (planned_strategy(n, np.uint64 if rows == 1 else dt, rt, strategy) == "gpu"
-            and keyed_fits(rt, n, [dt.itemsize, *(v.itemsize for v in vals)], bool(vals) or gather))
+    if not keyed_fits(rt, n, [dt.itemsize, *(v.itemsize for v in vals)], bool(vals) or gather):
+        return False
+    if rows == 1 or strategy != "auto":
+        return planned_strategy(n, np.uint64, rt, strategy) == "gpu"
+    device = planned_split(n, np.uint64, rt, "gpu")
+    if device is None:  # uncalibrated: the CPU (hpu.Runtime.calibrated)
+        return False
+    cpu_rows = fast_cost(rt.profile, "cpu_sort", n, dt.itemsize) * np.log2(n // rows) / np.log2(n)
+    return device.predicted_time < cpu_rows
 
 
 def _keyed_on_device(keys: np.ndarray, values: list[np.ndarray], opts: _Options, rows: int = 1,

@@ -376,6 +376,26 @@ def test_packs_on_device_checks_rows():
         hpu.sorting.packs_on_device(10, np.int32, rows=3)
 
 
+@pytest.mark.parametrize("device_sort_seconds, on_device", [(0.1, True), (0.25, False)])
+def test_rows_go_to_the_device_where_the_model_predicts_it_faster(runtime, device_sort_seconds, on_device):
+    """Rows of m: the device's transfers (4-byte keys) and packed 64-bit sort against the CPU's whole sort scaled by
+    log2(m) / log2(n).  Here n = 2^20 rows of m = 2^10 (CPU: 1 s x 10 / 20 = 0.5 s) against 0.1 s + 2 x 0.1 s
+    (device) or 0.1 s + 2 x 0.25 s: the device, then the CPU, though a 1-D sort of n keys would go to the device
+    in both cases (0.2 s + 0.2 s or 0.5 s against 1 s)."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    sizes = [1 << 10, 1 << 20]
+    curves = {"sizes": sizes, "cpu_sort": [1e-3, 1.0], "device_sort": [1e-4, device_sort_seconds],
+              "transfer": [1e-4, 0.1], "merge2": [1e-4, 0.1], "merge16": [1e-4, 0.2]}
+    with hpu.Runtime(runtime.device, profile=hpu.Profile(p=2, g=1, gamma=1, curves={"sort": curves}),
+                     threads=2) as rt:
+        n, rows = 1 << 20, 1 << 10
+        assert hpu.sorting.packs_on_device(n, np.float32, rt, rows=rows, gather=True) is on_device
+        assert hpu.sorting.planned_strategy(n, np.float32, rt) == "gpu"
+        assert hpu.sorting.packs_on_device(n, np.float32, rt, rows=rows, gather=True, strategy="gpu")
+        assert not hpu.sorting.packs_on_device(n, np.float32, rt, rows=rows, gather=True, strategy="cpu")
+
+
 def test_keyed_row_length_is_checked(fresh):
     from hpu.sorting.pipeline import fast_keyed_sort
 

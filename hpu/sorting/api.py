@@ -51,7 +51,7 @@ from ..core.kernels import CL_TYPES
 from ..core.runtime import Runtime, resolve_runtime
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
 from .costs import fast_cost
-from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_split, planned_strategy
+from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_strategy
 from .pipeline import fast_keyed_sort, keyed_fits, keyed_key_type
 
 __all__ = ["KINDS", "argsort", "packs_on_device", "sort", "sort_by_key"]
@@ -356,9 +356,10 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     digit, column) in 64 bits
     (:func:`hpu.sorting.keys.packed_bits`), room on the device (:func:`hpu.sorting.pipeline.keyed_fits`), and
     the ``"gpu"`` strategy, forced or the model's plan: for one row, its plan for the packed 64-bit sort; for
-    rows, the device-only sort of as many packed 64-bit keys predicted faster than the CPU's row sorts, taken
-    as its whole sort of the keys scaled by ``log2(m) / log2(n)`` (a comparison sort's ``n log m`` work for
-    rows of ``m``; :func:`hpu.sorting.costs.fast_cost`).  Packing on the device saves the host passes of
+    rows, the device predicted faster than the CPU's row sorts: the transfers of the keys (at their own size)
+    and the device's sort of as many packed 64-bit integers, against the CPU's whole sort of the keys scaled
+    by ``log2(m) / log2(n)`` (a comparison sort's ``n log m`` work for rows of ``m``), each from the profile's
+    measured curves (:func:`hpu.sorting.costs.fast_cost`).  Packing on the device saves the host passes of
     the packed host path (to unsigned keys, packing, unpacking: over twice the keys' bytes each) and copies up
     only the keys (``experiments/bench_argsort.py``).
 
@@ -404,11 +405,11 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
         return False
     if rows == 1 or strategy != "auto":
         return planned_strategy(n, np.uint64, rt, strategy) == "gpu"
-    device = planned_split(n, np.uint64, rt, "gpu")
-    if device is None:  # uncalibrated: the CPU (hpu.Runtime.calibrated)
+    if rt.profile.cost_curves("sort") is None:  # uncalibrated: the CPU (hpu.Runtime.calibrated)
         return False
+    device = fast_cost(rt.profile, "transfer", n, dt.itemsize) + fast_cost(rt.profile, "device_sort", n, 8)
     cpu_rows = fast_cost(rt.profile, "cpu_sort", n, dt.itemsize) * np.log2(n // rows) / np.log2(n)
-    return device.predicted_time < cpu_rows
+    return bool(device < cpu_rows)
 
 
 def _keyed_on_device(keys: np.ndarray, values: list[np.ndarray], opts: _Options, rows: int = 1,

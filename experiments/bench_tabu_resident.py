@@ -3,8 +3,9 @@
 For each instance it runs the same search (same seed, device alone) with
 ``block_iterations`` K = 1 (the host loop: a round trip per iteration) and
 K = 4 .. 1024 (K iterations per round trip), at the model's transfer level
-and at transfer level 0 (one work-group, so that a block is one launch that
-loops over its iterations), and the model's own choice of K and level
+and (unless ``--no-level0``) at transfer level 0 (one work-group, so that a
+block is one launch that loops over its iterations), and the model's own
+choice of K and level
 (``tabu_search`` without ``block_iterations``: ``TabuCosts.plan_resident``),
 in shuffled rounds after a warm-up search each (kernel builds and the
 calibration are not timed); it checks that every run takes the host loop's
@@ -14,6 +15,7 @@ and level beside the model's, and the ratios to one numpy core
 
     python experiments/bench_tabu_resident.py --device gpu --json experiments/results/h100/bench_tabu_resident.json
     python experiments/bench_tabu_resident.py --instances tai12a --iterations 200 --rounds 2   # a quick check
+    python experiments/bench_tabu_resident.py --device gpu --instances ta111 --iterations 256 --no-level0
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime, one: hpu.Runtime
     kw = dict(iterations=args.iterations, tenure=args.tenure, seed=1, runtime=rt, strategy="gpu")
     default_k = min(DEFAULT_BLOCK_ITERATIONS, args.iterations)
     blocks = sorted({k for k in BLOCKS if k <= args.iterations} | {default_k})  # the default is always timed
+    levels = (None, 0) if args.level0 else (None,)
     runs = {(k, level): (lambda k=k, level=level: tabu_search(problem, block_iterations=k, transfer_level=level, **kw))
-            for k in blocks for level in (None, 0)}
+            for k in blocks for level in levels}
     runs[0, None] = lambda: tabu_search(problem, **kw)  # K = 0 stands for the model's K (and level)
     ref = runs[1, None]()
     used = {}  # (K, level asked) -> level used (the model's: the host loop's at K = 1, the resident blocks' above)
@@ -78,7 +81,7 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime, one: hpu.Runtime
                numpy_one_core_ms=cpu_it * 1e3, ratio_default_vs_numpy=cpu_it / per_it[default_k, None],
                ratio_best_vs_numpy=cpu_it / per_it[best_k, best_level],
                ratio_host_loop_vs_numpy=cpu_it / per_it[1, None])
-    for lv in (None, 0):
+    for lv in levels:
         print(f"{name:>12} level {'model' if lv is None else 0:>5} "
               + " ".join(f"{per_it[k, lv] * 1e3:8.4f}" for k in blocks)
               + ("  (levels " + ",".join(str(used[k, lv]) for k in blocks) + ")" if lv is None else ""), flush=True)
@@ -97,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--iterations", type=int, default=2048)
     ap.add_argument("--tenure", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-level0", dest="level0", action="store_false",
+                    help="time the model's level only (one work-group is hopeless on large neighbourhoods)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)

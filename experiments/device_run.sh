@@ -33,7 +33,7 @@
 #            model's division and forced ones, against the same searches one after another on the device);
 #            TABU_MANY_INSTANCES (default tai30a) and TABU_MANY_ROUNDS (default 2).
 # tabu-large: bench_tabu_resident on the largest instances of the papers' tables (ta111, PPP 1301-1317 with Hamming 1
-#             and 2), 256 iterations.
+#             and 2), 256 iterations, at the model's level only.
 # sort-tests: tests/test_fastsort.py and tests/test_argsort.py on the GPU (both device sorts, merge and radix).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -130,8 +130,8 @@ for stage in "$@"; do
             | tee "$OUT/bench_tabu_resident.log"
         ;;
     tabu-large)
-        python3 experiments/bench_tabu_resident.py --device gpu --instances ta111,ppp1301-1317-1,ppp1301-1317-2 \
-            --iterations 256 --rounds 3 --json "$OUT/bench_tabu_resident_large.json" 2>&1 \
+        python3 experiments/bench_tabu_resident.py --device gpu --instances ppp1301-1317-1,ppp1301-1317-2,ta111 \
+            --iterations 256 --rounds 3 --no-level0 --json "$OUT/bench_tabu_resident_large.json" 2>&1 \
             | tee "$OUT/bench_tabu_resident_large.log"
         ;;
     sort-tests)

@@ -153,8 +153,9 @@ class DeviceSorter:
     Notes
     -----
     Build one per (lease or runtime, dtype) and reuse it: its scratch buffer
-    (``n`` keys) and partition buffer (``8 * ceil(n / tile)`` bytes) are kept
-    and grown as needed.  It relies on its queue being in order: work of
+    (``n`` keys) and partition buffer (``8 * ceil(n / tile)`` bytes), or the
+    radix sort's counters (``4 * 2**digit`` bytes per chunk), are kept and
+    grown as needed.  It relies on its queue being in order: work of
     successive calls, which share the scratch buffer, runs in call order.
     Enqueueing from several threads is serialised by a lock.
 

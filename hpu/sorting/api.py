@@ -49,8 +49,8 @@ import numpy as np
 from ..core.hybrid import check_on_device_error, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.runtime import Runtime, resolve_runtime
-from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
 from .costs import fast_cost
+from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
 from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_strategy
 from .pipeline import fast_keyed_sort, keyed_fits, keyed_key_type
 

@@ -244,7 +244,7 @@ def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: 
     ``prepare(a, b, wait_for)``, if given, enqueues what fills ``d_in[a:b]``
     once the copies ``wait_for`` are in (e.g. packing keys) and returns its
     event, which the sort of that range waits for instead.  ``bits``: passed
-    to :meth:`DeviceSorter.sort`.  Waves only with the merge sort: a CPU
+    to the radix sort (:meth:`DeviceSorter.sort`).  Waves only with the merge sort: a CPU
     device's radix sort shares the cores that stage the next wave, and
     merging the waves would cost it passes of its own.
 
@@ -267,7 +267,7 @@ def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: 
             a, b = pieces[i][0], pieces[j - 1][1]
             sub_in = d_in.get_sub_region(a * w, (b - a) * w)
             sub_out = sub_in if first is d_in else d_out.get_sub_region(a * w, (b - a) * w)
-            ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(a, b, h2d[i:j]), bits=bits)[1]
+            ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(a, b, h2d[i:j]))[1]
             steps.append(("sort", 1, b - a, h2d[i:j], ev))
             runs.append((a, b))
         if len(runs) > 1:

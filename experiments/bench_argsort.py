@@ -31,9 +31,11 @@ exceeds ``--slow`` seconds it is skipped at larger n; when that is the
 baseline, later ratios use its n log n extrapolation (marked ``~`` and
 ``"baseline_estimated": true``).  Sizes whose rough host-memory need exceeds
 ``--max-gib`` are skipped.  hpu's planned path is printed beside its rows:
-32-bit keys packed with their index (and row) on the device
-(``hpu.sorting.packs_on_device``), or packed on the host into uint32/uint64
-and sorted by ``hpu.hybrid_mergesort`` (64-bit keys take two such passes).
+rows no longer than a work-group's tile sorted one work-group a row on the
+device (``hpu.sorting.rows_on_device``), 32-bit keys packed with their index
+(and row) on the device (``hpu.sorting.packs_on_device``), or packed on the
+host into uint32/uint64 and sorted by ``hpu.hybrid_mergesort`` (64-bit keys
+take two such passes).
 
     python experiments/bench_argsort.py [--min-log 20] [--max-log 28] [--dtypes int32,float64]
         [--parts argsort,kv,rows] [--rows-log 14 --cols-log 10] [--slow 20] [--json PATH]
@@ -59,7 +61,7 @@ import pyopencl as cl
 import hpu
 from bench_common import add_runtime_arguments, command_line, shuffled_rounds, utc_now, write_json
 from hpu.core.util import host_description
-from hpu.sorting import packs_on_device, planned_strategy
+from hpu.sorting import packs_on_device, planned_strategy, rows_on_device
 from hpu.sorting.keys import key_bits, packed_bits
 
 PARTS = ("argsort", "kv", "rows")
@@ -143,8 +145,10 @@ def argsort_planned(n: int, dtype: np.dtype, rt: hpu.Runtime, values: tuple = ()
 
 
 def rows_planned(r: int, m: int, dtype: np.dtype, rt: hpu.Runtime) -> str:
-    """How hpu.sort (strategy "auto") orders ``r`` rows of ``m``: one segmented sort packed on the device, or CPU
-    row blocks."""
+    """How hpu.sort (strategy "auto") orders ``r`` rows of ``m``: one work-group a row on the device, one segmented
+    sort packed on the device, or CPU row blocks."""
+    if rows_on_device(r, m, dtype, rt):
+        return "gpu (one work-group a row)"
     on_device = packs_on_device(r * m, dtype, rt, rows=r, gather=True)
     return "gpu (segmented, packed on the device)" if on_device else "cpu row blocks"
 

@@ -3,7 +3,8 @@
  * Pipeline for n keys (host: hpu/sorting/device.py):
  *   1. leaf_sort: each work-group sorts one block of TILE = WG * ITEMS keys in
  *      local memory (register sort of ITEMS keys per work-item, then log2(WG)
- *      merge-path merges in local memory).  One launch for all blocks.
+ *      merge-path merges in local memory).  One launch for all blocks.  The
+ *      same kernel sorts rows of at most TILE keys, one work-group a row.
  *   2. pass `level` (0, 1, ...) merges runs of w = TILE << level keys pairwise:
  *      partition_pass: one work-item per output tile finds, by a binary search
  *      along the merge-path diagonal (co-rank), how many of the tile's
@@ -153,16 +154,17 @@ HELPER void merge_tile(__local KEY_T *s, __global const KEY_T *a, __global const
         out[d0 + idx] = s[idx];
 }
 
-/* Sort each block src[g * TILE, min((g + 1) * TILE, n)) into the same place
- * of dst.  dst may be src (each work-group reads its whole block before it
- * writes). */
+/* Sort each block src[b, min(b + block, n)), b = start + g * block, into the
+ * same place of dst; block <= TILE.  The merge sort's leaves are blocks of
+ * TILE from 0; rows of m <= TILE keys (a segmented sort) are blocks of m.
+ * dst may be src (each work-group reads its whole block before it writes). */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void leaf_sort(__global const KEY_T *src, __global KEY_T *dst, const long n)
+void leaf_sort(__global const KEY_T *src, __global KEY_T *dst, const long start, const long n, const int block)
 {
     __local KEY_T s[TILE + 1];
     const int lid = (int)get_local_id(0);
-    const long base = (long)get_group_id(0) * TILE;
-    const int count = (int)min((long)TILE, n - base);
+    const long base = start + (long)get_group_id(0) * block;
+    const int count = (int)min((long)block, n - base);
     for (int idx = lid; idx < TILE; idx += WG)
         s[idx] = idx < count ? src[base + idx] : KEY_PAD;
     barrier(CLK_LOCAL_MEM_FENCE);

@@ -52,9 +52,10 @@ from ..core.runtime import Runtime, resolve_runtime
 from .costs import fast_cost
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
 from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_strategy
-from .pipeline import fast_keyed_sort, keyed_fits, keyed_key_type
+from .device import default_algorithm, row_block
+from .pipeline import fast_keyed_sort, fast_row_sort, keyed_fits, keyed_key_type, row_tile
 
-__all__ = ["KINDS", "argsort", "packs_on_device", "sort", "sort_by_key"]
+__all__ = ["KINDS", "argsort", "packs_on_device", "rows_on_device", "sort", "sort_by_key"]
 
 #: ``kind`` values accepted for numpy compatibility; every one gives the stable result.
 KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
@@ -123,6 +124,10 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
             out = rows.copy()
         elif rows.shape[0] == 1:
             out = _sort_1d(rows[0], opts).reshape(1, -1)
+        elif _rows_on_device(rows, opts):  # one work-group a row, pipelined with the copies
+            out = fast_row_sort(rows.reshape(-1), rows.shape[1], opts.runtime, on_device_error=opts.on_device_error,
+                                redo=lambda: _cpu_rows(rows, opts.runtime, _sort_block, rows.dtype).reshape(-1),
+                                strategy=opts.strategy)[0].reshape(rows.shape)
         elif _keyed_on_device(rows.reshape(-1), [], opts, rows.shape[0], gather=True):  # segmented, on the device
             out = fast_keyed_sort(rows.reshape(-1), [], opts.runtime, gather=True, row_length=rows.shape[1],
                                   redo=lambda: [_cpu_rows(rows, opts.runtime, _sort_block, rows.dtype)],
@@ -410,6 +415,74 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
     device = fast_cost(rt.profile, "transfer", n, dt.itemsize) + fast_cost(rt.profile, "device_sort", n, 8)
     cpu_rows = fast_cost(rt.profile, "cpu_sort", n, dt.itemsize) * np.log2(n // rows) / np.log2(n)
     return bool(device < cpu_rows)
+
+
+def rows_on_device(rows: int, m: int, dtype: Any, runtime: Runtime | None = None, *,
+                   strategy: str = "auto") -> bool:
+    """Whether :func:`sort` of ``rows`` rows of ``m`` keys of ``dtype`` (``axis=-1``), with no CPU share forced,
+    sorts each row in one work-group on the device (:func:`hpu.sorting.pipeline.fast_row_sort`).
+
+    When: at least two rows of ``2 <= m <= row_tile`` keys
+    (:func:`hpu.sorting.pipeline.row_tile`: a dtype of
+    :data:`hpu.core.kernels.CL_TYPES` the device supports, rows that fit one
+    work-group's local memory), all ``n = rows * m`` keys in
+    :attr:`hpu.Runtime.device_memory_bytes` and one allocation, and the
+    ``"gpu"`` strategy, forced or, under ``"auto"``, on a device whose
+    measured ``device_sort`` curve is the merge sort's (not a CPU device's
+    radix sort: :func:`hpu.sorting.device.default_algorithm`) and predicted
+    faster than the CPU's row sorts:
+
+    ``transfer(n) + device_sort(n) * (b / m) * log2(b) / log2(n)  <  cpu_sort(n) * log2(m) / log2(n)``
+
+    with the profile's measured curves (:func:`hpu.sorting.costs.fast_cost`,
+    at the keys' size): a comparison sort's work ``n log2 n`` scaled to rows
+    of ``m`` (``n log2 m``) on the CPU, and on the device to blocks of
+    ``b = row_block(m)`` keys, pads included
+    (:func:`hpu.sorting.device.row_block`).  ``transfer`` is everything of a
+    device-only sort but the sort (staging and both copies).
+
+    Parameters
+    ----------
+    rows, m : int
+        Rows and keys per row (``>= 0``).
+    dtype : numpy dtype
+    runtime : hpu.Runtime, optional
+        Default :func:`hpu.default_runtime`.
+    strategy : str
+        As for :func:`sort`: ``"gpu"`` forces it where it can run, ``"auto"``
+        asks the model (uncalibrated: no), the others never.
+
+    Returns
+    -------
+    bool
+
+    Raises
+    ------
+    ValueError
+        An unknown ``strategy``.
+    """
+    check_strategy(strategy, SORT_STRATEGIES)
+    rt, dt, n = resolve_runtime(runtime), np.dtype(dtype), rows * m
+    if strategy not in ("auto", "gpu") or rows < 2 or not 2 <= m <= row_tile(rt, dt):
+        return False
+    if n * dt.itemsize > min(rt.device_memory_bytes, int(rt.device.max_mem_alloc_size)):
+        return False
+    if strategy == "gpu":
+        return True
+    if rt.profile.cost_curves("sort") is None or default_algorithm(rt.device) != "merge":
+        return False
+    b, size = row_block(m, dt.itemsize), dt.itemsize
+    device = fast_cost(rt.profile, "transfer", n, size) + \
+        fast_cost(rt.profile, "device_sort", n, size) * (b / m) * np.log2(b) / np.log2(n)
+    return bool(device < fast_cost(rt.profile, "cpu_sort", n, size) * np.log2(m) / np.log2(n))
+
+
+def _rows_on_device(rows: np.ndarray, opts: _Options) -> bool:
+    """:func:`rows_on_device` for this call (never with ``alpha`` or ``transfer_level`` forced)."""
+    h = opts.hybrid
+    if h["alpha"] not in (None, 0) or h["transfer_level"] not in (None, 0):
+        return False
+    return rows_on_device(*rows.shape, rows.dtype, opts.runtime, strategy=opts.strategy)
 
 
 def _keyed_on_device(keys: np.ndarray, values: list[np.ndarray], opts: _Options, rows: int = 1,

@@ -53,7 +53,8 @@ try:
 except Exception:  # pragma: no cover - CPU-only installs
     cl = None
 
-__all__ = ["SUPPORTED_DTYPES", "DeviceSorter", "device_sort", "merge_buffers", "sort_buffer"]
+__all__ = ["SUPPORTED_DTYPES", "DeviceSorter", "device_sort", "default_algorithm", "merge_buffers", "row_block",
+           "sort_buffer"]
 
 #: Key dtypes the device sort handles (the keys of :data:`hpu.core.kernels.CL_TYPES`).
 SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(CL_TYPES)
@@ -63,6 +64,8 @@ _DEFAULT_WORK_GROUP_SIZE = 256
 #: local-memory accesses of the block transposes are free of bank conflicts.
 _DEFAULT_ITEMS = {4: 17, 8: 11}
 _PARTITION_GROUP = 64
+#: Fewest work-items of :meth:`DeviceSorter.for_rows`'s work-groups (a warp of NVIDIA's GPUs).
+ROW_MIN_GROUP = 32
 _TILE_KERNELS = ("leaf_sort", "merge_pass", "merge_ranges")
 #: The radix sort's widest digit (2^11 counters per chunk) and chunks per compute unit.
 RADIX_BITS = 11
@@ -101,6 +104,21 @@ def _check_range(name: str, buf: Any, offset: int, count: int, itemsize: int) ->
     if (offset + count) * itemsize > buf.size:
         raise ValueError(f"{name} holds {buf.size} bytes, too few for elements [{offset}, {offset + count}) "
                          f"of {itemsize} bytes")
+
+
+def default_algorithm(device: Any) -> str:
+    """:class:`DeviceSorter`'s default ``algorithm`` on the OpenCL ``device``: ``"radix"`` on a device of type CPU
+    (its work-groups run as loops), else ``"merge"``."""
+    return "radix" if device.type & cl.device_type.CPU else "merge"
+
+
+def row_block(m: int, itemsize: int) -> int:
+    """Keys (pads included) of the local-memory block that sorts a row of ``m >= 1`` keys of ``itemsize`` bytes
+    (:meth:`DeviceSorter.for_rows`): ``wg * items``, ``items`` the default keys per work-item (17 for 4-byte keys,
+    11 for 8-byte ones) and ``wg`` the smallest power of two, at least :data:`ROW_MIN_GROUP`, with ``wg * items
+    >= m`` (before the device's largest work-group caps it)."""
+    items = _DEFAULT_ITEMS[itemsize]
+    return max(ROW_MIN_GROUP, 1 << (max(-(-int(m) // items) - 1, 0)).bit_length()) * items
 
 
 def _power_of_two(value: int) -> bool:
@@ -169,7 +187,7 @@ class DeviceSorter:
         self.runtime = runtime
         self.dtype = _key_dtype(runtime, dtype)
         if algorithm is None:
-            algorithm = "radix" if runtime.device.type & cl.device_type.CPU else "merge"
+            algorithm = default_algorithm(runtime.device)
         if algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
         self.algorithm = algorithm
@@ -194,6 +212,21 @@ class DeviceSorter:
         (None: the device's default), made once per lease."""
         dt = np.dtype(dtype).newbyteorder("=")
         return lease.cached(("sorter", dt.str, algorithm), lambda: cls(lease, dt, algorithm=algorithm))
+
+    @classmethod
+    def for_rows(cls, lease: Any, dtype: Any, m: int) -> DeviceSorter | None:
+        """The :class:`hpu.DeviceLease`'s sorter of :meth:`sort_rows` for rows of ``m`` keys of ``dtype``: the
+        merge kernels with the smallest work-group (a power of two, at least :data:`ROW_MIN_GROUP` work-items)
+        whose tile holds ``m`` keys, made once per lease; None where even the largest work-group's tile (that of
+        :meth:`of_lease`'s merge sorter) is shorter than ``m``."""
+        dt = np.dtype(dtype).newbyteorder("=")
+        largest = cls.of_lease(lease, dt, "merge")
+        if m > largest.tile:
+            return None
+        wg = row_block(m, dt.itemsize) // largest.items_per_thread
+        if wg >= largest.work_group_size:
+            return largest
+        return lease.cached(("row-sorter", dt.str, wg), lambda: cls(lease, dt, work_group_size=wg, algorithm="merge"))
 
     def _build(self, requested: int | None) -> dict[str, Any]:
         dev = self.runtime.device
@@ -221,7 +254,7 @@ class DeviceSorter:
                          for k in ("partition_pass", "partition_ranges"))
         self._partition_group = 1 << (min(_PARTITION_GROUP, part_limit).bit_length() - 1)
         i64 = np.int64
-        kernels["leaf_sort"].set_scalar_arg_dtypes([None, None, i64])
+        kernels["leaf_sort"].set_scalar_arg_dtypes([None, None, i64, i64, np.int32])
         kernels["partition_pass"].set_scalar_arg_dtypes([None, i64, np.int32, None, i64])
         kernels["merge_pass"].set_scalar_arg_dtypes([None, None, i64, np.int32, None])
         kernels["partition_ranges"].set_scalar_arg_dtypes([None, i64, i64, None, i64, i64, None, i64])
@@ -331,13 +364,60 @@ class DeviceSorter:
             part = self._buffer("_partitions", tiles * 8) if passes else None
             # The last pass must write out: start in out for an even number of passes.
             src, dst = (out, scratch) if passes % 2 == 0 else (scratch, out)
-            event = k["leaf_sort"](queue, (tiles * wg,), (wg,), buf, src, n, wait_for=wait_for)
+            event = k["leaf_sort"](queue, (tiles * wg,), (wg,), buf, src, 0, n, self.tile, wait_for=wait_for)
             part_global, part_local = self._partition_launch(tiles)
             for level in range(passes):  # runs of tile << level keys -> tile << (level + 1)
                 k["partition_pass"](queue, part_global, part_local, src, n, level, part, tiles)
                 event = k["merge_pass"](queue, (tiles * wg,), (wg,), src, dst, n, level, part)
                 src, dst = dst, src
         return out, event
+
+    def sort_rows(self, buf: Any, start: int, stop: int, m: int, *, out: Any = None,
+                  wait_for: Sequence[Any] | None = None) -> Any:
+        """Sort each row of ``m`` keys of ``buf[start:stop]`` on the device, stably: a segmented sort, one
+        work-group a row (its leaf block sort in local memory), with no merge pass.
+
+        Parameters
+        ----------
+        buf : pyopencl.Buffer
+            Keys of ``self.dtype``: rows of ``m`` one after another from
+            element ``start`` (the last row may be shorter: ``stop - start``
+            need not be a multiple of ``m``).
+        start, stop : int
+            The element range, ``0 <= start <= stop``.
+        m : int
+            Keys per row, ``1 <= m <= self.tile``.
+        out : pyopencl.Buffer, optional
+            Receives the sorted rows at the same elements; default ``buf``
+            (in place).  Must not otherwise overlap ``buf``'s range.
+        wait_for : sequence of pyopencl.Event, optional
+
+        Returns
+        -------
+        pyopencl.Event
+            Completes when the rows are sorted.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A non-buffer, bad counts, a range beyond a buffer, or ``m``
+            outside ``[1, tile]``.
+        """
+        start, stop, m = _count("start", start), _count("stop", stop), _count("m", m)
+        if not 1 <= m <= self.tile or stop < start:
+            raise ValueError(f"rows of m={m} keys need 1 <= m <= tile={self.tile}, and start <= stop "
+                             f"(got {start}, {stop})")
+        size = self.dtype.itemsize
+        out = buf if out is None else out
+        _check_range("buf", buf, 0, stop, size)
+        _check_range("out", out, 0, stop, size)
+        rows = -(-(stop - start) // m)
+        if rows == 0:
+            return cl.enqueue_marker(self.runtime.queue, wait_for=wait_for)
+        wg = self.work_group_size
+        with self._lock:
+            return self._kernels["leaf_sort"](self.runtime.queue, (rows * wg,), (wg,), buf, out, start, stop, m,
+                                              wait_for=wait_for)
 
     def _radix_sort(self, buf: Any, n: int, out: Any, wait_for: Sequence[Any] | None, bits: int) -> Any:
         """Enqueue the LSD radix sort of ``buf[:n]`` into ``out`` (``kernels_cl/radix.cl``); its last event."""

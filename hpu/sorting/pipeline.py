@@ -63,8 +63,8 @@ try:
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["DEFAULT_OPTIONS", "PipelineOptions", "device_share", "fast_keyed_sort", "fast_sort", "keyed_fits",
-           "keyed_key_type", "kept_policy", "max_device_elements"]
+__all__ = ["DEFAULT_OPTIONS", "PipelineOptions", "device_share", "fast_keyed_sort", "fast_row_sort", "fast_sort",
+           "keyed_fits", "keyed_key_type", "kept_policy", "max_device_elements", "row_tile"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,12 +130,13 @@ def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions) ->
 
 
 def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
-           chunk_bytes: int) -> tuple[list, list, int, list]:
+           chunk_bytes: int, row_length: int | None = None) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
 
     Pieces of ``chunk_bytes`` (rounded down to whole multiples of the
     device's sub-buffer alignment, ``mem_base_addr_align``, in elements, so
-    that device ranges may start at any piece) are shared out round robin among at most
+    that device ranges may start at any piece; with ``row_length``, to whole
+    rows of that many elements instead) are shared out round robin among at most
     half as many pool tasks as there are pieces, so that they are staged in
     at least two waves of ``tasks`` consecutive pieces.  Few, large tasks:
     every task switch costs Python's global lock, which 16 threads staging
@@ -155,7 +156,7 @@ def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, 
         The tasks; their exceptions are the staging errors.
     """
     n, item = src.shape[0], src.itemsize
-    align = max(1, int(lease.device.mem_base_addr_align) // 8)  # pieces start where sub-buffers may start
+    align = row_length or max(1, int(lease.device.mem_base_addr_align) // 8)  # where sub-buffers may start
     piece = max(chunk_bytes // item // align * align, align)
     bounds = list(range(0, n, piece)) + [n]
     pieces = list(zip(bounds[:-1], bounds[1:]))
@@ -285,6 +286,20 @@ def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: 
     return steps, segs
 
 
+def _enqueue_rows(lease: DeviceLease, d_buf: Any, stage: np.ndarray, pieces: list, h2d: list,
+                  m: int) -> tuple[list, list]:
+    """Enqueue, piece by piece of whole rows, the sort of each row of ``m`` keys of ``d_buf`` in place as soon as
+    the piece's copy ``h2d[k]`` is in, then the piece's copy back into ``stage``, in that order on the lease's
+    in-order queue (so that each copy back overlaps the next pieces' copies up).  ``(steps, copies back)``."""
+    sorter = DeviceSorter.for_rows(lease, stage.dtype, m)
+    steps, d2h = [], []
+    for (a, b), h in zip(pieces, h2d):
+        ev = sorter.sort_rows(d_buf, a, b, m, wait_for=[h])
+        steps.append(("sort", -(-(b - a) // m), b - a, [h], ev))
+        d2h.append(cl.enqueue_copy(lease.queue, stage[a:b], d_buf, src_offset=a * stage.itemsize, is_blocking=False))
+    return steps, d2h
+
+
 def _quiesce(staging_tasks: list, queues: tuple) -> None:
     """After a failure: wait for the staging tasks and finish the queues, so that nothing still writes into the
     staging or result memory once the caller sees the error (a faulted queue's own error is already on its way)."""
@@ -347,8 +362,15 @@ def _defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, item
 
 
 def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: Recorder,
-                 dst: np.ndarray | None, options: PipelineOptions, unit: str = "") -> list[np.ndarray]:
+                 dst: np.ndarray | None, options: PipelineOptions, unit: str = "",
+                 row_length: int | None = None) -> list[np.ndarray]:
     """Sort ``src`` on the lease's device as ``2**t`` segments; return the sorted runs as views of its staging memory.
+
+    With ``row_length`` (``t == 0``, at most the tile of
+    :meth:`DeviceSorter.for_rows`), sort each row of that many keys instead
+    (a segmented sort): each staged piece of whole rows is copied up, its
+    rows sorted in place, one work-group a row, and copied back while the
+    next pieces are staged and copied up.
 
     With ``dst`` (only when ``t == 0``) the result ends in ``dst`` and
     ``[dst]`` is returned: when ``dst`` is pinned memory of ``rt``'s host
@@ -361,19 +383,23 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     """
     n, dt = src.shape[0], src.dtype
     nbytes = n * dt.itemsize
-    sorter = DeviceSorter.of_lease(lease, dt, options.device_sort)
-    d_in, d_out = lease.buffer("in", nbytes), lease.buffer("out", nbytes)
+    d_in = lease.buffer("in", nbytes)
     in_place = dst is not None and rt.host_pool.is_pinned(dst) and lease.context is rt.context
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
     q, cq = lease.queue, lease.copy_queue
-    pieces, ready, tasks, staging_tasks = _stage(rt, lease, src, stage, rec, options.chunk_bytes)
+    pieces, ready, tasks, staging_tasks = _stage(rt, lease, src, stage, rec, options.chunk_bytes, row_length)
     try:
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
         h2d = _upload(cq, d_in, stage, pieces, ready)
         cq.flush()
-        steps, segs = _enqueue_sorts(lease, sorter, h2d, pieces, tasks, n, t, d_in, d_out, options.sort_waves)
-        d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
-               for a, b in pieces]
+        if row_length is None:
+            d_out = lease.buffer("out", nbytes)
+            sorter = DeviceSorter.of_lease(lease, dt, options.device_sort)
+            steps, segs = _enqueue_sorts(lease, sorter, h2d, pieces, tasks, n, t, d_in, d_out, options.sort_waves)
+            d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
+                   for a, b in pieces]
+        else:
+            (steps, d2h), segs = _enqueue_rows(lease, d_in, stage, pieces, h2d, row_length), [(0, n)]
         q.flush()
         for f in staging_tasks:
             f.result()
@@ -483,6 +509,90 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     run_hybrid(rt, device=lambda lease: device_share(rt, lease, src[n_cpu:], t, rec, direct, options),
                cpu=cpu_share if n_cpu else None, redo=redo, on_device_error=on_device_error, finish=finish)
     return out, rec.finish(trace)
+
+
+# -- rows of at most a tile: a segmented sort without merge passes ----------------------------------------------
+
+
+def row_tile(rt: Runtime, dtype: Any) -> int:
+    """The longest rows :func:`fast_row_sort` sorts on ``rt``'s device: the tile (keys a work-group sorts in local
+    memory) of its largest merge-sort work-group for ``dtype`` keys (:class:`DeviceSorter`); 0 for dtypes it does
+    not sort (:data:`hpu.core.kernels.CL_TYPES`, native, float64 only with fp64) or without a device."""
+    dt = np.dtype(dtype)
+    if not (rt.has_device and dt in CL_TYPES and dt.isnative and rt.supports(dt)):
+        return 0
+    return rt.resources.get(("row-tile", dt.str), lambda: DeviceSorter(rt, dt, algorithm="merge").tile, int)
+
+
+def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, redo: Callable[[], np.ndarray] | None,
+                  on_device_error: str = "fallback", options: PipelineOptions = DEFAULT_OPTIONS,
+                  strategy: str = "gpu") -> tuple[np.ndarray, Trace]:
+    """The device alone sorts each row of ``m`` keys stably, one work-group a row, pipelined with the copies.
+
+    The host stages pieces of whole rows into pinned memory (the result
+    itself when the host pool has it, as :func:`fast_sort`); each piece is
+    copied up, its rows sorted in place by the merge sort's leaf kernel
+    (``kernels_cl/fastsort.cl``: a register sort and merge-path merges in
+    local memory, so no global merge pass) and copied back while the next
+    pieces are staged and copied up (:func:`device_share` with
+    ``row_length``).  The transfers bound it: the device's work on a piece
+    is that of one leaf block per row.
+
+    Parameters
+    ----------
+    keys : numpy.ndarray, shape (n,)
+        Rows of ``m`` keys one after another (``n`` a multiple of ``m``);
+        a dtype of :data:`hpu.core.kernels.CL_TYPES` in native byte order
+        that the device supports.  Never modified.
+    m : int
+        Keys per row, ``1 <= m <= row_tile(rt, keys.dtype)``.
+    rt : Runtime
+        With a device; the caller checks that ``n`` keys fit its memory.
+    redo : callable() -> numpy.ndarray, or None
+        The same result (shape ``(n,)``) on the CPU, run when the device
+        fails and ``on_device_error="fallback"`` (None only with ``"raise"``).
+    on_device_error : {"fallback", "raise"}
+    options : PipelineOptions
+        ``chunk_bytes``: bytes per piece (rounded down to whole rows, at least one).
+    strategy : str
+        Recorded in the trace.
+
+    Returns
+    -------
+    sorted : numpy.ndarray, shape (n,)
+        Each row equal to ``numpy.sort(row, kind="stable")``, bit for bit
+        (NaN last, -0.0 and +0.0 in input order); from ``rt.host_pool``
+        (pinned) when it has room.
+    trace : Trace
+
+    Raises
+    ------
+    TypeError
+        Keys of a dtype the device does not sort.
+    ValueError
+        ``m`` outside ``[1, row_tile]`` or not dividing ``n``.
+    DeviceFailure
+        With ``on_device_error="raise"`` when the device fails.
+    """
+    n, dt = keys.shape[0], keys.dtype
+    tile = row_tile(rt, dt)
+    if tile == 0:
+        raise TypeError(f"fast_row_sort sorts native {', '.join(map(str, CL_TYPES))} keys the device supports, "
+                        f"not {dt}")
+    if not 1 <= m <= tile or n % m:
+        raise ValueError(f"rows of m={m} keys must divide the {n} keys and hold at most the tile, {tile} keys")
+    rec = Recorder()
+    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n, dt.itemsize, options))
+    trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(m, 2)))), n)
+
+    def finish(r: HybridResult) -> np.ndarray:
+        trace.fallback = r.fallback
+        return r.device[0]
+
+    result = run_hybrid(rt, device=lambda lease: device_share(rt, lease, keys, 0, rec, out, options, row_length=m),
+                        redo=None if redo is None else lambda: [redo()], on_device_error=on_device_error,
+                        finish=finish)
+    return result, rec.finish(trace)
 
 
 # -- argsort and key-value sorts with the packing on the device ------------------------------------------------
@@ -669,10 +779,10 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         if values is None:
             if order is d_out:
                 steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
-            d2h = _keyed_download(lease, [(order, outs[0], steps[-1][4])], options.chunk_bytes)
+            d2h = _keyed_download(lease, order, outs[0], options.chunk_bytes)
         else:
-            gathered = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps)
-            d2h = _keyed_download(lease, [(g, o, e) for (g, e), o in zip(gathered, outs)], options.chunk_bytes)
+            d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs,
+                              options.chunk_bytes)
         q.flush()
         cq.flush()
         for f in (f for s in staged for f in s[3]):
@@ -680,7 +790,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     except BaseException:
         _quiesce([f for s in staged for f in s[3]], (cq, q))
         raise
-    d2h[-1].wait()  # the last copy on the in-order copy queue
+    d2h[-1].wait()  # the last command on the in-order queue
     _defer_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)
     return outs
 
@@ -700,37 +810,32 @@ def _high_digits(prg: dict[str, Any], sorter: DeviceSorter, q: Any, d_keys: Any,
 
 
 def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copied: list[list], d_sorted: Any, m: int,
-                mask: np.uint64, steps: list) -> list[tuple[Any, Any]]:
-    """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values), each
-    after the copies ``copied[i]`` of its source (on the other queue; the values' copies may still be running
-    when the sort ends); ``(buffer, event)`` each.
+                mask: np.uint64, steps: list, outs: list[np.ndarray], chunk_bytes: int) -> list:
+    """Enqueue, array by array (keys, then values), ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) after the
+    copies ``copied[i]`` of its source (on the copy queue; the values' may still be running when the sort ends),
+    then its copy back into ``outs[i]`` (:func:`_keyed_download`): the keys go back while the values still come
+    up.  The copies back's events, in order.
 
     An element is gathered as whole words: of 8, 4, 2 or 1 bytes, the widest that divides its size.
     """
-    n, out = arrays[0].shape[0], []
-    for i, a in enumerate(arrays):
+    n, d2h = arrays[0].shape[0], []
+    for i, (a, out) in enumerate(zip(arrays, outs)):
         size, word = next((size, word) for size, word in _WORDS if a.itemsize % size == 0)
         prg = _keyed_kernels(lease, arrays[0].dtype, word)
         dst = lease.buffer(f"keyed-out{i}", a.nbytes)
         ev = prg["gather"](lease.queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
                            np.int32(a.itemsize // size), np.int64(n), wait_for=copied[i])
         steps.append(("gather", 1, n, [], ev))
-        out.append((dst, ev))
-    return out
+        d2h += _keyed_download(lease, dst, out, chunk_bytes)
+    return d2h
 
 
-def _keyed_download(lease: DeviceLease, items: list[tuple[Any, np.ndarray, Any]], chunk_bytes: int) -> list:
-    """Copy each ``(buffer, host array, event)``'s buffer into its host array once the event completes, in pieces
-    of ``chunk_bytes`` on the copy queue (so that one array's copy overlaps the next array's gather); the copies'
-    events, in order."""
-    events = []
-    for buf, host, ev in items:
-        piece = max(chunk_bytes // host.itemsize, 1)
-        for a in range(0, host.shape[0], piece):
-            b = min(a + piece, host.shape[0])
-            events.append(cl.enqueue_copy(lease.copy_queue, _bytes(host, a, b), buf, src_offset=a * host.itemsize,
-                                          is_blocking=False, wait_for=[ev] if a == 0 else None))
-    return events
+def _keyed_download(lease: DeviceLease, buf: Any, host: np.ndarray, chunk_bytes: int) -> list:
+    """Copy ``buf`` into the host array ``host`` in pieces of ``chunk_bytes`` on the lease's in-order (kernel)
+    queue, after what is enqueued there before, while the copy queue still copies up; the copies' events."""
+    piece = max(chunk_bytes // host.itemsize, 1)
+    return [cl.enqueue_copy(lease.queue, _bytes(host, a, min(a + piece, host.shape[0])), buf,
+                            src_offset=a * host.itemsize, is_blocking=False) for a in range(0, host.shape[0], piece)]
 
 
 def _upload(cq: Any, d: Any, stage: np.ndarray, pieces: list[tuple[int, int]], ready: list) -> list:

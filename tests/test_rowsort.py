@@ -1,0 +1,161 @@
+"""Rows sorted one work-group a row on the device (hpu.sorting.pipeline.fast_row_sort) against numpy's stable sort.
+
+The rows path of ``hpu.sort(a, axis=-1)`` for rows no longer than one
+work-group's tile: pieces of whole rows are staged, copied up, sorted in place
+by the merge sort's leaf kernel and copied back, pipelined.  Every result must
+equal ``numpy.sort(a, axis=-1, kind="stable")`` bit for bit (-0.0 and +0.0,
+NaN payloads in input order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import same_bits
+from test_argsort import make
+
+import hpu
+from hpu.sorting.device import ROW_MIN_GROUP, DeviceSorter, row_block
+from hpu.sorting.pipeline import fast_row_sort, row_tile
+
+NATIVE = ["int32", "uint32", "float32", "int64", "uint64", "float64"]
+
+
+def _sorted_rows(rt, rows: np.ndarray, chunk_bytes: int = 4 << 20, **kw) -> tuple[np.ndarray, hpu.Trace]:
+    opts = hpu.PipelineOptions(chunk_bytes=chunk_bytes)
+    out, trace = fast_row_sort(rows.reshape(-1), rows.shape[1], rt, options=opts,
+                               **{"redo": None, "on_device_error": "raise", **kw})
+    return out.reshape(rows.shape), trace
+
+
+@pytest.mark.parametrize("dtype", NATIVE)
+@pytest.mark.parametrize("shape", [(2, 2), (300, 7), (64, 33), (37, 1000), (5, "tile")])
+@pytest.mark.parametrize("chunk_bytes", [1000, 64 << 10, 4 << 20])  # 1000: under one row of the longer rows
+@pytest.mark.parametrize("kind", ["specials", "few-unique", "reversed"])
+def test_rows_equal_numpy(fresh, dtype, shape, chunk_bytes, kind):
+    if not fresh.supports(np.dtype(dtype)):
+        pytest.skip(f"{dtype} unsupported by the device")
+    r, m = shape[0], row_tile(fresh, dtype) if shape[1] == "tile" else shape[1]
+    rows = make(dtype, (r, m), kind, r * m)
+    before = rows.copy()
+    out, _ = _sorted_rows(fresh, rows, chunk_bytes)
+    assert same_bits(out, np.sort(rows, axis=-1, kind="stable"))
+    assert same_bits(rows, before), "input modified"
+
+
+def test_zeros_and_nans_keep_their_input_order(fresh):
+    """Equal keys of different bits: -0.0 / +0.0 and NaNs of several payloads, in input order as numpy's stable sort."""
+    nans = np.array([0x7FC00001, 0xFFC00000, 0x7FC00002], np.uint32).view(np.float32)
+    row = np.array([0.0, -0.0, nans[0], 1.0, -0.0, nans[1], 0.0, nans[2]], np.float32)
+    rows = np.stack([row, row[::-1], np.roll(row, 3)] * 50)
+    out, _ = _sorted_rows(fresh, rows, 256)
+    assert same_bits(out, np.sort(rows, axis=-1, kind="stable"))
+
+
+def test_api_sorts_rows_on_the_device_with_the_gpu_strategy(fresh, monkeypatch):
+    import hpu.sorting.api as api
+
+    calls = []
+    real = api.fast_row_sort
+    monkeypatch.setattr(api, "fast_row_sort", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rows = make("float32", (200, 500), "specials", 1)
+    assert same_bits(hpu.sort(rows, runtime=fresh, strategy="gpu"), np.sort(rows, axis=-1, kind="stable"))
+    got, want = hpu.sort(rows.T, axis=0, runtime=fresh, strategy="gpu"), np.sort(rows.T, axis=0, kind="stable")
+    assert same_bits(np.ascontiguousarray(got), np.ascontiguousarray(want))
+    assert len(calls) == 2
+    # Not this path: rows longer than the tile, one row, a CPU share forced, datetime keys (NaT last), CPU strategy.
+    long = make("float32", (3, row_tile(fresh, np.float32) + 1), "random", 2)
+    assert same_bits(hpu.sort(long, runtime=fresh, strategy="gpu"), np.sort(long, axis=-1, kind="stable"))
+    hpu.sort(rows[:1], runtime=fresh, strategy="gpu")
+    hpu.sort(rows, runtime=fresh, strategy="advanced", alpha=0.5)
+    hpu.sort(rows.view(np.int32).astype("datetime64[s]"), runtime=fresh, strategy="gpu")
+    hpu.sort(rows, runtime=fresh, strategy="cpu")
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("on_error", ["fallback", "raise"])
+def test_device_fault_mid_rows(fresh, monkeypatch, on_error):
+    """A device failure after some pieces: the CPU redoes the rows (right result, failure in the trace) or raises."""
+    import pyopencl as cl
+
+    real, calls = DeviceSorter.sort_rows, []
+
+    def faulty(self, *a, **k):
+        calls.append(1)
+        ev = real(self, *a, **k)
+        if len(calls) == 3:
+            raise cl.LogicError("clEnqueueNDRangeKernel failed: <unknown error -9999>")
+        return ev
+
+    monkeypatch.setattr(DeviceSorter, "sort_rows", faulty)
+    rows = make("float64", (400, 300), "specials", 5)
+    before, want = rows.copy(), np.sort(rows, axis=-1, kind="stable")
+    redo = lambda: np.sort(rows, axis=-1, kind="stable").reshape(-1)  # noqa: E731
+    if on_error == "raise":
+        with pytest.raises(hpu.DeviceFailure, match="-9999"):
+            _sorted_rows(fresh, rows, 64 << 10, redo=redo)
+    else:
+        out, trace = _sorted_rows(fresh, rows, 64 << 10, redo=redo, on_device_error="fallback")
+        assert same_bits(out, want) and "-9999" in trace.fallback
+        assert same_bits(hpu.sort(rows, runtime=fresh, strategy="gpu"), want)  # the API's own redo
+    assert same_bits(rows, before) and len(calls) >= 3
+
+
+def test_bad_arguments(fresh):
+    tile = row_tile(fresh, np.int32)
+    with pytest.raises(ValueError, match="divide"):
+        fast_row_sort(np.zeros(10, np.int32), 3, fresh, redo=None)
+    with pytest.raises(ValueError, match="tile"):
+        fast_row_sort(np.zeros(2 * tile + 2, np.int32), tile + 1, fresh, redo=None)
+    with pytest.raises(TypeError, match="float16"):
+        fast_row_sort(np.zeros(4, np.float16), 2, fresh, redo=None)
+    lease = fresh.acquire_lease()
+    try:
+        assert DeviceSorter.for_rows(lease, np.int32, tile + 1) is None
+        sorter = DeviceSorter.for_rows(lease, np.int32, 100)
+        assert sorter.tile == row_block(100, 4) and sorter.tile >= 100
+        buf = lease.buffer("t", 4 * 1000)
+        for start, stop, m in [(0, 10, 0), (0, 10, sorter.tile + 1), (5, 4, 2)]:
+            with pytest.raises(ValueError):
+                sorter.sort_rows(buf, start, stop, m)
+        with pytest.raises(ValueError, match="too few"):
+            sorter.sort_rows(buf, 0, 1001, 10)
+    finally:
+        fresh.release_lease(lease)
+
+
+def test_row_block():
+    assert row_block(1024, 4) == 64 * 17 and row_block(1, 8) == ROW_MIN_GROUP * 11
+    assert row_block(ROW_MIN_GROUP * 17 + 1, 4) == 2 * ROW_MIN_GROUP * 17
+    for m in range(1, 3000, 37):
+        b = row_block(m, 8)
+        assert b >= m and (b // 11) & (b // 11 - 1) == 0 and (b // 11 == ROW_MIN_GROUP or b // 2 < m)
+
+
+@pytest.mark.parametrize("device_sort_seconds, on_device", [(0.05, True), (0.5, False)])
+def test_rows_on_device_follows_the_model(runtime, monkeypatch, device_sort_seconds, on_device):
+    """n = 2^20 float32 keys in rows of m = 2^10: the CPU's whole sort, 1 s, scaled by log2(m) / log2(n) = 0.5 s,
+    against transfers plus the device's whole sort scaled to blocks of b = 1088 keys (pads included):
+    0.1 s + 0.05 s x (1088 / 1024) x log2(1088) / 20 = 0.127 s (the device), or 0.3 s + 0.27 s = 0.57 s (the CPU).
+    Only where the device's measured sort is the merge sort (a CPU device's curve is its radix sort's)."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    import hpu.sorting.api as api
+
+    monkeypatch.setattr(api, "default_algorithm", lambda device: "merge")  # PoCL's own curve is its radix sort's
+    sizes = [1 << 10, 1 << 20]
+    curves = {"sizes": sizes, "cpu_sort": [1e-3, 1.0], "device_sort": [1e-4, device_sort_seconds],
+              "transfer": [1e-4, 0.1 if on_device else 0.3], "merge2": [1e-4, 0.1], "merge16": [1e-4, 0.2]}
+    with hpu.Runtime(runtime.device, profile=hpu.Profile(p=2, g=1, gamma=1, curves={"sort": curves}),
+                     threads=2) as rt:
+        assert hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, rt) is on_device
+        assert hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, rt, strategy="gpu")
+        for strategy in ("cpu", "basic", "advanced", "keyrange"):
+            assert not hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, rt, strategy=strategy)
+        assert not hpu.sorting.rows_on_device(1, 1 << 10, np.float32, rt, strategy="gpu")
+        assert not hpu.sorting.rows_on_device(8, row_tile(rt, np.float32) + 1, np.float32, rt, strategy="gpu")
+        assert not hpu.sorting.rows_on_device(8, 8, np.float16, rt, strategy="gpu")
+        monkeypatch.undo()
+        merge = hpu.sorting.device.default_algorithm(rt.device) == "merge"
+        assert hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, rt) is (on_device and merge)
+    assert not hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, runtime), "uncalibrated: the CPU"

@@ -19,7 +19,8 @@
 # kept: the calls part of bench_default_runtime at 2^24 (40 calls, 8 results kept) and 2^28 (8 calls, 4 kept): results
 #       kept alive against results recycled, with a fresh calibration (the kept_pinned / kept_plain curves).
 # argsort: bench_argsort (hpu.argsort, hpu.sort_by_key, 2-D hpu.sort against numpy, cupy and torch), 2^22-2^26.
-# argsort-check: tests/test_argsort.py on the GPU, then bench_argsort at 2^24 only (the issue's figures).
+# argsort-check: bench_argsort at 2^24 only (the issue's figures), then tests/test_argsort.py and tests/test_rowsort.py
+#                on the GPU.
 # tests: the test suite with the GPU as hpu's default device (PYOPENCL_CTX=gpu; notebooks left out: no Jupyter
 #        kernel there).
 # dask: bench_dask, $DASK_WORKERS workers (default 1,2; a GPU each where there are several, 8 threads each) against
@@ -34,7 +35,8 @@
 #            TABU_MANY_INSTANCES (default tai30a) and TABU_MANY_ROUNDS (default 2).
 # tabu-large: bench_tabu_resident on the largest instances of the papers' tables (ta111, PPP 1301-1317 with Hamming 1
 #             and 2), 256 iterations, at the model's level only.
-# sort-tests: tests/test_fastsort.py and tests/test_argsort.py on the GPU (both device sorts, merge and radix).
+# sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
+#             merge and radix).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -109,9 +111,10 @@ for stage in "$@"; do
         ;;
     argsort-check)
         calibrate
-        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_argsort.py 2>&1 | tee "$OUT/tests_argsort.log"
         python3 experiments/bench_argsort.py --device gpu --profile "$profile" --min-log 24 --max-log 24 --slow 5 \
             --json "$OUT/bench_argsort_check.json" 2>&1 | tee "$OUT/bench_argsort_check.log"
+        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_argsort.py tests/test_rowsort.py 2>&1 \
+            | tail -15 | tee "$OUT/tests_argsort.log"
         ;;
     dask)
         calibrate
@@ -135,7 +138,8 @@ for stage in "$@"; do
             | tee "$OUT/bench_tabu_resident_large.log"
         ;;
     sort-tests)
-        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py tests/test_argsort.py 2>&1 \
+        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py tests/test_argsort.py \
+            tests/test_rowsort.py 2>&1 \
             | tail -3 | tee "$OUT/tests_sort.log"
         ;;
     tabu-many)

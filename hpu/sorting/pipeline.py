@@ -779,10 +779,10 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         if values is None:
             if order is d_out:
                 steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
-            d2h = _keyed_download(lease, order, outs[0], options.chunk_bytes)
+            d2h = _keyed_download(lease, [(order, outs[0], steps[-1][4])], options.chunk_bytes)
         else:
-            d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs,
-                              options.chunk_bytes)
+            gathered = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps)
+            d2h = _keyed_download(lease, [(g, o, e) for (g, e), o in zip(gathered, outs)], options.chunk_bytes)
         q.flush()
         cq.flush()
         for f in (f for s in staged for f in s[3]):
@@ -790,7 +790,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     except BaseException:
         _quiesce([f for s in staged for f in s[3]], (cq, q))
         raise
-    d2h[-1].wait()  # the last command on the in-order queue
+    d2h[-1].wait()  # the last copy on the in-order copy queue
     _defer_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)
     return outs
 
@@ -810,32 +810,37 @@ def _high_digits(prg: dict[str, Any], sorter: DeviceSorter, q: Any, d_keys: Any,
 
 
 def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copied: list[list], d_sorted: Any, m: int,
-                mask: np.uint64, steps: list, outs: list[np.ndarray], chunk_bytes: int) -> list:
-    """Enqueue, array by array (keys, then values), ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) after the
-    copies ``copied[i]`` of its source (on the copy queue; the values' may still be running when the sort ends),
-    then its copy back into ``outs[i]`` (:func:`_keyed_download`): the keys go back while the values still come
-    up.  The copies back's events, in order.
+                mask: np.uint64, steps: list) -> list[tuple[Any, Any]]:
+    """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values), each
+    after the copies ``copied[i]`` of its source (on the other queue; the values' copies may still be running
+    when the sort ends); ``(buffer, event)`` each.
 
     An element is gathered as whole words: of 8, 4, 2 or 1 bytes, the widest that divides its size.
     """
-    n, d2h = arrays[0].shape[0], []
-    for i, (a, out) in enumerate(zip(arrays, outs)):
+    n, out = arrays[0].shape[0], []
+    for i, a in enumerate(arrays):
         size, word = next((size, word) for size, word in _WORDS if a.itemsize % size == 0)
         prg = _keyed_kernels(lease, arrays[0].dtype, word)
         dst = lease.buffer(f"keyed-out{i}", a.nbytes)
         ev = prg["gather"](lease.queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
                            np.int32(a.itemsize // size), np.int64(n), wait_for=copied[i])
         steps.append(("gather", 1, n, [], ev))
-        d2h += _keyed_download(lease, dst, out, chunk_bytes)
-    return d2h
+        out.append((dst, ev))
+    return out
 
 
-def _keyed_download(lease: DeviceLease, buf: Any, host: np.ndarray, chunk_bytes: int) -> list:
-    """Copy ``buf`` into the host array ``host`` in pieces of ``chunk_bytes`` on the lease's in-order (kernel)
-    queue, after what is enqueued there before, while the copy queue still copies up; the copies' events."""
-    piece = max(chunk_bytes // host.itemsize, 1)
-    return [cl.enqueue_copy(lease.queue, _bytes(host, a, min(a + piece, host.shape[0])), buf,
-                            src_offset=a * host.itemsize, is_blocking=False) for a in range(0, host.shape[0], piece)]
+def _keyed_download(lease: DeviceLease, items: list[tuple[Any, np.ndarray, Any]], chunk_bytes: int) -> list:
+    """Copy each ``(buffer, host array, event)``'s buffer into its host array once the event completes, in pieces
+    of ``chunk_bytes`` on the copy queue (so that one array's copy overlaps the next array's gather); the copies'
+    events, in order."""
+    events = []
+    for buf, host, ev in items:
+        piece = max(chunk_bytes // host.itemsize, 1)
+        for a in range(0, host.shape[0], piece):
+            b = min(a + piece, host.shape[0])
+            events.append(cl.enqueue_copy(lease.copy_queue, _bytes(host, a, b), buf, src_offset=a * host.itemsize,
+                                          is_blocking=False, wait_for=[ev] if a == 0 else None))
+    return events
 
 
 def _upload(cq: Any, d: Any, stage: np.ndarray, pieces: list[tuple[int, int]], ready: list) -> list:

@@ -21,10 +21,14 @@ from hpu.sorting.pipeline import fast_row_sort, row_tile
 NATIVE = ["int32", "uint32", "float32", "int64", "uint64", "float64"]
 
 
+def _stable(block: np.ndarray) -> np.ndarray:
+    return np.sort(block, axis=-1, kind="stable")
+
+
 def _sorted_rows(rt, rows: np.ndarray, chunk_bytes: int = 4 << 20, **kw) -> tuple[np.ndarray, hpu.Trace]:
     opts = hpu.PipelineOptions(chunk_bytes=chunk_bytes)
     out, trace = fast_row_sort(rows.reshape(-1), rows.shape[1], rt, options=opts,
-                               **{"redo": None, "on_device_error": "raise", **kw})
+                               **{"sort_block": _stable, "on_device_error": "raise", **kw})
     return out.reshape(rows.shape), trace
 
 
@@ -73,9 +77,30 @@ def test_api_sorts_rows_on_the_device_with_the_gpu_strategy(fresh, monkeypatch):
     assert len(calls) == 2
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+@pytest.mark.parametrize("cpu_share", [0.0, 0.01, 0.3, 0.999, 1.0])
+def test_cpu_share_of_rows(fresh, dtype, cpu_share):
+    """The CPU pool sorts the first rows while the device sorts the rest: disjoint rows of one result, no merge."""
+    rows = make(dtype, (301, 700), "specials", 9)
+    cpu_rows = int(round(cpu_share * rows.shape[0]))
+    calls = []
+
+    def block(b: np.ndarray) -> np.ndarray:
+        calls.append(b.shape[0])
+        return _stable(b)
+
+    out, trace = _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows, sort_block=block)
+    assert same_bits(out, np.sort(rows, axis=-1, kind="stable"))
+    assert sum(calls) == cpu_rows and trace.alpha == pytest.approx(cpu_rows / rows.shape[0])
+    got = hpu.sort(rows, runtime=fresh, strategy="gpu", alpha=cpu_share)
+    assert same_bits(got, np.sort(rows, axis=-1, kind="stable"))
+
+
 @pytest.mark.parametrize("on_error", ["fallback", "raise"])
-def test_device_fault_mid_rows(fresh, monkeypatch, on_error):
-    """A device failure after some pieces: the CPU redoes the rows (right result, failure in the trace) or raises."""
+@pytest.mark.parametrize("cpu_rows", [0, 50])
+def test_device_fault_mid_rows(fresh, monkeypatch, on_error, cpu_rows):
+    """A device failure after some pieces: the CPU redoes the device's rows (right result, failure in the trace),
+    its own share intact, or raises."""
     import pyopencl as cl
 
     real, calls = DeviceSorter.sort_rows, []
@@ -90,12 +115,11 @@ def test_device_fault_mid_rows(fresh, monkeypatch, on_error):
     monkeypatch.setattr(DeviceSorter, "sort_rows", faulty)
     rows = make("float64", (400, 300), "specials", 5)
     before, want = rows.copy(), np.sort(rows, axis=-1, kind="stable")
-    redo = lambda: np.sort(rows, axis=-1, kind="stable").reshape(-1)  # noqa: E731
     if on_error == "raise":
         with pytest.raises(hpu.DeviceFailure, match="-9999"):
-            _sorted_rows(fresh, rows, 64 << 10, redo=redo)
+            _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows)
     else:
-        out, trace = _sorted_rows(fresh, rows, 64 << 10, redo=redo, on_device_error="fallback")
+        out, trace = _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows, on_device_error="fallback")
         assert same_bits(out, want) and "-9999" in trace.fallback
         assert same_bits(hpu.sort(rows, runtime=fresh, strategy="gpu"), want)  # the API's own redo
     assert same_bits(rows, before) and len(calls) >= 3
@@ -104,11 +128,14 @@ def test_device_fault_mid_rows(fresh, monkeypatch, on_error):
 def test_bad_arguments(fresh):
     tile = row_tile(fresh, np.int32)
     with pytest.raises(ValueError, match="divide"):
-        fast_row_sort(np.zeros(10, np.int32), 3, fresh, redo=None)
+        fast_row_sort(np.zeros(10, np.int32), 3, fresh, sort_block=_stable)
     with pytest.raises(ValueError, match="tile"):
-        fast_row_sort(np.zeros(2 * tile + 2, np.int32), tile + 1, fresh, redo=None)
+        fast_row_sort(np.zeros(2 * tile + 2, np.int32), tile + 1, fresh, sort_block=_stable)
     with pytest.raises(TypeError, match="float16"):
-        fast_row_sort(np.zeros(4, np.float16), 2, fresh, redo=None)
+        fast_row_sort(np.zeros(4, np.float16), 2, fresh, sort_block=_stable)
+    for cpu_rows in (-1, 6):
+        with pytest.raises(ValueError, match="cpu_rows"):
+            fast_row_sort(np.zeros(10, np.int32), 2, fresh, sort_block=_stable, cpu_rows=cpu_rows)
     lease = fresh.acquire_lease()
     try:
         assert DeviceSorter.for_rows(lease, np.int32, tile + 1) is None
@@ -159,3 +186,39 @@ def test_rows_on_device_follows_the_model(runtime, monkeypatch, device_sort_seco
         merge = hpu.sorting.device.default_algorithm(rt.device) == "merge"
         assert hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, rt) is (on_device and merge)
     assert not hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, runtime), "uncalibrated: the CPU"
+
+
+def test_row_split_balances_the_units(runtime):
+    """Synthetic curves linear in n (n log n cancels against the log scaling): the device's rows take 1 s per 2^20
+    keys in transfers (its sort nothing), the CPU's 4 s per 2^20 keys x log2(m) / log2(n) on all threads, and with
+    pieces of 4 MiB the staging takes at most all threads but one.  Brute force over alpha on the same formula gives
+    the same rows; forcing a far slower CPU gives it no rows, a far slower device all of them."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+
+    def profile(cpu: float, transfer: float) -> hpu.Profile:
+        sizes = [1 << 10, 1 << 30]
+        curves = {"sizes": sizes, "cpu_sort": [cpu * 2.0**-10, cpu * 2.0**10], "device_sort": [1e-12, 1e-12],
+                  "transfer": [transfer * 2.0**-10, transfer * 2.0**10], "merge2": [1e-4, 0.1],
+                  "merge16": [1e-4, 0.2]}
+        return hpu.Profile(p=2, g=1, gamma=1, curves={"sort": curves})
+
+    rows, m = 1 << 12, 1 << 8
+    with hpu.Runtime(runtime.device, profile=profile(4.0, 1.0), threads=4) as rt:
+        got = hpu.sorting.row_split(rows, m, np.float32, rt)
+        n, best = rows * m, None
+        for k in range(65):
+            a = k / 64
+            x_dev, x_cpu = max((1 - a) * n, 2), max(a * n, 2)
+            staging = min(max((np.ceil(x_dev * 4 / (4 << 20)) + 1) // 2, 1), 3)
+            t_dev = x_dev / 2**20 if a < 1 else 0.0
+            t_cpu = 4 * x_cpu / 2**20 * np.log2(m) / np.log2(x_cpu) * 4 / (4 - staging) if a > 0 else 0.0
+            if best is None or max(t_dev, t_cpu) < best[0] - 1e-15:
+                best = (max(t_dev, t_cpu), round(a * rows))
+        assert got == best[1] and 0 < got < rows
+    with hpu.Runtime(runtime.device, profile=profile(1e4, 1.0), threads=4) as rt:
+        assert hpu.sorting.row_split(rows, m, np.float32, rt) == 0
+    with hpu.Runtime(runtime.device, profile=profile(1e-4, 1e4), threads=4) as rt:
+        assert hpu.sorting.row_split(rows, m, np.float32, rt) == rows
+    with pytest.raises(ValueError, match="steps"):
+        hpu.sorting.row_split(rows, m, np.float32, runtime, steps=0)

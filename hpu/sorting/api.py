@@ -53,9 +53,9 @@ from .costs import fast_cost
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
 from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_strategy
 from .device import default_algorithm, row_block
-from .pipeline import fast_keyed_sort, fast_row_sort, keyed_fits, keyed_key_type, row_tile
+from .pipeline import DEFAULT_OPTIONS, fast_keyed_sort, fast_row_sort, keyed_fits, keyed_key_type, row_tile
 
-__all__ = ["KINDS", "argsort", "packs_on_device", "rows_on_device", "sort", "sort_by_key"]
+__all__ = ["KINDS", "argsort", "packs_on_device", "row_split", "rows_on_device", "sort", "sort_by_key"]
 
 #: ``kind`` values accepted for numpy compatibility; every one gives the stable result.
 KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
@@ -85,15 +85,20 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         Default :func:`hpu.default_runtime`.
     strategy : {"auto", "advanced", "basic", "gpu", "cpu", "keyrange"}
         As for :func:`hpu.hybrid_mergesort`; for several rows, ``"auto"`` and
-        ``"gpu"`` sort them on the device alone, packed there, where
-        :func:`packs_on_device` says so, ``"cpu"`` (and ``"auto"``
+        ``"gpu"`` sort rows of at most a work-group's tile one work-group a
+        row on the device where :func:`rows_on_device` says so (``"auto"``:
+        with the CPU pool sorting :func:`row_split`'s share of the rows at
+        once), longer rows on the device alone, packed there, where
+        :func:`packs_on_device` says so; ``"cpu"`` (and ``"auto"``
         otherwise) sorts blocks of rows in the pool, and ``"basic"``,
         ``"advanced"`` and ``"keyrange"`` one segmented sort packed on the host where it fits
         64 bits (keys of at most 32 bits) and the model gives the device a
         share of it.  ``alpha`` and ``transfer_level`` then apply to that
         packed sort of every element.
     alpha, transfer_level : optional
-        Force the split of the underlying :func:`hpu.hybrid_mergesort`.
+        Force the split of the underlying :func:`hpu.hybrid_mergesort`; for
+        rows sorted one work-group a row (``"auto"``, ``"gpu"``), ``alpha``
+        is the CPU's share of the rows.
     on_device_error : {"fallback", "raise"}
         As for :func:`hpu.hybrid_mergesort`.
 
@@ -124,9 +129,9 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
             out = rows.copy()
         elif rows.shape[0] == 1:
             out = _sort_1d(rows[0], opts).reshape(1, -1)
-        elif _rows_on_device(rows, opts):  # one work-group a row, pipelined with the copies
-            out = fast_row_sort(rows.reshape(-1), rows.shape[1], opts.runtime, on_device_error=opts.on_device_error,
-                                redo=lambda: _cpu_rows(rows, opts.runtime, _sort_block, rows.dtype).reshape(-1),
+        elif _rows_on_device(rows, opts):  # one work-group a row, pipelined with the copies; a CPU share of rows
+            out = fast_row_sort(rows.reshape(-1), rows.shape[1], opts.runtime, sort_block=_sort_block,
+                                cpu_rows=_cpu_rows_share(rows, opts), on_device_error=opts.on_device_error,
                                 strategy=opts.strategy)[0].reshape(rows.shape)
         elif _keyed_on_device(rows.reshape(-1), [], opts, rows.shape[0], gather=True):  # segmented, on the device
             out = fast_keyed_sort(rows.reshape(-1), [], opts.runtime, gather=True, row_length=rows.shape[1],
@@ -477,12 +482,73 @@ def rows_on_device(rows: int, m: int, dtype: Any, runtime: Runtime | None = None
     return bool(device < fast_cost(rt.profile, "cpu_sort", n, size) * np.log2(m) / np.log2(n))
 
 
+def row_split(rows: int, m: int, dtype: Any, runtime: Runtime | None = None, *, steps: int = 64) -> int:
+    """The rows the CPU sorts while the device sorts the others (:func:`hpu.sorting.pipeline.fast_row_sort`): the
+    CPU's share ``alpha`` of :func:`rows_on_device`'s rows that the model predicts finishes first.
+
+    ``alpha = argmin max(T_dev((1 - alpha) n), T_cpu(alpha n))`` over ``alpha = 0, 1/steps, ..., 1`` (the two
+    units run at once, as the paper's split balances them: López-Ortiz et al. 2014, section 5), with
+    :func:`rows_on_device`'s terms for ``x`` keys:
+
+    ``T_dev(x) = transfer(x) + device_sort(x) * (b / m) * log2(b) / log2(x)``,
+    ``T_cpu(x) = cpu_sort(x) * log2(m) / log2(x) * threads / (threads - s)``,
+
+    where ``s`` threads stage the device's pieces (half as many as its pieces of the default
+    :class:`hpu.PipelineOptions` ``chunk_bytes``, at most all but one) and the CPU share has the others.
+
+    Parameters
+    ----------
+    rows, m : int
+        Rows and keys per row, with :func:`rows_on_device` true for them (``"auto"``).
+    dtype : numpy dtype
+    runtime : hpu.Runtime, optional
+        Default :func:`hpu.default_runtime`; calibrated (sort curves).
+    steps : int
+        Grid of ``alpha`` (``>= 1``).
+
+    Returns
+    -------
+    int
+        ``round(alpha * rows)``.
+
+    Raises
+    ------
+    ValueError
+        A profile without sort curves, or ``steps < 1``.
+    """
+    rt, dt = resolve_runtime(runtime), np.dtype(dtype)
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    p, size, n = rt.profile, dt.itemsize, rows * m
+    b = row_block(m, size)
+    alpha = np.linspace(0.0, 1.0, steps + 1)
+    x_dev, x_cpu = np.maximum((1 - alpha) * n, 2.0), np.maximum(alpha * n, 2.0)
+    pieces = np.ceil(x_dev * size / DEFAULT_OPTIONS.chunk_bytes)
+    staging = np.clip((pieces + 1) // 2, 1, max(rt.threads - 1, 1))
+    t_dev = fast_cost(p, "transfer", x_dev, size) + \
+        fast_cost(p, "device_sort", x_dev, size) * (b / m) * np.log2(b) / np.log2(x_dev)
+    t_cpu = fast_cost(p, "cpu_sort", x_cpu, size) * np.log2(m) / np.log2(x_cpu) * rt.threads / \
+        np.maximum(rt.threads - staging, 1)
+    total = np.maximum(np.where(alpha < 1, t_dev, 0.0), np.where(alpha > 0, t_cpu, 0.0))
+    return int(round(alpha[int(np.argmin(total))] * rows))
+
+
 def _rows_on_device(rows: np.ndarray, opts: _Options) -> bool:
-    """:func:`rows_on_device` for this call (never with ``alpha`` or ``transfer_level`` forced)."""
+    """:func:`rows_on_device` for this call: never with ``transfer_level`` forced; with ``alpha`` forced (the CPU's
+    share of the rows) wherever it can run."""
     h = opts.hybrid
-    if h["alpha"] not in (None, 0) or h["transfer_level"] not in (None, 0):
+    if h["transfer_level"] not in (None, 0) or opts.strategy not in ("auto", "gpu"):
         return False
-    return rows_on_device(*rows.shape, rows.dtype, opts.runtime, strategy=opts.strategy)
+    return rows_on_device(*rows.shape, rows.dtype, opts.runtime,
+                          strategy="gpu" if h["alpha"] is not None else opts.strategy)
+
+
+def _cpu_rows_share(rows: np.ndarray, opts: _Options) -> int:
+    """The rows the CPU sorts beside the device: ``alpha``'s when forced, the model's under ``"auto"``, else none."""
+    alpha = opts.hybrid["alpha"]
+    if alpha is not None:
+        return int(round(float(alpha) * rows.shape[0]))
+    return row_split(*rows.shape, rows.dtype, opts.runtime) if opts.strategy == "auto" else 0
 
 
 def _keyed_on_device(keys: np.ndarray, values: list[np.ndarray], opts: _Options, rows: int = 1,

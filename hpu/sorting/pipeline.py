@@ -524,19 +524,21 @@ def row_tile(rt: Runtime, dtype: Any) -> int:
     return rt.resources.get(("row-tile", dt.str), lambda: DeviceSorter(rt, dt, algorithm="merge").tile, int)
 
 
-def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, redo: Callable[[], np.ndarray] | None,
-                  on_device_error: str = "fallback", options: PipelineOptions = DEFAULT_OPTIONS,
+def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_block: Callable[[np.ndarray], np.ndarray],
+                  cpu_rows: int = 0, on_device_error: str = "fallback", options: PipelineOptions = DEFAULT_OPTIONS,
                   strategy: str = "gpu") -> tuple[np.ndarray, Trace]:
-    """The device alone sorts each row of ``m`` keys stably, one work-group a row, pipelined with the copies.
+    """Sort each row of ``m`` keys stably: the device its rows one work-group a row, pipelined with the copies, while
+    the CPU pool sorts the first ``cpu_rows`` rows.
 
-    The host stages pieces of whole rows into pinned memory (the result
-    itself when the host pool has it, as :func:`fast_sort`); each piece is
-    copied up, its rows sorted in place by the merge sort's leaf kernel
-    (``kernels_cl/fastsort.cl``: a register sort and merge-path merges in
-    local memory, so no global merge pass) and copied back while the next
+    The host stages pieces of the device's whole rows into pinned memory (the
+    result itself when the host pool has it, as :func:`fast_sort`); each
+    piece is copied up, its rows sorted in place by the merge sort's leaf
+    kernel (``kernels_cl/fastsort.cl``: a register sort and merge-path merges
+    in local memory, so no global merge pass) and copied back while the next
     pieces are staged and copied up (:func:`device_share` with
-    ``row_length``).  The transfers bound it: the device's work on a piece
-    is that of one leaf block per row.
+    ``row_length``).  The CPU share's rows go to the pool in blocks, one
+    task for each thread the staging leaves free, each ``sort_block``;
+    the two shares write disjoint rows of the result, so nothing is merged.
 
     Parameters
     ----------
@@ -547,10 +549,14 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, redo: Callable[[], n
     m : int
         Keys per row, ``1 <= m <= row_tile(rt, keys.dtype)``.
     rt : Runtime
-        With a device; the caller checks that ``n`` keys fit its memory.
-    redo : callable() -> numpy.ndarray, or None
-        The same result (shape ``(n,)``) on the CPU, run when the device
-        fails and ``on_device_error="fallback"`` (None only with ``"raise"``).
+        With a device; the caller checks that the device's rows fit its memory.
+    sort_block : callable(numpy.ndarray) -> numpy.ndarray
+        The CPU's sort of a block of rows (shape ``(k, m)`` in and out, e.g.
+        ``numpy.sort(block, axis=-1, kind="stable")``): for the CPU share,
+        and for the device's rows when the device fails and
+        ``on_device_error="fallback"``.  It must release the GIL to run in parallel.
+    cpu_rows : int
+        Rows the CPU sorts, ``0 <= cpu_rows <= n / m`` (all: no device).
     on_device_error : {"fallback", "raise"}
     options : PipelineOptions
         ``chunk_bytes``: bytes per piece (rounded down to whole rows, at least one).
@@ -564,13 +570,15 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, redo: Callable[[], n
         (NaN last, -0.0 and +0.0 in input order); from ``rt.host_pool``
         (pinned) when it has room.
     trace : Trace
+        ``alpha`` is the CPU's share of the rows.
 
     Raises
     ------
     TypeError
         Keys of a dtype the device does not sort.
     ValueError
-        ``m`` outside ``[1, row_tile]`` or not dividing ``n``.
+        ``m`` outside ``[1, row_tile]`` or not dividing ``n``; ``cpu_rows``
+        out of range.
     DeviceFailure
         With ``on_device_error="raise"`` when the device fails.
     """
@@ -581,18 +589,51 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, redo: Callable[[], n
                         f"not {dt}")
     if not 1 <= m <= tile or n % m:
         raise ValueError(f"rows of m={m} keys must divide the {n} keys and hold at most the tile, {tile} keys")
-    rec = Recorder()
-    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n, dt.itemsize, options))
-    trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(m, 2)))), n)
+    r, cpu_rows = n // m, int(cpu_rows)
+    if not 0 <= cpu_rows <= r:
+        raise ValueError(f"cpu_rows must lie in [0, {r}], got {cpu_rows}")
+    split, rec = cpu_rows * m, Recorder()
+    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n - split, dt.itemsize, options))
+    trace = Trace(strategy, cpu_rows / r, 0, int(np.ceil(np.log2(max(m, 2)))), n)
+    rows_in, rows_out = keys.reshape(r, m), out.reshape(r, m)
+    pieces = -(-(n - split) * dt.itemsize // int(options.chunk_bytes))
+    staging = max(1, min(rt.threads, (pieces + 1) // 2))  # _stage's tasks
 
-    def finish(r: HybridResult) -> np.ndarray:
-        trace.fallback = r.fallback
-        return r.device[0]
+    def cpu_share() -> None:
+        t0 = rec.now()
+        _rows_in_pool(rt, rows_in[:cpu_rows], rows_out[:cpu_rows], sort_block, max(1, rt.threads - staging))
+        rec.add("cpu:pool", "sort", 0, t0, rec.now(), 1, split, split * dt.itemsize)
 
-    result = run_hybrid(rt, device=lambda lease: device_share(rt, lease, keys, 0, rec, out, options, row_length=m),
-                        redo=None if redo is None else lambda: [redo()], on_device_error=on_device_error,
-                        finish=finish)
+    def redo() -> list[np.ndarray]:
+        t0 = rec.now()
+        part = np.empty((r - cpu_rows, m), dt)
+        _rows_in_pool(rt, rows_in[cpu_rows:], part, sort_block, rt.threads)
+        rec.add("cpu:pool", "fallback", 0, t0, rec.now(), 1, n - split, (n - split) * dt.itemsize)
+        return [part]
+
+    def finish(res: HybridResult) -> np.ndarray:
+        trace.fallback = res.fallback
+        if res.fallback:
+            rows_out[cpu_rows:] = res.device[0]
+        return out
+
+    device = None if cpu_rows == r else (
+        lambda lease: device_share(rt, lease, keys[split:], 0, rec, out[split:], options, row_length=m))
+    result = run_hybrid(rt, device=device, cpu=cpu_share if cpu_rows else None, redo=redo,
+                        on_device_error=on_device_error, finish=finish)
     return result, rec.finish(trace)
+
+
+def _rows_in_pool(rt: Runtime, src: np.ndarray, dst: np.ndarray, sort_block: Callable[[np.ndarray], np.ndarray],
+                  tasks: int) -> None:
+    """``dst[block] = sort_block(src[block])`` over at most ``tasks`` blocks of whole rows, in ``rt``'s pool."""
+    bounds = np.linspace(0, src.shape[0], max(1, min(tasks, src.shape[0])) + 1).astype(np.int64)
+
+    def run(a: int, b: int) -> None:
+        dst[a:b] = sort_block(src[a:b])
+
+    for f in [rt.pool.submit(run, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]:
+        f.result()
 
 
 # -- argsort and key-value sorts with the packing on the device ------------------------------------------------

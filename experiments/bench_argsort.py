@@ -17,8 +17,8 @@ each call after the same idle pause (``hpu.core.calibrate.IDLE_PAUSE``, as in
   against numpy (``p = argsort(keys, kind="stable"); keys[p], values[p]``) on
   one core, and the cupy / torch equivalents where importable.
 - ``rows``: 2^rows-log rows of 2^cols-log float32 (standard normal):
-  ``hpu.sort(X)`` (axis -1; the model's CPU share of the rows), forced to the
-  CPU, to the device alone, and with CPU shares ``ROW_ALPHAS`` forced,
+  ``hpu.sort(X)`` (axis -1), forced to the CPU, to the device alone, and with
+  CPU shares of the rows ``ROW_ALPHAS`` forced beside the device's,
   against ``numpy.sort(X, axis=-1)`` (stable, the baseline, and default kind)
   on one core, and ``cupy.sort`` / ``torch.sort`` pageable where importable.
 
@@ -62,11 +62,11 @@ import pyopencl as cl
 import hpu
 from bench_common import add_runtime_arguments, command_line, shuffled_rounds, utc_now, write_json
 from hpu.core.util import host_description
-from hpu.sorting import packs_on_device, planned_strategy, row_split, rows_on_device
+from hpu.sorting import packs_on_device, planned_strategy, rows_on_device
 from hpu.sorting.keys import key_bits, packed_bits
 
 PARTS = ("argsort", "kv", "rows")
-#: CPU shares of the rows forced beside hpu's default (the model's share) in the rows part.
+#: CPU shares of the rows forced beside hpu's default (the model's: one unit) in the rows part.
 ROW_ALPHAS = (0.05, 0.1, 0.2)
 SMALL_ROUNDS, SMALL_SECONDS = 49, 0.02  # more rounds (at most 49) while the baseline takes under 20 ms
 GIB = 1 << 30
@@ -151,7 +151,7 @@ def rows_planned(r: int, m: int, dtype: np.dtype, rt: hpu.Runtime) -> str:
     """How hpu.sort (strategy "auto") orders ``r`` rows of ``m``: one work-group a row on the device, one segmented
     sort packed on the device, or CPU row blocks."""
     if rows_on_device(r, m, dtype, rt):
-        return f"gpu (one work-group a row), cpu {row_split(r, m, dtype, rt) / r:.3f} of the rows"
+        return "gpu (one work-group a row)"
     on_device = packs_on_device(r * m, dtype, rt, rows=r, gather=True)
     return "gpu (segmented, packed on the device)" if on_device else "cpu row blocks"
 

@@ -187,38 +187,3 @@ def test_rows_on_device_follows_the_model(runtime, monkeypatch, device_sort_seco
         assert hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, rt) is (on_device and merge)
     assert not hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, runtime), "uncalibrated: the CPU"
 
-
-def test_row_split_balances_the_units(runtime):
-    """Synthetic curves linear in n (n log n cancels against the log scaling): the device's rows take 1 s per 2^20
-    keys in transfers (its sort nothing), the CPU's 4 s per 2^20 keys x log2(m) / log2(n) on all threads, and with
-    pieces of 4 MiB the staging takes at most all threads but one.  Brute force over alpha on the same formula gives
-    the same rows; forcing a far slower CPU gives it no rows, a far slower device all of them."""
-    if not runtime.has_device:
-        pytest.skip("no OpenCL device")
-
-    def profile(cpu: float, transfer: float) -> hpu.Profile:
-        sizes = [1 << 10, 1 << 30]
-        curves = {"sizes": sizes, "cpu_sort": [cpu * 2.0**-10, cpu * 2.0**10], "device_sort": [1e-12, 1e-12],
-                  "transfer": [transfer * 2.0**-10, transfer * 2.0**10], "merge2": [1e-4, 0.1],
-                  "merge16": [1e-4, 0.2]}
-        return hpu.Profile(p=2, g=1, gamma=1, curves={"sort": curves})
-
-    rows, m = 1 << 12, 1 << 8
-    with hpu.Runtime(runtime.device, profile=profile(4.0, 1.0), threads=4) as rt:
-        got = hpu.sorting.row_split(rows, m, np.float32, rt)
-        n, best = rows * m, None
-        for k in range(65):
-            a = k / 64
-            x_dev, x_cpu = max((1 - a) * n, 2), max(a * n, 2)
-            staging = min(max((np.ceil(x_dev * 4 / (4 << 20)) + 1) // 2, 1), 3)
-            t_dev = x_dev / 2**20 if a < 1 else 0.0
-            t_cpu = 4 * x_cpu / 2**20 * np.log2(m) / np.log2(x_cpu) * 4 / (4 - staging) if a > 0 else 0.0
-            if best is None or max(t_dev, t_cpu) < best[0] - 1e-15:
-                best = (max(t_dev, t_cpu), round(a * rows))
-        assert got == best[1] and 0 < got < rows
-    with hpu.Runtime(runtime.device, profile=profile(1e4, 1.0), threads=4) as rt:
-        assert hpu.sorting.row_split(rows, m, np.float32, rt) == 0
-    with hpu.Runtime(runtime.device, profile=profile(1e-4, 1e4), threads=4) as rt:
-        assert hpu.sorting.row_split(rows, m, np.float32, rt) == rows
-    with pytest.raises(ValueError, match="steps"):
-        hpu.sorting.row_split(rows, m, np.float32, runtime, steps=0)

@@ -11,7 +11,7 @@ parallel CPU sort), :mod:`~hpu.sorting.paper` (the paper's mergesort spec),
 and :mod:`~hpu.sorting.api` (the numpy-style functions).
 """
 
-from .api import argsort, packs_on_device, row_split, rows_on_device, sort, sort_by_key
+from .api import argsort, packs_on_device, rows_on_device, sort, sort_by_key
 from .costs import FAST_COSTS, fast_cost, fast_split, mergesort_closed_forms
 from .mergesort import as_sortable, hybrid_mergesort, planned_split, planned_strategy
 from .paper import mergesort_spec
@@ -19,4 +19,4 @@ from .pipeline import PipelineOptions, fast_keyed_sort, fast_row_sort, fast_sort
 
 __all__ = ["FAST_COSTS", "PipelineOptions", "argsort", "as_sortable", "fast_cost", "fast_keyed_sort", "fast_row_sort",
            "fast_sort", "fast_split", "hybrid_mergesort", "mergesort_closed_forms", "mergesort_spec", "packs_on_device",
-           "planned_split", "planned_strategy", "row_split", "rows_on_device", "sort", "sort_by_key"]
+           "planned_split", "planned_strategy", "rows_on_device", "sort", "sort_by_key"]

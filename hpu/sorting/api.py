@@ -53,9 +53,9 @@ from .costs import fast_cost
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
 from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_strategy
 from .device import default_algorithm, row_block
-from .pipeline import DEFAULT_OPTIONS, fast_keyed_sort, fast_row_sort, keyed_fits, keyed_key_type, row_tile
+from .pipeline import fast_keyed_sort, fast_row_sort, keyed_fits, keyed_key_type, row_tile
 
-__all__ = ["KINDS", "argsort", "packs_on_device", "row_split", "rows_on_device", "sort", "sort_by_key"]
+__all__ = ["KINDS", "argsort", "packs_on_device", "rows_on_device", "sort", "sort_by_key"]
 
 #: ``kind`` values accepted for numpy compatibility; every one gives the stable result.
 KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
@@ -86,9 +86,8 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
     strategy : {"auto", "advanced", "basic", "gpu", "cpu", "keyrange"}
         As for :func:`hpu.hybrid_mergesort`; for several rows, ``"auto"`` and
         ``"gpu"`` sort rows of at most a work-group's tile one work-group a
-        row on the device where :func:`rows_on_device` says so (``"auto"``:
-        with the CPU pool sorting :func:`row_split`'s share of the rows at
-        once), longer rows on the device alone, packed there, where
+        row on the device where :func:`rows_on_device` says so, longer rows
+        on the device alone, packed there, where
         :func:`packs_on_device` says so; ``"cpu"`` (and ``"auto"``
         otherwise) sorts blocks of rows in the pool, and ``"basic"``,
         ``"advanced"`` and ``"keyrange"`` one segmented sort packed on the host where it fits
@@ -98,7 +97,8 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
     alpha, transfer_level : optional
         Force the split of the underlying :func:`hpu.hybrid_mergesort`; for
         rows sorted one work-group a row (``"auto"``, ``"gpu"``), ``alpha``
-        is the CPU's share of the rows.
+        is the CPU's share of the rows, sorted in the pool while the device
+        sorts the others (by default none: see :func:`rows_on_device`).
     on_device_error : {"fallback", "raise"}
         As for :func:`hpu.hybrid_mergesort`.
 
@@ -446,6 +446,14 @@ def rows_on_device(rows: int, m: int, dtype: Any, runtime: Runtime | None = None
     (:func:`hpu.sorting.device.row_block`).  ``transfer`` is everything of a
     device-only sort but the sort (staging and both copies).
 
+    The rows then all go to one unit.  A CPU share beside the device
+    (``alpha`` of :func:`sort`) would share the host's cores and memory with
+    the staging copies that bound the device's rows: the work of the two
+    units adds up on the host rather than overlapping, so a split never
+    beats the faster unit alone (on the H100 machine 5% of 2^14 rows of
+    2^10 float32 on the CPU took 6.54 ms against 4.81 ms on the device
+    alone, ``experiments/results/h100/bench_argsort_check.json``).
+
     Parameters
     ----------
     rows, m : int
@@ -482,57 +490,6 @@ def rows_on_device(rows: int, m: int, dtype: Any, runtime: Runtime | None = None
     return bool(device < fast_cost(rt.profile, "cpu_sort", n, size) * np.log2(m) / np.log2(n))
 
 
-def row_split(rows: int, m: int, dtype: Any, runtime: Runtime | None = None, *, steps: int = 64) -> int:
-    """The rows the CPU sorts while the device sorts the others (:func:`hpu.sorting.pipeline.fast_row_sort`): the
-    CPU's share ``alpha`` of :func:`rows_on_device`'s rows that the model predicts finishes first.
-
-    ``alpha = argmin max(T_dev((1 - alpha) n), T_cpu(alpha n))`` over ``alpha = 0, 1/steps, ..., 1`` (the two
-    units run at once, as the paper's split balances them: López-Ortiz et al. 2014, section 5), with
-    :func:`rows_on_device`'s terms for ``x`` keys:
-
-    ``T_dev(x) = transfer(x) + device_sort(x) * (b / m) * log2(b) / log2(x)``,
-    ``T_cpu(x) = cpu_sort(x) * log2(m) / log2(x) * threads / (threads - s)``,
-
-    where ``s`` threads stage the device's pieces (half as many as its pieces of the default
-    :class:`hpu.PipelineOptions` ``chunk_bytes``, at most all but one) and the CPU share has the others.
-
-    Parameters
-    ----------
-    rows, m : int
-        Rows and keys per row, with :func:`rows_on_device` true for them (``"auto"``).
-    dtype : numpy dtype
-    runtime : hpu.Runtime, optional
-        Default :func:`hpu.default_runtime`; calibrated (sort curves).
-    steps : int
-        Grid of ``alpha`` (``>= 1``).
-
-    Returns
-    -------
-    int
-        ``round(alpha * rows)``.
-
-    Raises
-    ------
-    ValueError
-        A profile without sort curves, or ``steps < 1``.
-    """
-    rt, dt = resolve_runtime(runtime), np.dtype(dtype)
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
-    p, size, n = rt.profile, dt.itemsize, rows * m
-    b = row_block(m, size)
-    alpha = np.linspace(0.0, 1.0, steps + 1)
-    x_dev, x_cpu = np.maximum((1 - alpha) * n, 2.0), np.maximum(alpha * n, 2.0)
-    pieces = np.ceil(x_dev * size / DEFAULT_OPTIONS.chunk_bytes)
-    staging = np.clip((pieces + 1) // 2, 1, max(rt.threads - 1, 1))
-    t_dev = fast_cost(p, "transfer", x_dev, size) + \
-        fast_cost(p, "device_sort", x_dev, size) * (b / m) * np.log2(b) / np.log2(x_dev)
-    t_cpu = fast_cost(p, "cpu_sort", x_cpu, size) * np.log2(m) / np.log2(x_cpu) * rt.threads / \
-        np.maximum(rt.threads - staging, 1)
-    total = np.maximum(np.where(alpha < 1, t_dev, 0.0), np.where(alpha > 0, t_cpu, 0.0))
-    return int(round(alpha[int(np.argmin(total))] * rows))
-
-
 def _rows_on_device(rows: np.ndarray, opts: _Options) -> bool:
     """:func:`rows_on_device` for this call: never with ``transfer_level`` forced; with ``alpha`` forced (the CPU's
     share of the rows) wherever it can run."""
@@ -544,11 +501,15 @@ def _rows_on_device(rows: np.ndarray, opts: _Options) -> bool:
 
 
 def _cpu_rows_share(rows: np.ndarray, opts: _Options) -> int:
-    """The rows the CPU sorts beside the device: ``alpha``'s when forced, the model's under ``"auto"``, else none."""
+    """The rows the CPU sorts beside the device: ``alpha``'s when forced, else none.
+
+    The model gives rows to one unit (:func:`rows_on_device`): on the H100 machine a CPU share of 5% of 2^14 rows
+    of 2^10 float32 made the sort 36% slower than the device alone (6.54 against 4.81 ms,
+    ``experiments/results/h100/bench_argsort_check.json``): the device's rows are bound by the host's staging
+    copies, and the CPU's sorts share the host's cores and memory with them.
+    """
     alpha = opts.hybrid["alpha"]
-    if alpha is not None:
-        return int(round(float(alpha) * rows.shape[0]))
-    return row_split(*rows.shape, rows.dtype, opts.runtime) if opts.strategy == "auto" else 0
+    return 0 if alpha is None else int(round(float(alpha) * rows.shape[0]))
 
 
 def _keyed_on_device(keys: np.ndarray, values: list[np.ndarray], opts: _Options, rows: int = 1,

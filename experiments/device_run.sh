@@ -3,7 +3,7 @@
 #
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | keyrange | stress | default-runtime |
 #                                            kept | tests | argsort | argsort-check | dask | tabu | tabu-more |
-#                                            tabu-resident | tabu-large | tabu-many | sort-tests)
+#                                            tabu-resident | tabu-large | tabu-many | sort-tests | rows-kv)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
 # $OUT (default ./out).
@@ -35,6 +35,7 @@
 #            TABU_MANY_INSTANCES (default tai30a) and TABU_MANY_ROUNDS (default 2).
 # tabu-large: bench_tabu_resident on the largest instances of the papers' tables (ta111, PPP 1301-1317 with Hamming 1
 #             and 2), 256 iterations, at the model's level only.
+# rows-kv: bench_argsort's rows (2^14 x 2^10 float32) and key-value (2^24 int32 keys, int64 values) parts alone.
 # sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
 #             merge and radix).
 set -euo pipefail
@@ -115,6 +116,11 @@ for stage in "$@"; do
             --json "$OUT/bench_argsort_check.json" 2>&1 | tee "$OUT/bench_argsort_check.log"
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_argsort.py tests/test_rowsort.py 2>&1 \
             | tail -15 | tee "$OUT/tests_argsort.log"
+        ;;
+    rows-kv)
+        calibrate
+        python3 experiments/bench_argsort.py --device gpu --profile "$profile" --parts rows,kv --dtypes int32 \
+            --min-log 24 --max-log 24 --slow 5 --json "$OUT/bench_argsort_rows.json" 2>&1 | tee "$OUT/bench_argsort_rows.log"
         ;;
     dask)
         calibrate

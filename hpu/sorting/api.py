@@ -25,8 +25,11 @@ datetime64, timedelta64) in numpy's order (NaN and NaT last, -0.0 equal to
   uint16 keys) go to numpy's own stable sort, a radix sort in O(n), on the
   CPU; with a device strategy forced they are widened to 32 bits (exact)
   for :func:`hpu.hybrid_mergesort` instead (:func:`_radix`).
-- Several rows (``axis`` of an N-D array): packed on the device as above, or
-  the CPU pool sorts blocks of rows with numpy; with the ``"basic"`` or
+- Several rows (``axis`` of an N-D array): rows no longer than a
+  work-group's tile sorted one work-group a row on the device
+  (:func:`rows_on_device`, :func:`hpu.sorting.pipeline.fast_row_sort`),
+  longer ones packed on the device as above, or the CPU pool sorts blocks of
+  rows with numpy; with the ``"basic"`` or
   ``"advanced"`` strategy forced, row numbers go into integers packed on the
   host and one hybrid sort orders every row (see :func:`_packed_segmented`).
 - :func:`sort_by_key` is the stable argsort of the keys and a gather of the

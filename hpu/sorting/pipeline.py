@@ -32,7 +32,9 @@ each pair from the profile's measured cost curves and picks the fastest.
 :func:`fast_keyed_sort` runs the same device pipeline for argsorts, key-value
 and row sorts: the device packs (row, 32-bit key digit, position) into
 64-bit integers, sorts them (64-bit keys: twice, low digit first), and
-unpacks the positions or gathers the keys and values.
+unpacks the positions or gathers the keys and values.  :func:`fast_row_sort`
+sorts rows no longer than a work-group's tile one work-group a row, piece by
+piece as the copies come up.
 
 Each call's device share runs through the core's driver
 (:func:`hpu.core.hybrid.run_hybrid`) on a :class:`~hpu.core.runtime.DeviceLease`:

@@ -140,6 +140,19 @@ def test_sort_by_key_carries_large_structured_values(runtime, split):
     assert ss.dtype == swapped.dtype and same_bits(ss, swapped[order])
 
 
+@pytest.mark.parametrize("split", SPLITS[:5])
+def test_sort_by_key_keeps_the_padding_of_structured_values(runtime, split):
+    """Every byte of each value moves, the padding between fields too (numpy's field-wise copies skip it)."""
+    n = 1 << 17
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 50, n).astype(np.int32)
+    dt = np.dtype([("a", "i1"), ("b", "f8")], align=True)
+    values = rng.integers(0, 256, n * dt.itemsize, dtype=np.uint8).view(dt)  # random padding bytes
+    _, got = hpu.sort_by_key(keys, values, runtime=runtime, **split)
+    want = values.view(np.dtype((np.void, dt.itemsize)))[np.argsort(keys, kind="stable")]
+    assert got.dtype == dt and np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -3, None])
 @pytest.mark.parametrize("dtype", ["int16", "float32", "datetime64[s]", "uint64"])
 def test_any_axis(runtime, axis, dtype):

@@ -586,14 +586,20 @@ def _argsort_keys(keys: np.ndarray, width: int, opts: _Options) -> np.ndarray:
 
 
 def _take_rows(src: np.ndarray, perm: np.ndarray, rt: Runtime) -> np.ndarray:
-    """``np.take_along_axis(src, perm, axis=-1)`` in the thread pool."""
+    """``np.take_along_axis(src, perm, axis=-1)`` in the thread pool, every byte of each element kept.
+
+    Structured elements move as raw bytes (numpy copies them field by field,
+    which leaves the padding between fields as the output memory had it).
+    """
     out = _empty(rt, perm.shape, src.dtype)
+    raw = np.dtype((np.void, src.dtype.itemsize)) if src.dtype.names else src.dtype
+    s, o = src.view(raw), out.view(raw)
 
     def take(rs: slice, cs: slice) -> None:
-        if src.shape[0] == 1:
-            np.take(src[0], perm[0, cs], out=out[0, cs])
+        if s.shape[0] == 1:
+            np.take(s[0], perm[0, cs], out=o[0, cs])
         else:
-            out[rs] = np.take_along_axis(src[rs], perm[rs], axis=-1)
+            o[rs] = np.take_along_axis(s[rs], perm[rs], axis=-1)
 
     _in_pool(rt, *perm.shape, take)
     return out

@@ -169,6 +169,9 @@ def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, 
         for ev in ready:
             ev.set_status(complete)
         return pieces, ready, tasks, []
+    if src.dtype.names:  # structured elements as raw bytes (numpy copies fields, not the padding between them)
+        raw = np.dtype((np.void, item))
+        src, stage = src.view(raw), stage.view(raw)
 
     def task(w: int) -> None:
         mine = list(range(w, len(pieces), tasks))
@@ -762,8 +765,7 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     rec = Recorder()
     trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n)
     dtypes = [keys.dtype, *(v.dtype for v in values)] if gather else [np.dtype(np.int64)]
-    outs = [rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n, dt.itemsize, options))
-            for dt in dtypes]
+    outs = _result_arrays(rt, n, dtypes, options)
 
     def finish(r: HybridResult) -> list[np.ndarray]:
         trace.fallback = r.fallback
@@ -773,6 +775,22 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
                                                                 options),
                         redo=redo, on_device_error=on_device_error, finish=finish)
     return result, rec.finish(trace)
+
+
+def _result_arrays(rt: Runtime, n: int, dtypes: Sequence[np.dtype], options: PipelineOptions) -> list[np.ndarray]:
+    """Uninitialised arrays of ``n`` elements of each of ``dtypes``: views of one block of ``rt.host_pool`` (pinned
+    where it has room; :func:`kept_policy` for the whole block), at offsets aligned to 64 bytes.
+
+    One request a call: the pool takes a pinned block of a result's size that is still leased for a result the
+    caller keeps (:meth:`hpu.core.hostmem.HostArrayPool.empty`), and with one request for each result a call's own
+    first result looked like one: after an argsort had left a single 128 MB block, each key-value sort of 2^24 int32
+    keys put its keys there and its values in plain memory.  The block returns to the pool when every view is gone.
+    """
+    sizes = [n * dt.itemsize for dt in dtypes]
+    offsets = np.cumsum([0] + [-(-size // 64) * 64 for size in sizes]).tolist()
+    block = rt.host_pool.empty_or_new(offsets[-1], np.uint8, pinned=True,
+                                      kept=kept_policy(rt, n, sum(dt.itemsize for dt in dtypes), options))
+    return [block[o:o + size].view(dt) for o, size, dt in zip(offsets, sizes, dtypes)]
 
 
 def _keyed_kernels(lease: DeviceLease, key_dtype: np.dtype, word: str) -> dict[str, Any]:

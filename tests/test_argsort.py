@@ -384,6 +384,27 @@ def test_keyed_gathers_wait_for_the_values_copies(fresh):
         assert np.array_equal(out[1], values.view(np.ndarray)[np.argsort(keys, kind="stable")])
 
 
+def test_key_value_results_share_one_pool_block(fresh):
+    """An argsort leaves one pinned block of its int64 result's size; the key-value sorts after it must not take
+    their own keys' block for a result the caller keeps and put the values in plain memory."""
+    from hpu.sorting.pipeline import fast_keyed_sort
+
+    n = 1 << 20
+    rng = np.random.default_rng(6)
+    keys, values = rng.integers(0, n, n).astype(np.int32), rng.integers(0, 1 << 60, n)
+    opts = hpu.PipelineOptions(result_memory="plain")  # where no free pinned block fits and one is leased
+    (perm,), _ = fast_keyed_sort(keys, [], fresh, redo=None, on_device_error="raise", options=opts)
+    assert fresh.host_pool.is_pinned(perm)
+    del perm
+    order = np.argsort(keys, kind="stable")
+    for _ in range(2):
+        (sk, sv), _ = fast_keyed_sort(keys, [values], fresh, gather=True, redo=None, on_device_error="raise",
+                                      options=opts)
+        assert fresh.host_pool.is_pinned(sk) and fresh.host_pool.is_pinned(sv)
+        assert np.array_equal(sk, keys[order]) and np.array_equal(sv, values[order])
+        del sk, sv
+
+
 def test_packs_on_device_checks_rows():
     with pytest.raises(ValueError, match="rows must divide"):
         hpu.sorting.packs_on_device(10, np.int32, rows=3)

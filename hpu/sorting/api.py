@@ -455,7 +455,7 @@ def rows_on_device(rows: int, m: int, dtype: Any, runtime: Runtime | None = None
     units adds up on the host rather than overlapping, so a split never
     beats the faster unit alone (on the H100 machine 5% of 2^14 rows of
     2^10 float32 on the CPU took 6.54 ms against 4.81 ms on the device
-    alone, ``experiments/results/h100/bench_argsort_check.json``).
+    alone, ``experiments/results/h100/bench_argsort_check_rowshare.json``).
 
     Parameters
     ----------
@@ -508,7 +508,7 @@ def _cpu_rows_share(rows: np.ndarray, opts: _Options) -> int:
 
     The model gives rows to one unit (:func:`rows_on_device`): on the H100 machine a CPU share of 5% of 2^14 rows
     of 2^10 float32 made the sort 36% slower than the device alone (6.54 against 4.81 ms,
-    ``experiments/results/h100/bench_argsort_check.json``): the device's rows are bound by the host's staging
+    ``experiments/results/h100/bench_argsort_check_rowshare.json``): the device's rows are bound by the host's staging
     copies, and the CPU's sorts share the host's cores and memory with them.
     """
     alpha = opts.hybrid["alpha"]

@@ -479,14 +479,14 @@ def rows_on_device(rows: int, m: int, dtype: Any, runtime: Runtime | None = None
     """
     check_strategy(strategy, SORT_STRATEGIES)
     rt, dt, n = resolve_runtime(runtime), np.dtype(dtype), rows * m
-    if strategy not in ("auto", "gpu") or rows < 2 or not 2 <= m <= row_tile(rt, dt):
+    if strategy not in ("auto", "gpu") or rows < 2 or m < 2 or not rt.has_device:
         return False
-    if n * dt.itemsize > min(rt.device_memory_bytes, int(rt.device.max_mem_alloc_size)):
+    if strategy == "auto" and (rt.profile.cost_curves("sort") is None or default_algorithm(rt.device) != "merge"):
+        return False  # checked before row_tile, which builds the kernels
+    if m > row_tile(rt, dt) or n * dt.itemsize > min(rt.device_memory_bytes, int(rt.device.max_mem_alloc_size)):
         return False
     if strategy == "gpu":
         return True
-    if rt.profile.cost_curves("sort") is None or default_algorithm(rt.device) != "merge":
-        return False
     b, size = row_block(m, dt.itemsize), dt.itemsize
     device = fast_cost(rt.profile, "transfer", n, size) + \
         fast_cost(rt.profile, "device_sort", n, size) * (b / m) * np.log2(b) / np.log2(n)

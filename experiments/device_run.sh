@@ -33,8 +33,8 @@
 # tabu-many: tests/test_tabu_many.py on the GPU, then bench_tabu_many (64 searches batched, on the CPU's threads, the
 #            model's division and forced ones, against the same searches one after another on the device);
 #            TABU_MANY_INSTANCES (default tai30a) and TABU_MANY_ROUNDS (default 2).
-# tabu-large: bench_tabu_resident on the largest instances of the papers' tables (ta111, PPP 1301-1317 with Hamming 1
-#             and 2), 256 iterations, at the model's level only.
+# tabu-large: bench_tabu_resident on the largest instances of the papers' tables at the model's level only: PPP
+#             1301-1317 with Hamming 1 (256 iterations), then Hamming 2 and ta111 (64 iterations, 280 s each).
 # rows-kv: bench_argsort's rows (2^14 x 2^10 float32) and key-value (2^24 int32 keys, int64 values) parts alone.
 # sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
 #             merge and radix).
@@ -139,9 +139,14 @@ for stage in "$@"; do
             | tee "$OUT/bench_tabu_resident.log"
         ;;
     tabu-large)
-        python3 experiments/bench_tabu_resident.py --device gpu --instances ppp1301-1317-1,ppp1301-1317-2,ta111 \
+        python3 experiments/bench_tabu_resident.py --device gpu --instances ppp1301-1317-1 \
             --iterations 256 --rounds 3 --no-level0 --json "$OUT/bench_tabu_resident_large.json" 2>&1 \
             | tee "$OUT/bench_tabu_resident_large.log"
+        for inst in ppp1301-1317-2 ta111; do  # one at a time, shorter: each has its own file even if one is cut
+            timeout 280 python3 experiments/bench_tabu_resident.py --device gpu --instances $inst --iterations 64 \
+                --rounds 2 --no-level0 --json "$OUT/bench_tabu_resident_$inst.json" 2>&1 \
+                | tee "$OUT/bench_tabu_resident_$inst.log" || true
+        done
         ;;
     sort-tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py tests/test_argsort.py \

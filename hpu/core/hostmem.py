@@ -140,7 +140,9 @@ class HostArrayPool:
             (``"plain"``: the caller stages through pinned buffers of its
             own, see :meth:`is_pinned`), which is cheaper where pinning fresh
             memory costs more than a staging copy.  The first block of a size
-            is always pinned: later calls recycle it.
+            is always pinned: later calls recycle it.  A call with several
+            results asks once (views of one block): a block it leased itself a
+            moment before would otherwise count as a result the caller keeps.
 
         Returns
         -------

@@ -116,7 +116,15 @@ def row_block(m: int, itemsize: int) -> int:
     """Keys (pads included) of the local-memory block that sorts a row of ``m >= 1`` keys of ``itemsize`` bytes
     (:meth:`DeviceSorter.for_rows`): ``wg * items``, ``items`` the default keys per work-item (17 for 4-byte keys,
     11 for 8-byte ones) and ``wg`` the smallest power of two, at least :data:`ROW_MIN_GROUP`, with ``wg * items
-    >= m`` (before the device's largest work-group caps it)."""
+    >= m`` (before the device's largest work-group caps it).
+
+    Raises
+    ------
+    ValueError
+        ``itemsize`` other than 4 or 8 (the device sort's keys).
+    """
+    if itemsize not in _DEFAULT_ITEMS:
+        raise ValueError(f"the device sort's keys have 4 or 8 bytes, not {itemsize}")
     items = _DEFAULT_ITEMS[itemsize]
     return max(ROW_MIN_GROUP, 1 << (max(-(-int(m) // items) - 1, 0)).bit_length()) * items
 

@@ -131,6 +131,17 @@ def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions) ->
     return "plain" if plain < pinned else "pin"
 
 
+def _piece_length(itemsize: int, chunk_bytes: int, align: int) -> int:
+    """Elements in each staged piece (:func:`_stage`): ``chunk_bytes`` rounded down to a multiple of ``align``
+    elements, at least ``align``."""
+    return max(chunk_bytes // itemsize // align * align, align)
+
+
+def _staging_tasks(rt: Runtime, pieces: int) -> int:
+    """Pool tasks that stage ``pieces`` pieces (:func:`_stage`): half as many, at least one, at most the threads."""
+    return max(1, min(rt.threads, (pieces + 1) // 2))
+
+
 def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
            chunk_bytes: int, row_length: int | None = None) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
@@ -159,10 +170,9 @@ def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, 
     """
     n, item = src.shape[0], src.itemsize
     align = row_length or max(1, int(lease.device.mem_base_addr_align) // 8)  # where sub-buffers may start
-    piece = max(chunk_bytes // item // align * align, align)
-    bounds = list(range(0, n, piece)) + [n]
+    bounds = list(range(0, n, _piece_length(item, chunk_bytes, align))) + [n]
     pieces = list(zip(bounds[:-1], bounds[1:]))
-    tasks = max(1, min(rt.threads, (len(pieces) + 1) // 2))
+    tasks = _staging_tasks(rt, len(pieces))
     ready = [cl.UserEvent(lease.context) for _ in pieces]
     complete = cl.command_execution_status.COMPLETE
     if src.__array_interface__["data"][0] == stage.__array_interface__["data"][0]:  # already in place
@@ -601,8 +611,7 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_block: Callable
     out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n - split, dt.itemsize, options))
     trace = Trace(strategy, cpu_rows / r, 0, int(np.ceil(np.log2(max(m, 2)))), n)
     rows_in, rows_out = keys.reshape(r, m), out.reshape(r, m)
-    pieces = -(-(n - split) * dt.itemsize // int(options.chunk_bytes))
-    staging = max(1, min(rt.threads, (pieces + 1) // 2))  # _stage's tasks
+    staging = _staging_tasks(rt, -(-(n - split) // _piece_length(dt.itemsize, int(options.chunk_bytes), m)))
 
     def cpu_share() -> None:
         t0 = rec.now()

@@ -1,6 +1,7 @@
 """Tabu search: trajectories against a brute-force reference, identical across splits, quality, the split model."""
 
 import dataclasses
+import importlib
 import json
 import math
 from pathlib import Path
@@ -12,6 +13,7 @@ import hpu
 from hpu.tabu import (
     QAP,
     HWSWPartitioning,
+    PPP,
     TabuCosts,
     calibrate,
     costs_path,
@@ -22,11 +24,13 @@ from hpu.tabu import (
     transfer_levels,
 )
 from hpu.core.costs import ProfileError
+from hpu.tabu.engine import Evaluator
 from hpu.tabu.split import BLOCK_OVERHEAD, MAX_BLOCK_ITERATIONS, SIMPLER_MARGIN
 
 from conftest import reference_search, reference_tie
 
 DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
+tabu_calibrate = importlib.import_module("hpu.tabu.calibrate")  # the module (hpu.tabu.calibrate is the function)
 
 
 @pytest.fixture(scope="module")
@@ -383,6 +387,44 @@ def test_tabu_search_takes_the_models_blocks_and_level(rt):
     for r in (res, at0, forced):
         np.testing.assert_array_equal(r.moves, host.moves)
         np.testing.assert_array_equal(r.best_solution, host.best_solution)
+
+
+def test_calibration_stops_descending_the_levels_where_they_only_get_slower(rt, monkeypatch):
+    """A fake device whose time grows with the moves per work-group: the lowest levels are not timed but fitted."""
+    pb = PPP.generate(101, 117, 1, hamming=2)
+    N = pb.num_moves
+    with Evaluator(pb.state(pb.random_solution(np.random.default_rng(0))), rt, cpu_moves=N,
+                   on_device_error="raise") as ev:
+        ev.configure(N - 1, 1, 1)  # as _measure_device begins: the work-group size is set
+        w = ev.work_group_size
+        tau = 0.05 / math.ceil(N / 2 / w)  # level 1 takes 0.05 s + lambda: slow enough to stop there
+        monkeypatch.setattr(tabu_calibrate, "_seconds", lambda fn, **kw: 1e-4 + tau * math.ceil(ev._chunk / w))
+        fields, raw = tabu_calibrate._measure_device(ev, tabu_calibrate._Passes(ev), rt)
+    levels = transfer_levels(N, w)
+    timed = [g for nd, g in zip(raw["device_moves"], raw["groups"]) if nd == N]
+    assert timed == [min(2**t, N) for t in reversed(levels)][:-1]  # from the top down to level 1
+    curve = fields["device_level_seconds"]
+    assert len(curve) == len(levels) and curve[1] == pytest.approx(1e-4 + tau * math.ceil(N / 2 / w))  # timed
+    fitted = costs(**{k: fields[k] for k in ("work_group_size", "device_fixed_seconds", "device_move_seconds",
+                                             "device_saturation", "partial_seconds")})
+    assert curve[0] == pytest.approx(fitted.predict(N, 0, 1, 1)[1]) and curve[0] > curve[1]  # level 0: the fit
+
+
+@pytest.mark.parametrize("curve, levels, blocks", [
+    ((1e-3, 2e-3), [0], [4, 64]),  # level 0 the fastest
+    ((2e-3, 1e-3), [0, 1], [4, 64]),  # level 0 cheap to time
+    ((1.0, 1e-3), [1], [4, 64]),  # level 0 slow and slower than level 1 by more than a round trip
+    ((1.0, 0.5), [1], [1, 4]),  # every level slow: short blocks
+    ((1.0, 1.0 - 1e-5), [0, 1], [1, 4]),  # level 0 slow but within a round trip of the fastest
+])
+def test_resident_calibration_times_level_0_where_it_can_win(rt, curve, levels, blocks):
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    c = costs(device_fixed_seconds=1e-4, device_level_seconds=curve, device_level_moves=q.num_moves)
+    with Evaluator(q.state(q.random_solution(np.random.default_rng(0))), rt, cpu_moves=0,
+                   on_device_error="raise") as ev:
+        fields, raw = tabu_calibrate._measure_resident(ev, c)
+    assert fields["resident_levels"] == levels and sorted(raw) == [f"level{t}" for t in levels]
+    assert all(raw[f"level{t}"]["iterations"] == blocks for t in levels)
 
 
 def test_calibration_is_cached_and_drives_the_default_split(rt, tmp_path, monkeypatch):

@@ -58,6 +58,8 @@ _CPU_SIZE_CAP = 1 << 20  # largest CPU range timed
 _POOL_RANGE = 1 << 17  # moves per pooled range timed
 _CPU_SECONDS_CAP = 0.25  # no larger CPU range is timed once one took this long
 _SLOW_SECONDS = 1.0  # a timing stops repeating past this, whatever its repeats ask (huge neighbourhoods)
+_LEVEL_STOP = 8.0  # a transfer level this many times slower than the fastest ends the descent...
+_LEVEL_STOP_SECONDS = 0.05  # ...when it also takes longer than this (see _time_levels)
 _NO_ASPIRATION = np.iinfo(np.int64).max
 _RESIDENT_TENURE = 7  # tenure of the timed resident blocks (capped below the move count)
 
@@ -169,19 +171,23 @@ def _measure_device(ev: Evaluator, passes: _Passes, runtime: Runtime) -> tuple[d
     w = ev.work_group_size
     lam0 = _seconds(passes.device, repeats=5)
     lam = max(_seconds(passes.device_applied, repeats=5), lam0)
-    rows, times = [], []
+    rows, times, top = [], [], {}
     for nd in sorted({N, N // 8} - {0}):
         if nd < N and nd < 8 * w:
             continue
-        for t in transfer_levels(nd, w):
-            g = min(2**t, nd)
-            ev.set_device_range(N - nd, N, g)
+        for t, g, seconds in _time_levels(ev, passes, nd, w):
             rows.append((nd, g))
-            times.append(_seconds(passes.device, repeats=5, budget=0.1))
+            times.append(seconds)
+            if nd == N:
+                top[t] = seconds + (lam - lam0)
     times_arr = np.array(times)
     nd_arr, g_arr = np.array(rows, dtype=np.float64).T
     tau, kappa, sat = _fit_device(nd_arr, g_arr, times_arr, w, lam0)
-    curve = times_arr[nd_arr == N] + (lam - lam0)  # every level, in order; the apply kernel as in a search
+    # every level of the whole neighbourhood, in order, the apply kernel as in a search; the fit where not timed
+    levels = np.minimum(2.0 ** np.arange(len(transfer_levels(N, w))), N)
+    per_item = np.maximum(np.ceil(np.ceil(N / levels) / w), N / sat)
+    curve = lam + tau * per_item + kappa * levels
+    curve[list(top)] = list(top.values())
     fields = dict(
         work_group_size=w,
         device_fixed_seconds=lam,
@@ -196,6 +202,25 @@ def _measure_device(ev: Evaluator, passes: _Passes, runtime: Runtime) -> tuple[d
     raw = {"fixed": lam0, "fixed_with_apply": lam, "device_moves": nd_arr.tolist(), "groups": g_arr.tolist(),
            "seconds": times}
     return fields, raw
+
+
+def _time_levels(ev: Evaluator, passes: _Passes, nd: int, w: int) -> list[tuple[int, int, float]]:
+    """``(level t, G, seconds)`` of the fused kernel over the last ``nd`` moves, from the highest transfer level down.
+
+    The descent stops after a level slower than :data:`_LEVEL_STOP` times the
+    fastest and than :data:`_LEVEL_STOP_SECONDS`: the lower levels have fewer
+    work-items for the same moves and are slower still (the device model's
+    ``ceil(ceil(N_d / G) / W)`` term), and on a huge neighbourhood one
+    work-group would take minutes to time.
+    """
+    out: list[tuple[int, int, float]] = []
+    for t in reversed(transfer_levels(nd, w)):
+        g = min(2**t, nd)
+        ev.set_device_range(ev.num_moves - nd, ev.num_moves, g)
+        out.append((t, g, _seconds(passes.device, repeats=5, budget=0.1)))
+        if out[-1][2] > max(_LEVEL_STOP * min(s for _, _, s in out), _LEVEL_STOP_SECONDS):
+            break
+    return out
 
 
 def _fit_overlap(rows: list[tuple[float, float, float]], o: float | None) -> tuple[float, float]:
@@ -278,15 +303,24 @@ def _measure_resident(ev: Evaluator, costs: TabuCosts) -> tuple[dict, dict]:
 
     The blocks move the device's state away from the host's: run last.  A
     level whose blocks all halted early (no feasible move) is left out.
+    Level 0 is left out where one evaluation there is slower than at the
+    fastest level by more than a round trip ``lambda`` (all that a launch
+    saved per iteration can gain) and a block of 64 iterations would take
+    over :data:`_SLOW_SECONDS`; blocks of 1 and 4 iterations replace those
+    of 4 and 64 where 64 iterations would.
     """
     N = ev.num_moves
-    levels = sorted({0, int(np.argmin(costs.device_level_seconds))})
+    curve = np.asarray(costs.device_level_seconds)
+    best = int(np.argmin(curve))
+    slow = 64 * curve > _SLOW_SECONDS
+    hopeless = slow[0] and curve[0] - curve[best] > costs.device_fixed_seconds
+    levels = sorted({best} | (set() if hopeless else {0}))
     fields: dict[str, list] = {"resident_levels": [], "resident_iteration_seconds": [], "resident_block_seconds": []}
     raw: dict[str, Any] = {}
     for t in levels:
         ev.configure(0, 1, min(2**t, N))
         points = []
-        for k in (4, 64):
+        for k in (1, 4) if slow[t] else (4, 64):
             done: list[int] = []
 
             def block(k: int = k, done: list[int] = done) -> None:

@@ -124,6 +124,8 @@ static inline void evaluate_chunk(const ulong n, const ulong group, const ulong 
     for (ulong m = start + lid; m < end; m += WG) {
         long delta;
         const int feasible = move_eval(n, m, &delta PROBLEM_ARGS);
+        if ((bk >> CLASS_SHIFT) == 0 && (!feasible || delta > bd))
+            continue;  /* cannot precede an admissible move of smaller delta: no tabu test, no tie hash */
         const long cls = !feasible ? 2
             : (delta < aspiration || !move_tabu(n, m, tabu_until, iteration PROBLEM_ARGS)) ? 0 : 1;
         const long tie = tie_mask ? tie_hash(m, iteration, tie_seed) & tie_mask : 0;

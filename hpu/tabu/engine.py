@@ -132,6 +132,27 @@ def default_work_group_size(device: Any) -> int:
     return 1 << (size.bit_length() - 1)
 
 
+#: Most work-items of the one work-group that runs a whole block of iterations (transfer level 0).
+GROUP_MAX_WORK_GROUP_SIZE = 1024
+#: Moves per work-item that size the one work-group of transfer level 0 (see :func:`group_work_group_size`).
+GROUP_MOVES_PER_ITEM = 4
+
+
+def group_work_group_size(device: Any, num_moves: int, work_group_size: int) -> int:
+    """Work-group size of a block of iterations run in one work-group (transfer level 0, ``tabu_run_group``).
+
+    At level 0 one work-group does all of an iteration's work on one compute
+    unit, so it takes a work-item per :data:`GROUP_MOVES_PER_ITEM` moves:
+    the smallest power of two at least ``num_moves / GROUP_MOVES_PER_ITEM``,
+    at least ``work_group_size`` (the fused kernel's) and at most the
+    device's maximum and :data:`GROUP_MAX_WORK_GROUP_SIZE`.
+    """
+    most = min(GROUP_MAX_WORK_GROUP_SIZE, int(device.max_work_group_size))
+    most = 1 << (most.bit_length() - 1)
+    want = 1 << max(-(-num_moves // GROUP_MOVES_PER_ITEM) - 1, 0).bit_length()
+    return max(work_group_size, min(want, most))
+
+
 def reduce_moves(delta: np.ndarray, feasible: np.ndarray | None, tabu: np.ndarray, aspiration: int, offset: int,
                  iteration: int, tie_seed: int | None) -> tuple[int, int, int]:
     """Best move of a contiguous range, by ``(class, delta, key)``.
@@ -618,7 +639,7 @@ class Evaluator:
             self._trail_d, self._trail = None, np.empty(0, dtype=np.int64)
             self._eval_res = cl.Kernel(self._program, "tabu_evaluate_resident")
             self._select = cl.Kernel(self._program, "tabu_select")
-            self._group_k = cl.Kernel(self._program, "tabu_run_group")
+            self._group_k, self._group_size = self._group_kernel()
         if self._trail.size < 2 * capacity:
             self._trail = np.empty(2 * capacity, dtype=np.int64)
             self._trail_d = cl.Buffer(ctx, mf.READ_WRITE, size=self._trail.nbytes)
@@ -630,6 +651,19 @@ class Evaluator:
         self._group_k.set_args(n, N, i32, i32, i32, i64, i32, *self._tie_args, self._partial_d, self._ctrl_d,
                                self._trail_d, self._tabu_d, self._best_d, *self._pargs)
 
+    def _group_kernel(self) -> tuple[Any, int]:
+        """``tabu_run_group`` and its work-group size: :func:`group_work_group_size`, at most what the compiled
+        kernel can run (its registers bound it: 256 work-items on the H100), else the fused kernel's."""
+        w, info = self.work_group_size, cl.kernel_work_group_info.WORK_GROUP_SIZE
+        kernel = cl.Kernel(self._program, "tabu_run_group")
+        fits = int(kernel.get_work_group_info(info, self.runtime.device))
+        wg = min(group_work_group_size(self.runtime.device, self.num_moves, w), 1 << (fits.bit_length() - 1))
+        if wg > w:
+            bigger = cl.Kernel(self._lease.build(program_source(self.state, wg)), "tabu_run_group")
+            if bigger.get_work_group_info(info, self.runtime.device) >= wg:
+                return bigger, wg
+        return kernel, w
+
     def run_block(self, first: int, count: int, tenure: int, control: np.ndarray, target: int | None,
                   max_no_improve: int | None) -> np.ndarray | None:
         """Run iterations ``first .. first + count - 1`` on the device alone, back to back, and wait for them.
@@ -640,7 +674,8 @@ class Evaluator:
         work-group: the best admissible move, the value, the best, the stop
         rules, then ``apply_move``); with one work-group (transfer level 0)
         the whole block is one launch of ``tabu_run_group``, which loops over
-        the iterations.  After a move that gives a new best the device copies
+        the iterations, in a work-group of :func:`group_work_group_size`
+        work-items.  After a move that gives a new best the device copies
         the solution (:meth:`read_best` reads the last one).  Nothing goes
         back to the host in between; the host's state is not moved
         (:meth:`follow` replays the moves).
@@ -699,7 +734,7 @@ class Evaluator:
         t0 = time.perf_counter()
         w = self.work_group_size
         if self.groups == 1:
-            cl.enqueue_nd_range_kernel(q, grp, (w,), (w,))
+            cl.enqueue_nd_range_kernel(q, grp, (self._group_size,), (self._group_size,))
         else:
             for it in range(first, first + count):
                 ev.set_arg(3, np.int32(it))

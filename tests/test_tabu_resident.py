@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from hpu.tabu import PFSP, PPP, QAP, HWSWPartitioning, tabu_search
+from hpu.tabu.engine import GROUP_MAX_WORK_GROUP_SIZE, group_work_group_size
 
 DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
 GPU = dict(strategy="gpu", transfer_level=2)
@@ -14,6 +15,7 @@ GPU = dict(strategy="gpu", transfer_level=2)
 PROBLEMS = {
     "qap": lambda: QAP.from_qaplib(DATA / "tai12a.dat"),
     "qap-move-attribute": lambda: QAP.from_qaplib(DATA / "tai12a.dat", tabu_attribute="move"),
+    "qap-wide-group": lambda: QAP.from_qaplib(DATA / "tai40a.dat"),  # 780 moves: level 0 in a larger work-group
     "hwsw": lambda: HWSWPartitioning.random(30, edges=60, ccr=1.0, constraint="low", seed=4),
     "pfsp-insertion": lambda: PFSP.taillard("ta001"),
     "pfsp-swap": lambda: PFSP.taillard("ta001", neighbourhood="swap"),
@@ -83,3 +85,23 @@ def test_a_cpu_share_runs_the_host_loop(rt):
 def test_bad_block_iterations(k, message):
     with pytest.raises(ValueError, match=message):
         tabu_search(PROBLEMS["qap"](), iterations=50, tenure=3, strategy="cpu", block_iterations=k)
+
+
+class _Device:
+    def __init__(self, most: int):
+        self.max_work_group_size = most
+
+
+@pytest.mark.parametrize("most, moves, fused, size", [
+    (4096, 66, 128, 128),  # never below the fused kernel's
+    (4096, 780, 128, 256),  # a work-item per 4 moves, rounded up to a power of two
+    (4096, 4950, 128, GROUP_MAX_WORK_GROUP_SIZE),  # at most the cap
+    (768, 4950, 128, 512),  # the device's maximum, as a power of two
+    (64, 4950, 64, 64),
+])
+def test_level_0_work_group_size(most, moves, fused, size):
+    assert group_work_group_size(_Device(most), moves, fused) == size
+
+
+def test_the_wide_group_instance_takes_a_larger_work_group():
+    assert group_work_group_size(_Device(4096), PROBLEMS["qap-wide-group"]().num_moves, 128) > 128

@@ -12,6 +12,7 @@ import matplotlib
 
 if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
     matplotlib.use("Agg")
+import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -19,7 +20,8 @@ from .core.model import Split  # noqa: E402
 from .core.profile import Profile  # noqa: E402
 from .core.trace import Trace  # noqa: E402
 
-__all__ = ["calibration_figures", "plot_g_fit", "plot_gamma", "plot_p_fit", "plot_transfers", "gantt", "mark_split"]
+__all__ = ["calibration_figures", "plot_g_fit", "plot_gamma", "plot_p_fit", "plot_transfers", "gantt", "mark_split",
+           "tabu_gantt"]
 
 
 def _axes(ax):
@@ -123,6 +125,30 @@ def gantt(trace: Trace, ax=None, title: str = ""):
     ax.set_title(title or f"{trace.strategy}: n = {trace.n}, alpha = {trace.alpha:.3f}, "
                  f"transfer level = {trace.transfer_level}, wall = {trace.wall * 1e3:.1f} ms "
                  "(red: host to device, orange: back)", fontsize=9)
+    return fig
+
+
+#: Colours of a tabu trace's steps (:attr:`hpu.tabu.TabuResult.trace`).
+TABU_KIND_COLORS = {"evaluate": "tab:blue", "select": "tab:purple", "block": "tab:cyan", "apply": "tab:green",
+                    "combine": "tab:olive", "h2d": "tab:red", "d2h": "tab:orange"}
+
+
+def tabu_gantt(trace: Trace, ax=None, title: str = ""):
+    """Gantt chart of tabu-search iterations (``tabu_search(..., trace=True)``): one row per thread, the device
+    and the bus; colour = the step (:data:`TABU_KIND_COLORS`).  Returns the figure."""
+    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(9, 2.5))
+    units = sorted({e.unit for e in trace.events}, key=lambda u: (u == "bus", u == "device", u != "cpu:MainThread", u))
+    for row, u in enumerate(units):
+        for e in (e for e in trace.events if e.unit == u):
+            ax.barh(row, max(e.duration, 1e-7) * 1e3, left=e.start * 1e3, color=TABU_KIND_COLORS.get(e.kind, "grey"),
+                    edgecolor="none")
+    ax.set_yticks(range(len(units)), units, fontsize=7)
+    ax.set_xlabel("time since the first iteration began (ms)")
+    kinds = [k for k in TABU_KIND_COLORS if any(e.kind == k for e in trace.events)]
+    ax.legend(handles=[matplotlib.patches.Patch(color=TABU_KIND_COLORS[k], label=k) for k in kinds], fontsize=7,
+              loc="upper right", ncol=len(kinds))
+    ax.set_title(title or f"{trace.strategy}: {trace.n} moves, alpha = {trace.alpha:.3f}, transfer level = "
+                 f"{trace.transfer_level}, wall = {trace.wall * 1e3:.2f} ms", fontsize=9)
     return fig
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import hpu
+import hpu.plots
 from hpu.tabu import (
     QAP,
     HWSWPartitioning,
@@ -425,6 +426,32 @@ def test_resident_calibration_times_level_0_where_it_can_win(rt, curve, levels, 
         fields, raw = tabu_calibrate._measure_resident(ev, c)
     assert fields["resident_levels"] == levels and sorted(raw) == [f"level{t}" for t in levels]
     assert all(raw[f"level{t}"]["iterations"] == blocks for t in levels)
+
+
+@pytest.mark.parametrize("kw, device_kinds", [
+    (dict(strategy="gpu", transfer_level=2, block_iterations=1), {"evaluate": 6, "apply": 6}),  # the host loop
+    (dict(strategy="gpu", transfer_level=2, block_iterations=3), {"evaluate": 6, "select": 6}),  # two kernels
+    (dict(strategy="gpu", transfer_level=0, block_iterations=3), {"block": 2}),  # one launch a block
+    (dict(strategy="cpu"), {}),
+], ids=["host-loop", "resident", "resident-level-0", "cpu"])
+def test_trace_records_every_step_on_the_host_clock(rt, kw, device_kinds):
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    args = dict(iterations=6, tenure=5, seed=1, runtime=rt, **kw)
+    plain, res = tabu_search(q, **args), tabu_search(q, trace=True, **args)
+    assert plain.trace is None and res.moves.tolist() == plain.moves.tolist()
+    tr = res.trace
+    kinds = {(e.unit, e.kind): 0 for e in tr.events}
+    for e in tr.events:
+        kinds[e.unit, e.kind] += 1
+    assert {k: v for (u, k), v in kinds.items() if u == "device"} == device_kinds
+    host = {k: v for (u, k), v in kinds.items() if u.startswith("cpu:")}
+    assert host == ({} if device_kinds.keys() - {"evaluate", "apply"} else
+                    {"combine": 6, "apply": 6, **({"evaluate": 6} if kw["strategy"] == "cpu" else {})})
+    assert tr.n == q.num_moves and tr.transfer_level == res.split.transfer_level
+    assert [e for e in tr.events if not 0 <= e.start <= e.end <= tr.wall] == []
+    device = sorted((e for e in tr.events if e.unit != "bus" and not e.unit.startswith("cpu:")), key=lambda e: e.start)
+    assert all(a.end <= b.start for a, b in zip(device, device[1:]))  # one in-order command queue
+    assert hpu.plots.tabu_gantt(tr).axes[0].get_yticks().size == len({e.unit for e in tr.events})
 
 
 def test_calibration_is_cached_and_drives_the_default_split(rt, tmp_path, monkeypatch):

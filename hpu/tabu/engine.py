@@ -36,6 +36,7 @@ state, taking the same moves (the CPU evaluation is exact), or raises
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -44,6 +45,7 @@ import numpy as np
 from ..core.hybrid import as_device_failure, check_on_device_error
 from ..core.kernels import define_header, kernel_source
 from ..core.runtime import Runtime, resolve_runtime
+from ..core.trace import Recorder, event_times
 from ..core.util import check_int
 from .problem import NeighbourhoodState, TabuProblem
 
@@ -281,6 +283,13 @@ class Evaluator:
         bookkeeping.
     fallback : str
         Empty, or why the device failed and the CPU took over its share.
+    recorder : hpu.core.trace.Recorder or None
+        When set, every step is recorded for a trace (``tabu_search(...,
+        trace=True)``): the device's kernels (``"evaluate"``, ``"apply"``,
+        ``"select"``, ``"block"``: a level-0 block) and copies (unit
+        ``"bus"``, ``"h2d"`` and ``"d2h"``) from their profiled events, the
+        CPU ranges (``"evaluate"``) and the host's ``"combine"`` and
+        ``"apply"`` on unit ``"cpu:<thread name>"``.
 
     Notes
     -----
@@ -315,6 +324,9 @@ class Evaluator:
         self.tabu_until = np.zeros(state.num_attributes, dtype=np.int32)
         self.cpu_time = self.device_time = self.host_time = 0.0
         self.fallback = ""
+        self.recorder: Recorder | None = None
+        self._clock_offset: float | None = None
+        self._last_event: Any = None
         self._lease = None
         self._events: list = []
         self.configure(cpu_moves, cpu_chunks, groups, work_group_size)
@@ -458,8 +470,54 @@ class Evaluator:
         self._eval.set_arg(2, np.uint64(hi))
         self._eval.set_arg(3, np.uint64(self._chunk))
 
+    def _record_host(self, kind: str, t0: float, moves: int = 0) -> None:
+        """A host step begun at ``t0`` (``time.perf_counter()``) and ending now, on the calling thread's row."""
+        rec = self.recorder
+        if rec is not None:
+            rec.add(f"cpu:{threading.current_thread().name}", kind, 0, t0 - rec.t0, rec.now(), count=moves)
+
+    def _record_device(self, event: Any, unit: str, kind: str) -> None:
+        """A profiled OpenCL event, its times read when the trace is resolved."""
+        rec = self.recorder
+        if rec is None:
+            return
+        self._last_event = event
+
+        def add() -> None:
+            if rec.device_offset is not None:  # None: no wait placed the device clock (no profiling)
+                rec.add(unit, kind, 0, *event_times(event, rec, 0.0))
+
+        rec.deferred.append(add)
+
+    def _record_wait(self, event: Any) -> None:
+        """Place the device clock after a wait for ``event``: device end minus host time now is at most the clock
+        offset, and the largest such bound over the run is kept."""
+        rec = self.recorder
+        if rec is None or not self._profiling:
+            return
+        offset = event.profile.end * 1e-9 - rec.now()
+        self._clock_offset = offset if self._clock_offset is None else max(self._clock_offset, offset)
+        rec.device_offset = self._clock_offset
+
+    def drain(self) -> None:
+        """Wait for the last recorded device command (a trace's last apply kernel runs after the host is done).
+
+        Raises
+        ------
+        hpu.DeviceFailure
+            The device failed and ``on_device_error="raise"``.
+        """
+        if self._lease is None or self._last_event is None:
+            return
+        try:
+            self._last_event.wait()
+            self._record_wait(self._last_event)
+        except Exception as e:
+            self._device_failed(e)
+
     def _cpu_range(self, lo: int, hi: int, iteration: int, aspiration: int) -> tuple[int, int, int]:
         """Evaluate and reduce moves ``[lo, hi)`` block by block (the CPU's leaves and lower levels)."""
+        t0 = time.perf_counter()
         st, step = self.state, self.state.block_moves
         best = (_EMPTY, 0, lo)
         for b0 in range(lo, hi, step):
@@ -467,6 +525,7 @@ class Evaluator:
             delta, feasible = st.deltas(b0, b1)
             tabu = st.tabu(b0, b1, self.tabu_until, iteration)
             best = min(best, reduce_moves(delta, feasible, tabu, aspiration, b0, iteration, self.tie_seed))
+        self._record_host("evaluate", t0, hi - lo)
         return best
 
     def _cpu_parts(self, ranges: list[tuple[int, int]], iteration: int, aspiration: int) -> list[tuple[int, int, int]]:
@@ -502,11 +561,14 @@ class Evaluator:
         read = cl.enqueue_copy(self._queue, self._partial[: 2 * self.groups], self._partial_d, is_blocking=False)
         self._queue.flush()  # start the device now: the CPU share runs meanwhile
         self._events += [evt, read]
+        self._record_device(evt, "device", "evaluate")
+        self._record_device(read, "bus", "d2h")
         return read
 
     def _device_result(self, read: Any) -> list[np.ndarray]:
         t0 = time.perf_counter()
         read.wait()
+        self._record_wait(read)
         if self._profiling:
             info = cl.profiling_info
             self.device_time += sum(e.get_profiling_info(info.END) - e.get_profiling_info(info.START)
@@ -596,6 +658,7 @@ class Evaluator:
         t2 = time.perf_counter()
         best_cls, best_delta, best_key = _best_of(cls, delta, key)
         self.host_time += time.perf_counter() - t2
+        self._record_host("combine", t2)
         return best_cls, best_delta, best_key & _INDEX_MASK
 
     def apply(self, index: int, delta: int, until: int) -> None:
@@ -629,6 +692,7 @@ class Evaluator:
         self.state.mark_tabu(index, self.tabu_until, until)
         self.state.apply(index, delta)
         self.host_time += time.perf_counter() - t0
+        self._record_host("apply", t0)
 
     def _resident_kernels(self, capacity: int) -> None:
         """Make the resident kernels (once per lease) and a trail for ``capacity`` iterations; set their buffers."""
@@ -730,19 +794,22 @@ class Evaluator:
                            (6, np.int32(max_no_improve or 0))):
             grp.set_arg(pos, value)
         self._ctrl_in = control.copy()  # alive until the copy is done
-        cl.enqueue_copy(q, self._ctrl_d, self._ctrl_in, is_blocking=False)
+        self._record_device(cl.enqueue_copy(q, self._ctrl_d, self._ctrl_in, is_blocking=False), "bus", "h2d")
         t0 = time.perf_counter()
         w = self.work_group_size
         if self.groups == 1:
-            cl.enqueue_nd_range_kernel(q, grp, (self._group_size,), (self._group_size,))
+            self._record_device(cl.enqueue_nd_range_kernel(q, grp, (self._group_size,), (self._group_size,)),
+                                "device", "block")
         else:
             for it in range(first, first + count):
                 ev.set_arg(3, np.int32(it))
                 sel.set_arg(2, np.int32(it))
-                cl.enqueue_nd_range_kernel(q, ev, (self.groups * w,), (w,))
-                cl.enqueue_nd_range_kernel(q, sel, (w,), (w,))
-        cl.enqueue_copy(q, control, self._ctrl_d, is_blocking=False)
-        cl.enqueue_copy(q, self._trail[: 2 * count], self._trail_d, is_blocking=True)
+                self._record_device(cl.enqueue_nd_range_kernel(q, ev, (self.groups * w,), (w,)), "device", "evaluate")
+                self._record_device(cl.enqueue_nd_range_kernel(q, sel, (w,), (w,)), "device", "select")
+        self._record_device(cl.enqueue_copy(q, control, self._ctrl_d, is_blocking=False), "bus", "d2h")
+        trail = cl.enqueue_copy(q, self._trail[: 2 * count], self._trail_d, is_blocking=True)
+        self._record_device(trail, "bus", "d2h")
+        self._record_wait(trail)
         self.device_time += time.perf_counter() - t0
         return self._trail[: 2 * int(control[4] - first + 1)].copy()
 
@@ -783,6 +850,7 @@ class Evaluator:
         k.set_arg(1, np.uint64(index))
         k.set_arg(2, np.int32(until))
         self._events.append(cl.enqueue_nd_range_kernel(self._queue, k, *self._apply_range))
+        self._record_device(self._events[-1], "device", "apply")
 
     def reset(self, solution: np.ndarray) -> None:
         """Jump to ``solution`` (a restart); the tabu status is kept."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..core.hybrid import DeviceFailure, check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
+from ..core.trace import Recorder, Trace
 from ..core.util import check_int
 from .calibrate import calibrate
 from .engine import (HALT_NO_FEASIBLE_MOVE, HALT_STOPS, INFEASIBLE, NO_BEST, TIE_BREAKS, Evaluator,
@@ -83,6 +84,12 @@ class TabuResult:
         resident on it (``tabu_search``'s ``block_iterations``), 1 on the host loop.
         The value asked for: after a device failure (see ``fallback``) the
         rest of the search ran on the host loop.
+    trace : hpu.Trace or None
+        With ``tabu_search(..., trace=True)``: every step of the iterations
+        (see :attr:`hpu.tabu.engine.Evaluator.recorder`), seconds since the
+        first iteration began, device events placed on the host clock by the
+        waits for them; ``n`` is the number of moves ``N`` and ``depth`` 0.
+        Device events need a profiling queue (the runtime's default).
     """
 
     best_solution: np.ndarray | None
@@ -103,6 +110,7 @@ class TabuResult:
     tabu_attribute: str = "move"
     tie_break: str = "index"
     block_iterations: int = 1
+    trace: Trace | None = None
 
     @property
     def time_per_iteration(self) -> float:
@@ -253,6 +261,7 @@ def tabu_search(
     on_device_error: str = "fallback",
     tie_break: str = "random",
     block_iterations: int | None = None,
+    trace: bool = False,
 ) -> TabuResult:
     """Tabu search with the whole neighbourhood evaluated each iteration on the CPU and the device.
 
@@ -331,6 +340,9 @@ def tabu_search(
         blocks' fastest), or :data:`DEFAULT_BLOCK_ITERATIONS` where no costs
         were needed for the split; capped by ``iterations``.  1 runs the host
         loop.  With a CPU share the iterations always run one by one.
+    trace : bool
+        Record what each unit did and when (:attr:`TabuResult.trace`, for a
+        Gantt chart of the iterations: :func:`hpu.plots.tabu_gantt`).
 
     Returns
     -------
@@ -373,7 +385,15 @@ def tabu_search(
         with Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
                        groups=max(split.groups, 1), on_device_error=on_device_error, tie_seed=tie_seed) as ev:
             setup_time = time.perf_counter() - t_setup
+            if trace:
+                ev.recorder = Recorder()
+                ev.recorder.device_offset = None  # placed by the first wait for the device
             result = _run(problem, ev, split, rng, stops, setup_time, block if ev.device_only else 1)
+            if trace:
+                ev.drain()
+                result = dataclasses.replace(result, trace=ev.recorder.finish(Trace(
+                    strategy=split.strategy, alpha=split.alpha, transfer_level=split.transfer_level, depth=0,
+                    n=problem.num_moves, split=split, fallback=ev.fallback)).resolve())
     return dataclasses.replace(result, fallback=fallback) if fallback and not result.fallback else result
 
 

@@ -3,7 +3,8 @@
 #
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | keyrange | stress | default-runtime |
 #                                            kept | tests | argsort | argsort-check | dask | tabu | tabu-more |
-#                                            tabu-resident | tabu-large | tabu-many | sort-tests | rows-kv)
+#                                            tabu-resident | tabu-large | tabu-many | tabu-gantt | sort-tests |
+#                                            rows-kv)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
 # $OUT (default ./out).
@@ -33,6 +34,7 @@
 # tabu-many: tests/test_tabu_many.py on the GPU, then bench_tabu_many (64 searches batched, on the CPU's threads, the
 #            model's division and forced ones, against the same searches one after another on the device);
 #            TABU_MANY_INSTANCES (default tai30a) and TABU_MANY_ROUNDS (default 2).
+# tabu-gantt: sweep_tabu_gantt on tai100a (traced host loop and resident blocks: where an iteration's time goes).
 # tabu-large: bench_tabu_resident on the largest instances of the papers' tables at the model's level only: PPP
 #             1301-1317 with Hamming 1 (256 iterations), then Hamming 2 and ta111 (64 iterations, 280 s each).
 # rows-kv: bench_argsort's rows (2^14 x 2^10 float32) and key-value (2^24 int32 keys, int64 values) parts alone.
@@ -137,6 +139,10 @@ for stage in "$@"; do
             tests/test_tabu_search.py tests/test_tabu_pfsp.py 2>&1 | tee "$OUT/tests_tabu.log"
         python3 experiments/bench_tabu_resident.py --device gpu --rounds 3 --json "$OUT/bench_tabu_resident.json" 2>&1 \
             | tee "$OUT/bench_tabu_resident.log"
+        ;;
+    tabu-gantt)
+        python3 experiments/sweep_tabu_gantt.py --device gpu --machine h100 --no-progress --out "$OUT" 2>&1 \
+            | tee "$OUT/tabu_gantt.log"
         ;;
     tabu-large)
         python3 experiments/bench_tabu_resident.py --device gpu --instances ppp1301-1317-1 \

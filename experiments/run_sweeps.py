@@ -5,8 +5,9 @@
 Order: calibration (paper figs. 5, 6; without --profile it calibrates this
 machine and saves OUT/profile.json, which the later sweeps then use), model
 (figs. 3, 4: the paper's HPU1 and HPU2 and this machine's profile), alpha
-(fig. 7), size (figs. 8, 10), gantt (traces), and tabu (speed-ups per QAPLIB
-instance, when experiments/bench_tabu.py is present).  A failing sweep is
+(fig. 7), size (figs. 8, 10), gantt (traces), tabu (speed-ups per QAPLIB
+instance, when experiments/bench_tabu.py is present) and tabu_gantt (where a
+tabu iteration's time goes).  A failing sweep is
 reported and the others still run; the exit status is then 1.  Writes
 OUT/run_sweeps.json with each sweep's command, status and run time.
 """
@@ -27,6 +28,7 @@ import sweep_gantt
 import sweep_model
 import sweep_size
 import sweep_tabu
+import sweep_tabu_gantt
 
 #: name -> module with main(argv)
 SWEEPS = {
@@ -36,6 +38,7 @@ SWEEPS = {
     "size": sweep_size,
     "gantt": sweep_gantt,
     "tabu": sweep_tabu,
+    "tabu_gantt": sweep_tabu_gantt,
 }
 
 
@@ -57,6 +60,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
         "size": timed,
         "gantt": timed,
         "tabu": common + device,
+        "tabu_gantt": common + device,
     }
     return [(name, runs[name]) for name in SWEEPS if name in args.only]
 

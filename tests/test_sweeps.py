@@ -110,14 +110,14 @@ def test_sweeps_are_all_in_the_driver():
     assert files == set(run_sweeps.SWEEPS)
 
 
-@pytest.mark.parametrize("name", ["model", "calibration", "alpha", "size", "gantt", "tabu"])
+@pytest.mark.parametrize("name", ["model", "calibration", "alpha", "size", "gantt", "tabu", "tabu_gantt"])
 def test_help(name, capsys):
     with pytest.raises(SystemExit) as e:
         sweep(name).main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "--out" in out and "--quick" in out
-    assert ("--profile" in out) == (name != "tabu")  # the tabu split has its own cost model
+    assert ("--profile" in out) == (not name.startswith("tabu"))  # the tabu split has its own cost model
     assert ("--seed" in out) == (name in ("alpha", "size", "gantt"))  # the sweeps that sort random inputs
 
 
@@ -270,6 +270,21 @@ def test_tabu_sweep_runs_bench_tabu_and_replots_its_json(tmp_path):
     again = run("tabu", tmp_path / "replot", "--from-json", raw, "--from-json", raw)
     assert again["instances"] == rows + rows and again["meta"]["bench_tabu"]["sources"] == [raw, raw]
     assert not (tmp_path / "replot" / "bench_tabu.json").exists()
+
+
+def test_tabu_gantt_sweep_divides_each_way_of_iterating(tmp_path):
+    data = run("tabu_gantt", tmp_path)
+    assert_meta(data, measured=True)
+    assert data["instance"] == "tai12a" and data["moves"] == 66
+    assert [r["block_iterations"] for r in data["runs"]] == [1, 8, 8]
+    assert [r["transfer_level"] for r in data["runs"]][1:] == [max(data["runs"][0]["transfer_level"], 1), 0]
+    for r in data["runs"]:
+        ms, events = r["ms_per_iteration"], r["trace"]["events"]
+        assert ms["wall"] >= max(ms["device kernels"], ms["copies"], ms["host steps"]) and ms["no unit busy"] >= 0
+        assert {e["kind"] for e in events if e["unit"] == "device"} == (
+            {"evaluate", "apply"} if r["block_iterations"] == 1 else
+            {"block"} if r["transfer_level"] == 0 else {"evaluate", "select"})
+    assert_figures(tmp_path, "tabu_gantt")
 
 
 def test_driver_runs_and_records_every_sweep(tmp_path):

@@ -389,7 +389,7 @@ class DeviceLease:
     def __init__(self, runtime: Runtime, generation: int):
         self.runtime = runtime
         self.context, self.device, self.generation = runtime.context, runtime.device, generation
-        self.queue = cl.CommandQueue(self.context, properties=runtime.queue.properties)
+        self.queue = cl.CommandQueue(self.context, self.device, properties=runtime.queue.properties)
         self._copy_queue = None
         self._items: dict[Any, Any] = {}
 
@@ -397,7 +397,7 @@ class DeviceLease:
     def copy_queue(self) -> Any:
         """A second in-order command queue (e.g. for host-to-device copies that must not wait behind kernels)."""
         if self._copy_queue is None:
-            self._copy_queue = cl.CommandQueue(self.context, properties=self.queue.properties)
+            self._copy_queue = cl.CommandQueue(self.context, self.device, properties=self.queue.properties)
         return self._copy_queue
 
     def cached(self, key: Any, factory: Any) -> Any:
@@ -550,20 +550,27 @@ class Runtime:
         sequence of :func:`select_device` forms.  The first is this
         runtime's device; each further one gets a peer runtime of its own
         (:attr:`peers`: context, leases, profile from its own calibration,
-        :func:`default_profile_path`; this runtime's thread pool), and key-range sorts
-        (:func:`hpu.hybrid_mergesort` ``strategy="keyrange"``) give every
-        unit a share.  The same device may be named twice (two contexts on
-        one device; tests use it on PoCL).
+        :func:`default_profile_path`; this runtime's thread pool), and key-range
+        and exchange sorts (:func:`hpu.hybrid_mergesort` ``strategy="keyrange"``
+        or ``"exchange"``) give every unit a share.  Devices of one platform
+        share one context, so that pinned host memory is pinned for all of
+        them (each keeps its own queues and programs).  The same device may
+        be named twice (two runtimes on one device; tests use it on PoCL).
     device_memory_limit : int, optional
         Most bytes of device memory a call may use on each device (default:
         80% of the device's global memory).  Sorts larger than that are
         sorted on the device in pieces by key range; tests use a few MiB.
+    context : pyopencl.Context, optional
+        An existing context that holds ``device``, to share with other
+        runtimes (what the peers of ``devices`` do); default: a new one.
+        A context rebuilt after a device failure is the runtime's own.
 
     Raises
     ------
     ValueError
         Unknown device, ``threads < 1``, both ``device`` and ``devices``,
-        an empty ``devices``, or ``device_memory_limit < 1``.
+        an empty ``devices``, ``device_memory_limit < 1``, or a ``context``
+        without the device.
     ProfileError
         The profile path is missing or corrupt.
 
@@ -593,7 +600,7 @@ class Runtime:
     def __init__(self, device: Any = None, *, profile: Profile | str | os.PathLike | None = None,
                  threads: int | None = None, profiling: bool = True, host_pool_bytes: int | None = None,
                  max_idle_leases: int = 4, devices: str | Sequence[Any] | None = None,
-                 device_memory_limit: int | None = None):
+                 device_memory_limit: int | None = None, context: Any = None):
         threads = (os.cpu_count() or 1) if threads is None else int(threads)
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
@@ -619,7 +626,11 @@ class Runtime:
         if host_pool_bytes is None:
             host_pool_bytes = min(4 << 30, _physical_memory() // 4)
         self._host_pool_bytes = int(host_pool_bytes)
-        self._open_context()
+        if context is None and len(found) > 1 and len({d.platform.int_ptr for d in found}) == 1:
+            context = cl.Context(list(dict.fromkeys(found)))  # one context: pinned memory is pinned for every device
+        if context is not None and self.device not in context.devices:
+            raise ValueError(f"context does not hold the device {self.device_name!r}")
+        self._open_context(context)
         self.profile = self._resolve_profile(profile)
         self.pool = WorkerPool(threads)
         #: Long-lived objects shared by calls (see :class:`ResourceCache`); cleared by :meth:`close`.
@@ -627,17 +638,17 @@ class Runtime:
         #: Runtimes of the further devices of ``devices``; they share this one's thread pool (one HPU, one CPU).
         self.peers: tuple[Runtime, ...] = tuple(
             Runtime(d, threads=threads, profiling=profiling, host_pool_bytes=0, max_idle_leases=max_idle_leases,
-                    device_memory_limit=device_memory_limit) for d in found[1:])
+                    device_memory_limit=device_memory_limit, context=context) for d in found[1:])
         for peer in self.peers:
             peer.pool.shutdown()  # never used: no thread was started
             peer.pool = self.pool
 
-    def _open_context(self) -> None:
+    def _open_context(self, context: Any = None) -> None:
         self.context = self.queue = None
         if self.device is not None:
-            self.context = cl.Context([self.device])
+            self.context = context if context is not None else cl.Context([self.device])
             props = cl.command_queue_properties.PROFILING_ENABLE if self._profiling else 0
-            self.queue = cl.CommandQueue(self.context, properties=props)
+            self.queue = cl.CommandQueue(self.context, self.device, properties=props)
         #: Recycled memory for results (pinned with a device), see :mod:`hpu.core.hostmem`.
         self.host_pool = HostArrayPool(self.context, self.queue, self._host_pool_bytes)
 
@@ -732,7 +743,7 @@ class Runtime:
             if prg is None:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # pyopencl warns on non-empty build logs
-                    prg = cl.Program(ctx, source).build(options=list(options))
+                    prg = cl.Program(ctx, source).build(options=list(options), devices=[self.device])
                 self._programs[key] = prg
         return prg
 

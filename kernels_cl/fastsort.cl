@@ -258,3 +258,26 @@ void merge_ranges(__global const KEY_T *a, const long a_off, const long na,
     const long i1 = d1 == na + nb ? na : part[t + 1];
     merge_tile(s, a + a_off, b + b_off, out + out_off, d0, d1, part[t], i1);
 }
+
+/* Where each query key falls in the sorted s[0, n): bounds[2 j] is the
+ * number of keys of s less than q[j], bounds[2 j + 1] the number not
+ * greater than it (numpy's order); one work-item per bound.  The exchange
+ * sort's cuts (hpu/sorting/exchange.py) come from these. */
+__kernel void rank_bounds(__global const KEY_T *s, const long n, __global const KEY_T *q, const int m,
+                          __global long *bounds)
+{
+    const int i = (int)get_global_id(0);
+    if (i >= 2 * m)
+        return;
+    const KEY_T x = q[i >> 1];
+    const bool upper = i & 1;
+    long lo = 0, hi = n;
+    while (lo < hi) {
+        const long mid = (lo + hi) >> 1;
+        if (upper ? !key_less(x, s[mid]) : key_less(s[mid], x))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bounds[i] = lo;
+}

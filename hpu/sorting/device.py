@@ -247,7 +247,7 @@ class DeviceSorter:
                     "KEY_T": ctype, "KEY_PAD": pad, "KEY_IS_FLOAT": int(self.dtype.kind == "f"),
                     "KEY_FP64": int(self.dtype == np.float64), "WG": wg, "ITEMS": self.items_per_thread})
                 kernels = {name: cl.Kernel(prg, name) for name in
-                           (*_TILE_KERNELS, "partition_pass", "partition_ranges")}
+                           (*_TILE_KERNELS, "partition_pass", "partition_ranges", "rank_bounds")}
                 info = cl.kernel_work_group_info
                 if all(kernels[k].get_work_group_info(info.WORK_GROUP_SIZE, dev) >= wg
                        and kernels[k].get_work_group_info(info.LOCAL_MEM_SIZE, dev) <= dev.local_mem_size
@@ -267,6 +267,7 @@ class DeviceSorter:
         kernels["merge_pass"].set_scalar_arg_dtypes([None, None, i64, np.int32, None])
         kernels["partition_ranges"].set_scalar_arg_dtypes([None, i64, i64, None, i64, i64, None, i64])
         kernels["merge_ranges"].set_scalar_arg_dtypes([None, i64, i64, None, i64, i64, None, i64, None])
+        kernels["rank_bounds"].set_scalar_arg_dtypes([None, i64, None, np.int32, None])
         return kernels
 
     def _build_radix(self) -> None:
@@ -523,6 +524,46 @@ class DeviceSorter:
             event = k["merge_ranges"](queue, (tiles * wg,), (wg,), a, a_offset, na, b, b_offset, nb,
                                       out, out_offset, part)
         return out, event
+
+
+    def rank_bounds(self, buf: Any, n: int, queries: Any, m: int, out: Any, *,
+                    wait_for: Sequence[Any] | None = None) -> Any:
+        """Enqueue the lower and upper bound of ``m`` query keys in the sorted ``buf[:n]`` (binary searches).
+
+        Parameters
+        ----------
+        buf : pyopencl.Buffer
+            ``n`` keys of ``self.dtype`` sorted in numpy's order.
+        n : int
+        queries : pyopencl.Buffer
+            ``m`` keys of ``self.dtype``.
+        m : int
+            >= 1.
+        out : pyopencl.Buffer
+            Receives ``2 m`` int64: ``out[2 j]`` the keys of ``buf[:n]``
+            less than ``queries[j]``, ``out[2 j + 1]`` those not greater
+            (NaN greater than every number and equal to NaN; -0.0 equal to
+            +0.0).
+        wait_for : sequence of pyopencl.Event, optional
+
+        Returns
+        -------
+        pyopencl.Event
+
+        Raises
+        ------
+        ValueError
+            ``m < 1``, or a buffer too small.
+        """
+        n, m = _count("n", n), _count("m", m)
+        if m < 1:
+            raise ValueError(f"m must be >= 1, got {m}")
+        _check_range("buf", buf, 0, n, self.dtype.itemsize)
+        _check_range("queries", queries, 0, m, self.dtype.itemsize)
+        _check_range("out", out, 0, 2 * m, 8)
+        with self._lock:
+            return self._kernels["rank_bounds"](self.runtime.queue, (2 * m,), None, buf, n, queries, m, out,
+                                                wait_for=wait_for)
 
 
 def sort_buffer(runtime: Runtime, buf: Any, n: int, dtype: Any, *, out: Any = None,

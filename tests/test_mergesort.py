@@ -239,7 +239,7 @@ def test_device_sort_in_waves(runtime, monkeypatch, dtype, n):
     assert same_bits(out, np.sort(a, kind="stable"))
     steps = [e.kind for e in tr.events if e.unit == "device"]
     pieces = -(-n * a.itemsize // 4096)
-    waves = -(-pieces // min(runtime.threads, (pieces + 1) // 2))  # as hpu.sorting.pipeline._stage shares them out
+    waves = -(-pieces // min(runtime.threads, (pieces + 1) // 2))  # as pipeline.stage_pieces shares them out
     assert steps.count("sort") == waves >= 2 and steps[-1] == "merge"
     # The radix sort (the default on CPU devices) takes the staged keys in one sort, without waves.
     out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True,

@@ -86,16 +86,16 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         result is always the stable one.
     runtime : hpu.Runtime, optional
         Default :func:`hpu.default_runtime`.
-    strategy : {"auto", "advanced", "basic", "gpu", "cpu", "keyrange"}
+    strategy : {"auto", "advanced", "basic", "gpu", "cpu", "keyrange", "exchange"}
         As for :func:`hpu.hybrid_mergesort`; for several rows, ``"auto"`` and
         ``"gpu"`` sort rows of at most a work-group's tile one work-group a
         row on the device where :func:`rows_on_device` says so, longer rows
         on the device alone, packed there, where
         :func:`packs_on_device` says so; ``"cpu"`` (and ``"auto"``
         otherwise) sorts blocks of rows in the pool, and ``"basic"``,
-        ``"advanced"`` and ``"keyrange"`` one segmented sort packed on the host where it fits
-        64 bits (keys of at most 32 bits) and the model gives the device a
-        share of it.  ``alpha`` and ``transfer_level`` then apply to that
+        ``"advanced"``, ``"keyrange"`` and ``"exchange"`` one segmented sort
+        packed on the host where it fits 64 bits (keys of at most 32 bits)
+        and the model gives the device a share of it.  ``alpha`` and ``transfer_level`` then apply to that
         packed sort of every element.
     alpha, transfer_level : optional
         Force the split of the underlying :func:`hpu.hybrid_mergesort`; for

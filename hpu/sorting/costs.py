@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..core.hybrid import check_strategy
-from ..core.model import Recurrence, Split, check_n, equal_finish_shares
+from ..core.model import Recurrence, Split, UnitShares, check_n, equal_finish_shares
 from ..core.profile import Profile
 
-__all__ = ["FAST_COSTS", "fast_cost", "fast_split", "keyrange_split", "mergesort_closed_forms"]
+__all__ = ["FAST_COSTS", "exchange_split", "fast_cost", "fast_split", "keyrange_split", "mergesort_closed_forms"]
 
 
 def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
@@ -193,6 +193,106 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
     )
 
 
+#: Keys of the device's leaf tile that its merge sort's passes start from (the H100's: 256 work-items x 17 keys).
+_LEAF_TILE = 4352
+
+
+def exchange_split(n: float, devices: Sequence[Profile], *, itemsize: int = 4,
+                   shares: Sequence[float] | None = None) -> Split:
+    """Shares of an exchange sort (:mod:`hpu.sorting.exchange`) over ``k`` devices, and its time.
+
+    Device ``i`` sorts ``m_i`` of the positions, trades the keys that belong
+    to the other devices' ranges (about ``m_i (1 - m_i / n)`` each way for
+    keys in random order) and merges what it holds.  The staging and the
+    copies of all ``n`` keys share the host's memory, which bounds them on
+    the machines measured (two H100s: each GPU's copies run at 55 GB/s alone
+    and at once, but the staging copy of the pageable input is the host's:
+    ``experiments/README.md``), so they cost what they cost one device:
+
+    ``T = T_transfer,1(n) + max_i [T_dev_sort,i(m_i) (1 + 1 / (P(m_i) + 2)) + T_transfer,i(m_i (1 - m_i / n))]``
+
+    with ``P(m) = ceil(log2(m / 4352))`` the merge sort's passes (a merge of
+    the runs costs about one pass; the leaf sort about two), each term a
+    measured cost curve of the first device's or of device ``i``'s own
+    profile (:func:`fast_cost`), at the shares that make the devices'
+    own parts finish together (:func:`hpu.core.model.equal_finish_shares`).
+    Against one device's ``T_transfer(n) + T_dev_sort(n)`` the exchange pays
+    only where the devices' sort dominates the copies.
+
+    Parameters
+    ----------
+    n : float
+        Keys (>= 1).
+    devices : sequence of Profile
+        One per device, with ``"transfer"`` and ``"device_sort"`` curves; a
+        device without them gets no share.
+    itemsize : int
+        Bytes per key (costs scale from the 4-byte calibration).
+    shares : sequence of float, optional
+        The devices' shares to predict (one per device, summing to 1);
+        default: the model's.
+
+    Returns
+    -------
+    Split
+        ``strategy="exchange"``, ``shares`` (the CPU's 0 first, then each
+        device's), ``alpha`` 0, ``predicted_time`` in seconds,
+        ``predicted_transfer_time`` the shared ``T_transfer,1(n)``,
+        ``case="exchange"``.
+
+    Raises
+    ------
+    ValueError
+        ``n < 1``, no device with cost curves, or ``shares`` of another
+        length than ``devices``.
+    """
+    n = check_n(n)
+
+    def dev_cost(prof: Profile) -> Any:
+        curves = prof.cost_curves("sort")
+        if curves is None or "transfer" not in curves or "device_sort" not in curves:
+            return lambda x: np.where(x > 0, np.inf, 0.0)
+
+        def cost(x: np.ndarray) -> np.ndarray:
+            x = np.asarray(x, dtype=float)
+            passes = np.ceil(np.log2(np.maximum(x, _LEAF_TILE) / _LEAF_TILE))
+            sort = fast_cost(prof, "device_sort", x, itemsize)
+            return np.where(x > 0, sort * (1 + 1 / (passes + 2)) +
+                            fast_cost(prof, "transfer", x * (1.0 - x / n), itemsize), 0.0)
+        return cost
+
+    costs = [dev_cost(p) for p in devices]
+    if shares is None:
+        units = equal_finish_shares(int(n), costs)
+    else:
+        if len(shares) != len(devices):
+            raise ValueError(f"shares must give each of {len(devices)} devices a share, got {list(shares)}")
+        counts = [float(v) * n for v in shares]
+        times = tuple(float(c(np.array([m]))[0]) for c, m in zip(costs, counts))
+        units = UnitShares(tuple(int(round(m)) for m in counts), tuple(float(v) for v in shares), times, max(times))
+    first = next((p for p in devices if (c := p.cost_curves("sort")) is not None and "transfer" in c), None)
+    if not math.isfinite(units.predicted_time) or first is None:
+        raise ValueError("no device has the cost curves of an exchange sort; run python -m hpu.calibrate")
+    shared = float(fast_cost(first, "transfer", n, itemsize))
+    total = shared + units.predicted_time
+    one_core = Recurrence(2, 2, 1).total_work(n) * devices[0].cpu_op_seconds
+    return Split(
+        strategy="exchange",
+        alpha=0.0,
+        y=0.0,
+        transfer_level=0,
+        depth=math.log2(n),
+        gpu_work_fraction=1.0,
+        predicted_cpu_time=0.0,
+        predicted_gpu_time=units.predicted_time,
+        predicted_transfer_time=shared,
+        predicted_time=total,
+        predicted_speedup=one_core / total,
+        case="exchange",
+        shares=(0.0, *units.shares),
+    )
+
+
 def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level: int = 4,
                device: bool = True, itemsize: int = 4, shared_cores: bool = False,
                devices: Sequence[Profile] | None = None) -> Split:
@@ -219,8 +319,10 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
         ``"cpu"``: alpha = 1; ``"gpu"``: alpha = 0, t = 0; ``"basic"``:
         alpha = 0, best t >= 1; ``"advanced"``: best alpha in (0, 1) and t;
         ``"keyrange"``: the key-range split of :func:`keyrange_split`;
+        ``"exchange"``: the exchange sort of :func:`exchange_split`;
         ``"auto"``: the best of all of them (the key-range split only where
-        the profile has the ``"partition"`` curve).
+        the profile has the ``"partition"`` curve, the exchange sort only
+        with several devices that do not share the host's cores).
     max_level : int
         Largest transfer level considered.
     device : bool
@@ -250,14 +352,20 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
         ``n < 1``, unknown strategy, or a profile without fast-mode costs.
     """
     n = check_n(n)
-    check_strategy(strategy, ("auto", "cpu", "gpu", "basic", "advanced", "keyrange"))
+    check_strategy(strategy, ("auto", "cpu", "gpu", "basic", "advanced", "keyrange", "exchange"))
     curves = profile.cost_curves("sort")
     devices = [profile] if devices is None else list(devices)
-    keyrange = None
+    across = None  # the best split across units (key ranges or exchange), weighed against the position splits
     if device and (strategy == "keyrange" or (strategy == "auto" and curves is not None and "partition" in curves)):
-        keyrange = keyrange_split(n, profile, devices, itemsize=itemsize, shared_cores=shared_cores)
+        across = keyrange_split(n, profile, devices, itemsize=itemsize, shared_cores=shared_cores)
         if strategy == "keyrange":
-            return keyrange
+            return across
+    if device and (strategy == "exchange" or (strategy == "auto" and len(devices) > 1 and not shared_cores)):
+        exchange = exchange_split(n, devices, itemsize=itemsize)
+        if strategy == "exchange":
+            return exchange
+        if across is None or exchange.predicted_time < across.predicted_time:
+            across = exchange
     cands: list[tuple[str, float, int, int]] = [("cpu", 1.0, 0, 0)]
     if curves is not None and "cpu_sort_1" in curves:
         cands.append(("cpu", 1.0, 0, 1))
@@ -272,8 +380,8 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize, c[3], shared_cores)[3]))
     name, alpha, t, threads = best
     cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize, threads, shared_cores))
-    if keyrange is not None and keyrange.predicted_time < total:
-        return keyrange
+    if across is not None and across.predicted_time < total:
+        return across
     one_core = Recurrence(2, 2, 1).total_work(n) * profile.cpu_op_seconds  # mergesort's T(n) on one core
     return Split(
         strategy=name,

@@ -32,6 +32,7 @@ from ..core.trace import Trace
 from ..dc.executor import STRATEGIES, execute
 from .costs import fast_split
 from .paper import mergesort_spec
+from .exchange import exchange_fits, exchange_sort
 from .keyrange import keyrange_sort
 from .pipeline import DEFAULT_OPTIONS, PipelineOptions, fast_sort, max_device_elements
 
@@ -41,8 +42,8 @@ __all__ = ["SORT_STRATEGIES", "hybrid_mergesort", "as_sortable", "planned_split"
 
 _SPEC = mergesort_spec()
 #: Every ``strategy`` the sorts take: the paper's (:data:`hpu.dc.executor.STRATEGIES`), "auto" and fast mode's
-#: key-range split.
-SORT_STRATEGIES = ("auto", *STRATEGIES, "keyrange")
+#: splits across units: key ranges and the devices' exchange.
+SORT_STRATEGIES = ("auto", *STRATEGIES, "keyrange", "exchange")
 
 
 def as_sortable(a: Any) -> np.ndarray:
@@ -87,7 +88,7 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     a : array_like, shape (n,)
         int32, uint32, int64, uint64, float32 or float64.  Never modified
         (also when non-contiguous or read-only).
-    strategy : {"auto", "advanced", "basic", "gpu", "cpu", "keyrange"}
+    strategy : {"auto", "advanced", "basic", "gpu", "cpu", "keyrange", "exchange"}
         Work division (paper section 5): ``"auto"`` (default: the fastest the
         model predicts in fast mode, ``"advanced"`` in paper mode),
         ``"advanced"`` (CPU share ``alpha`` and device share run
@@ -95,7 +96,10 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         ``"basic"`` (device levels below ``transfer_level``, CPU above),
         ``"gpu"`` or ``"cpu"`` only, or (fast mode, beyond the paper)
         ``"keyrange"``: a range of keys for the CPU and for each device of
-        the runtime (:mod:`hpu.sorting.keyrange`; no final merge).  A device
+        the runtime (:mod:`hpu.sorting.keyrange`; no final merge), or
+        ``"exchange"``: every device of the runtime sorts a range of
+        positions, then the devices trade key ranges and merge
+        (:mod:`hpu.sorting.exchange`; the CPU only stages).  A device
         share larger than the device memory the runtime may use
         (:attr:`hpu.Runtime.device_memory_bytes`) is sorted on the device
         in pieces by key range.  In CPU-only mode, for float64 on a
@@ -122,10 +126,12 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     options : hpu.sorting.PipelineOptions, optional
         Fast mode's tuning knobs (staging piece size, wave sorting).
     shares : sequence of float, optional
-        ``"keyrange"`` (implied when given): the fractions of the keys for
-        the CPU, then each device of ``runtime.units``, summing to 1;
-        default: the model's (:func:`hpu.sorting.costs.keyrange_split`), or
-        ``alpha`` for the CPU and the rest divided as the model divides it.
+        ``"keyrange"`` (implied when given) or ``"exchange"``: the fractions
+        of the keys for the CPU, then each device of ``runtime.units``,
+        summing to 1 (the CPU's 0 for ``"exchange"``); default: the model's
+        (:func:`hpu.sorting.costs.keyrange_split`,
+        :func:`~hpu.sorting.costs.exchange_split`), or ``alpha`` for the CPU
+        and the rest divided as the model divides it.
 
     Returns
     -------
@@ -158,11 +164,11 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     check_strategy(strategy, SORT_STRATEGIES)
     if shares is not None:
-        if strategy not in ("auto", "keyrange"):
-            raise ValueError(f"shares go with strategy='keyrange', not {strategy!r}")
-        strategy = "keyrange"
-    if strategy == "keyrange" and mode != "fast":
-        raise ValueError("strategy='keyrange' is a fast-mode strategy; the paper's mode splits by position")
+        if strategy not in ("auto", "keyrange", "exchange"):
+            raise ValueError(f"shares go with strategy='keyrange' or 'exchange', not {strategy!r}")
+        strategy = "keyrange" if strategy == "auto" else strategy
+    if strategy in ("keyrange", "exchange") and mode != "fast":
+        raise ValueError(f"strategy={strategy!r} is a fast-mode strategy; the paper's mode splits by position")
     if alpha is not None and not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
     n = arr.shape[0]
@@ -198,6 +204,17 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
     if transfer_level is not None and not 0 <= int(transfer_level) <= max(0, int(np.ceil(np.log2(n)))):
         raise ValueError(f"transfer_level must lie in [0, ceil(log2 n)] for n={n}, got {transfer_level}")
     strategy, split = _plan(n, arr.dtype, rt, strategy)
+    if strategy == "exchange":
+        k = len(rt.units)
+        sh = (tuple(float(v) for v in shares) if shares is not None else
+              tuple(split.shares) if split is not None and len(split.shares) == 1 + k else (0.0,) + (1.0 / k,) * k)
+        counts = [int(round(v * n)) for v in sh[1:]]
+        if alpha is None and exchange_fits(rt, counts, arr.dtype.itemsize):
+            out, trace = exchange_sort(arr, rt, sh, on_device_error=on_device_error, split=split,
+                                       options=options or DEFAULT_OPTIONS)
+            return (out, trace.resolve()) if return_trace else out
+        # A CPU share asked for, or more than the devices may hold: key ranges (sorted on a device in pieces).
+        strategy, shares = "keyrange", (sh if alpha is None else None)
     if strategy != "keyrange":
         if split is not None and split.strategy != "keyrange":
             a_cpu, y = split.alpha, split.transfer_level

@@ -39,7 +39,11 @@ piece as the copies come up.
 Each call's device share runs through the core's driver
 (:func:`hpu.core.hybrid.run_hybrid`) on a :class:`~hpu.core.runtime.DeviceLease`:
 its own command queues, device buffers and pinned staging memory, so that
-any number of threads may sort on one runtime at once.
+any number of threads may sort on one runtime at once.  The pipeline's steps
+(:func:`stage_pieces`, :func:`upload_pieces`, :func:`enqueue_sorts`,
+:func:`merge_tree`, :func:`copy_out`, :func:`defer_record`, :func:`quiesce`)
+are shared with the exchange sort of several devices
+(:mod:`hpu.sorting.exchange`).
 """
 
 from __future__ import annotations
@@ -94,18 +98,29 @@ class PipelineOptions:
         The device's sort (:class:`hpu.sorting.device.DeviceSorter`'s
         ``algorithm``); None (default): the radix sort on CPU devices, the
         merge sort on others.  Waves need the merge sort.
+    exchange : {"host", "peer"}
+        How an exchange sort (:mod:`hpu.sorting.exchange`) moves keys
+        between devices: ``"host"`` (default), down into the sender's pinned
+        memory and up from there; ``"peer"``, a copy from buffer to buffer
+        that the OpenCL driver routes, between devices of one context (else
+        through the host).  NVIDIA's OpenCL moved whole buffers for it and
+        kept moving them in later calls: 20-40x slower on two NVLinked H100s
+        (``experiments/results/h100x2/bench_multi_device_peer.json``).
     """
 
     chunk_bytes: int = 4 << 20
     sort_waves: bool = True
     result_memory: str = "auto"
     device_sort: str | None = None
+    exchange: str = "host"
 
     def __post_init__(self) -> None:
         if int(self.chunk_bytes) < 1:
             raise ValueError(f"chunk_bytes must be >= 1, got {self.chunk_bytes!r}")
         if self.device_sort not in (None, *ALGORITHMS):
             raise ValueError(f"device_sort must be None or one of {', '.join(ALGORITHMS)}, got {self.device_sort!r}")
+        if self.exchange not in ("peer", "host"):
+            raise ValueError(f"exchange must be 'peer' or 'host', got {self.exchange!r}")
         if self.result_memory not in ("auto", "pin", "plain"):
             raise ValueError(f"result_memory must be 'auto', 'pin' or 'plain', got {self.result_memory!r}")
 
@@ -132,17 +147,18 @@ def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions) ->
 
 
 def _piece_length(itemsize: int, chunk_bytes: int, align: int) -> int:
-    """Elements in each staged piece (:func:`_stage`): ``chunk_bytes`` rounded down to a multiple of ``align``
+    """Elements in each staged piece (:func:`stage_pieces`): ``chunk_bytes`` rounded down to a multiple of ``align``
     elements, at least ``align``."""
     return max(chunk_bytes // itemsize // align * align, align)
 
 
 def _staging_tasks(rt: Runtime, pieces: int) -> int:
-    """Pool tasks that stage ``pieces`` pieces (:func:`_stage`): half as many, at least one, at most the threads."""
+    """Pool tasks that stage ``pieces`` pieces (:func:`stage_pieces`): half as many, at least one, at most the
+    threads."""
     return max(1, min(rt.threads, (pieces + 1) // 2))
 
 
-def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
+def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
            chunk_bytes: int, row_length: int | None = None) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
 
@@ -200,7 +216,7 @@ def _stage(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, 
     return pieces, ready, tasks, [rt.pool.submit(task, w) for w in range(tasks)]
 
 
-def _merge_tree(queue: Any, sorter: Any, runs: list[tuple[int, int]], src: Any, dst: Any,
+def merge_tree(queue: Any, sorter: Any, runs: list[tuple[int, int]], src: Any, dst: Any,
                 itemsize: int) -> tuple[Any, Any]:
     """Merge the sorted ranges ``runs`` of ``src`` pairwise, level by level, ping-ponging between ``src`` and ``dst``.
 
@@ -251,7 +267,7 @@ def max_device_elements(rt: Runtime, itemsize: int) -> int:
     return max(0, min(by_total, by_alloc))
 
 
-def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: list, tasks: int, n: int, t: int,
+def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: list, tasks: int, n: int, t: int,
                    d_in: Any, d_out: Any, sort_waves: bool,
                    prepare: Callable[[int, int, list], Any] | None = None,
                    bits: int | None = None) -> tuple[list, list]:
@@ -287,7 +303,7 @@ def _enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: 
             steps.append(("sort", 1, b - a, h2d[i:j], ev))
             runs.append((a, b))
         if len(runs) > 1:
-            result, ev = _merge_tree(lease.queue, sorter, runs, first, d_in if first is d_out else d_out, w)
+            result, ev = merge_tree(lease.queue, sorter, runs, first, d_in if first is d_out else d_out, w)
             assert result is d_out
             steps.append(("merge", len(runs), n, [], ev))
         return steps, [(0, n)]
@@ -315,7 +331,7 @@ def _enqueue_rows(lease: DeviceLease, d_buf: Any, stage: np.ndarray, pieces: lis
     return steps, d2h
 
 
-def _quiesce(staging_tasks: list, queues: tuple) -> None:
+def quiesce(staging_tasks: list, queues: tuple) -> None:
     """After a failure: wait for the staging tasks and finish the queues, so that nothing still writes into the
     staging or result memory once the caller sees the error (a faulted queue's own error is already on its way)."""
     for f in staging_tasks:
@@ -327,7 +343,7 @@ def _quiesce(staging_tasks: list, queues: tuple) -> None:
             pass
 
 
-def _copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h: list, rec: Recorder) -> None:
+def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h: list, rec: Recorder) -> None:
     """Thread-pool workers copy each piece from ``stage`` into ``dst`` as soon as its device-to-host copy ends."""
     # Touch dst's pages while the DMA engine and the device work (after staging): its first-touch page
     # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
@@ -339,18 +355,18 @@ def _copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h
     for f in [rt.pool.submit(touch, a, b) for a, b in pieces]:  # finished long before the sort; never race a copy-out
         f.result()
 
-    def copy_out(ev: Any, a: int, b: int) -> None:
+    def piece(ev: Any, a: int, b: int) -> None:
         ev.wait()
         t0 = rec.now()
         np.copyto(dst[a:b], stage[a:b])
         rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
                 (b - a) * dst.itemsize)
 
-    for f in [rt.pool.submit(copy_out, ev, a, b) for ev, (a, b) in zip(d2h, pieces)]:
+    for f in [rt.pool.submit(piece, ev, a, b) for ev, (a, b) in zip(d2h, pieces)]:
         f.result()
 
 
-def _defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, itemsize: int, unit: str = "") -> None:
+def defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, itemsize: int, unit: str = "") -> None:
     """Queue the reading of the copies' and steps' device times until the trace is resolved (:meth:`Trace.resolve`)."""
     host_end = rec.now()
     # Plain handles of the finished copies: pyopencl's copy events keep their host array alive, and a trace
@@ -402,15 +418,15 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     in_place = dst is not None and rt.host_pool.is_pinned(dst) and lease.context is rt.context
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
     q, cq = lease.queue, lease.copy_queue
-    pieces, ready, tasks, staging_tasks = _stage(rt, lease, src, stage, rec, options.chunk_bytes, row_length)
+    pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, stage, rec, options.chunk_bytes, row_length)
     try:
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
-        h2d = _upload(cq, d_in, stage, pieces, ready)
+        h2d = upload_pieces(cq, d_in, stage, pieces, ready)
         cq.flush()
         if row_length is None:
             d_out = lease.buffer("out", nbytes)
             sorter = DeviceSorter.of_lease(lease, dt, options.device_sort)
-            steps, segs = _enqueue_sorts(lease, sorter, h2d, pieces, tasks, n, t, d_in, d_out, options.sort_waves)
+            steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, tasks, n, t, d_in, d_out, options.sort_waves)
             d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
                    for a, b in pieces]
         else:
@@ -419,12 +435,12 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
         for f in staging_tasks:
             f.result()
     except BaseException:
-        _quiesce(staging_tasks, (cq, q))  # stage may be the result
+        quiesce(staging_tasks, (cq, q))  # stage may be the result
         raise
     if dst is not None and not in_place:
-        _copy_out(rt, stage, dst, pieces, d2h, rec)
+        copy_out(rt, stage, dst, pieces, d2h, rec)
     d2h[-1].wait()
-    _defer_record(rec, h2d, d2h, steps, t, dt.itemsize, unit)
+    defer_record(rec, h2d, d2h, steps, t, dt.itemsize, unit)
     if dst is not None:
         return [dst]
     return [stage[a:b] for a, b in segs]
@@ -836,12 +852,13 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
 
     try:
         for a, st in zip(arrays, stages):
-            staged.append(_stage(rt, lease, a, st, rec, options.chunk_bytes))
-        h2d = [_upload(cq, d, stage, pieces, ready) for d, (pieces, ready, _, _), stage in zip(d_src, staged, stages)]
+            staged.append(stage_pieces(rt, lease, a, st, rec, options.chunk_bytes))
+        h2d = [upload_pieces(cq, d, stage, pieces, ready)
+               for d, (pieces, ready, _, _), stage in zip(d_src, staged, stages)]
         cq.flush()
         pieces, _, tasks, _ = staged[0]
         bits = packed_bits(32, m, n // m)
-        steps, _ = _enqueue_sorts(lease, sorter, h2d[0], pieces, tasks, n, 0, d_in, d_out, options.sort_waves,
+        steps, _ = enqueue_sorts(lease, sorter, h2d[0], pieces, tasks, n, 0, d_in, d_out, options.sort_waves,
                                   prepare=packed, bits=bits)
         order = d_out
         if keys.itemsize == 8:  # the high digits, in the low digits' order: the positions end in d_in
@@ -858,10 +875,10 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         for f in (f for s in staged for f in s[3]):
             f.result()
     except BaseException:
-        _quiesce([f for s in staged for f in s[3]], (cq, q))
+        quiesce([f for s in staged for f in s[3]], (cq, q))
         raise
     d2h[-1].wait()  # the last copy on the in-order copy queue
-    _defer_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)
+    defer_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)
     return outs
 
 
@@ -913,7 +930,7 @@ def _keyed_download(lease: DeviceLease, items: list[tuple[Any, np.ndarray, Any]]
     return events
 
 
-def _upload(cq: Any, d: Any, stage: np.ndarray, pieces: list[tuple[int, int]], ready: list) -> list:
+def upload_pieces(cq: Any, d: Any, stage: np.ndarray, pieces: list[tuple[int, int]], ready: list) -> list:
     """Enqueue the copy of each staged piece ``stage[a:b]`` into the buffer ``d`` on ``cq`` once ``ready`` says it is
     staged; the copies' events."""
     return [cl.enqueue_copy(cq, d, _bytes(stage, a, b), dst_offset=a * stage.itemsize, is_blocking=False,

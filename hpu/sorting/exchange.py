@@ -1,0 +1,383 @@
+"""Exchange sort: each device sorts a range of positions, then the devices trade key ranges (beyond the paper).
+
+The key-range split (:mod:`hpu.sorting.keyrange`) partitions the input on
+the host before any device sees it; on the H100 machine that partition
+costs more than a device's whole sort.  The exchange sort leaves the
+partition to the devices, after their sort, where it is a binary search
+(Tanasic, Vilanova, Jordà, Cabezas, Gelado, Navarro, Hwu, "Comparison based
+sorting for systems with multiple GPUs", GPGPU-6 2013, section 4: each GPU
+sorts its part, the GPUs agree on pivots, swap the keys on the wrong side
+and merge what they hold):
+
+1. device ``i`` takes the positions ``[p_i, p_{i+1})`` (its share of the
+   input, from the model), stages and copies them up through the fast
+   pipeline and sorts them (:func:`hpu.sorting.pipeline.device_share`'s
+   steps, the result kept on the device);
+2. splitter keys at the same cumulative shares, from a random sample of
+   the input (:func:`hpu.sorting.keyrange.choose_splitters`), are searched
+   in every sorted run on its device (``rank_bounds`` in
+   ``kernels_cl/fastsort.cl``); from those counts :func:`exchange_cuts` cuts
+   every run into one piece per device, so that device ``e`` ends with the
+   ``e``-th range of keys in the stable order;
+3. every device copies the pieces of the others' runs that belong to it
+   beside its own piece: each sender copies them down into pinned memory
+   of its own, the receiver up from there (or, with
+   :class:`~hpu.sorting.pipeline.PipelineOptions`' ``exchange="peer"``,
+   buffer to buffer between devices of one context, as the OpenCL driver
+   routes it: slower on NVIDIA's, which moves whole buffers); then it
+   merges the runs it holds (:meth:`hpu.sorting.device.DeviceSorter.merge`,
+   ``ceil(log2 D)`` levels) and copies its range of the result down, into
+   the result itself where that is pinned for it, else through its pinned
+   staging memory as the fast pipeline does.
+
+No key is partitioned or merged by the CPU.  The devices of a
+several-device runtime share one OpenCL context (:class:`hpu.Runtime`), so
+that pinned memory is pinned for all of them and every copy is a DMA
+transfer.  Keys equal to a
+splitter are divided in the order (run, place in run), which is the
+input's order: the sort is stable.  A device that fails stops the others at
+their next step, and the CPU sorts the whole input again
+(:func:`hpu.core.hybrid.run_units`).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.hybrid import DeviceFailure, UnitsResult, run_units
+from ..core.runtime import DeviceLease, Runtime
+from ..core.trace import Recorder, Trace
+from .cpu import parallel_sort
+from .device import DeviceSorter
+from .keyrange import choose_splitters
+from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, defer_record, enqueue_sorts, kept_policy,
+                       max_device_elements, merge_tree, quiesce, stage_pieces, upload_pieces)
+
+try:
+    import pyopencl as cl
+except Exception:  # pragma: no cover
+    cl = None
+
+__all__ = ["EXCHANGE_BUFFERS", "exchange_cuts", "exchange_fits", "exchange_sort"]
+
+#: Keys in the random sample the splitter keys come from: a device's range deviates from its share by about
+#: ``sqrt(q (1 - q) / SAMPLE) n`` keys (0.4% of ``n`` for ``q = 1/2``).
+SAMPLE = 1 << 14
+#: Device buffers of a device's share that an exchange sort holds at once: its input, its sorted run, the
+#: sorter's scratch, the pieces it receives and their merge.
+EXCHANGE_BUFFERS = 5
+
+
+def exchange_cuts(lengths: Sequence[int], lower: np.ndarray, upper: np.ndarray,
+                  targets: Sequence[int]) -> np.ndarray:
+    """Where each sorted run is cut so that range ``e`` of the stable order goes to device ``e``.
+
+    For splitter ``j`` (keys non-decreasing in ``j``) the ``L_j`` keys of
+    all runs that sort before its key come before the cut and the ``H_j -
+    L_j`` keys equal to it are divided in the order (run, place in run),
+    which is the input's order when the runs hold consecutive ranges of
+    positions: the first ``clip(targets[j], L_j, H_j)`` keys of the stable
+    order are those before cut ``j``.
+
+    Parameters
+    ----------
+    lengths : sequence of int, length D
+        Keys in each run.
+    lower, upper : numpy.ndarray, shape (D, J), integer
+        Keys of run ``d`` less than splitter ``j``'s key / not greater than it.
+    targets : sequence of int, length J
+        Non-decreasing cumulative ranks asked for (the model's shares times ``n``).
+
+    Returns
+    -------
+    numpy.ndarray, shape (D, J + 2), int64
+        Piece ``(d, e)`` is ``run_d[cuts[d, e] : cuts[d, e + 1]]``; each row
+        is non-decreasing from 0 to ``lengths[d]``.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match, or bounds outside ``0 <= lower <= upper <= length``.
+    """
+    n_d = np.asarray(lengths, dtype=np.int64)
+    lo, hi = np.asarray(lower, dtype=np.int64), np.asarray(upper, dtype=np.int64)
+    want = np.asarray(targets, dtype=np.int64)
+    d, j = n_d.size, want.size
+    if lo.shape != (d, j) or hi.shape != (d, j):
+        raise ValueError(f"lower and upper must have shape ({d}, {j}), got {lo.shape} and {hi.shape}")
+    if np.any(lo < 0) or np.any(hi < lo) or np.any(hi > n_d[:, None]):
+        raise ValueError("bounds must satisfy 0 <= lower <= upper <= the run's length")
+    cuts = np.zeros((d, j + 2), np.int64)
+    cuts[:, -1] = n_d
+    for s in range(j):
+        below, level = int(lo[:, s].sum()), int(hi[:, s].sum())
+        rest = min(max(int(want[s]), below), level) - below  # keys equal to the splitter before the cut
+        for r in range(d):
+            take = min(int(hi[r, s] - lo[r, s]), rest)
+            cuts[r, s + 1] = lo[r, s] + take
+            rest -= take
+    return cuts
+
+
+def exchange_fits(rt: Runtime, counts: Sequence[int], itemsize: int) -> bool:
+    """Whether every device of ``rt.units`` can hold :data:`EXCHANGE_BUFFERS` copies of its count of keys (with
+    room for a sample's error of a tenth), within the memory one call may use
+    (:func:`hpu.sorting.pipeline.max_device_elements`)."""
+    return all(1.1 * m * EXCHANGE_BUFFERS <= 3 * max_device_elements(u, itemsize)
+               for u, m in zip(rt.units, counts) if m)
+
+
+def _input_bounds(n: int, shares: Sequence[float]) -> np.ndarray:
+    """Cumulative positions of the devices' ranges: ``round(n * cumsum(shares))``, from 0 to ``n``."""
+    b = np.round(np.concatenate([[0.0], np.cumsum(shares)]) * n).astype(np.int64)
+    b[-1] = n
+    return np.maximum.accumulate(np.minimum(b, n))
+
+
+def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_device_error: str = "fallback",
+                  split: Any = None, options: PipelineOptions = DEFAULT_OPTIONS) -> tuple[np.ndarray, Trace]:
+    """Sort ``arr`` on the devices of ``rt.units``: each sorts its positions, then they trade key ranges and merge.
+
+    Parameters
+    ----------
+    arr : numpy.ndarray, shape (n,)
+        int32, uint32, int64, uint64, float32 or float64; never modified.
+    rt : Runtime
+        Its devices (:attr:`hpu.Runtime.units`), thread pool and host pool.
+    shares : sequence of float, length ``1 + len(rt.units)``
+        As for :func:`hpu.sorting.keyrange.keyrange_sort`: the CPU's share
+        (must be 0: the CPU only stages), then each device's, non-negative,
+        summing to 1.  Device ``i`` sorts that fraction of the positions and
+        ends with about that fraction of the keys.
+    on_device_error : {"fallback", "raise"}
+    split : optional
+        Recorded in the trace.
+    options : PipelineOptions
+        Staging pieces, waves, the device's sort (its merges are the merge sort's).
+
+    Returns
+    -------
+    sorted : numpy.ndarray, shape (n,)
+        Equal to ``np.sort(arr, kind="stable")``, from ``rt.host_pool``
+        (pinned where it has room).
+    trace : Trace
+        Strategy ``"exchange"``: each device's copies (``bus``, ``bus1``,
+        ...) and its sort and merge (``device``, ``device1``, ...).
+
+    Raises
+    ------
+    ValueError
+        Shares of the wrong length, negative, not summing to 1 or with a
+        CPU share; no device with a share; a share for a dtype its device
+        cannot sort, or larger than it can hold (:func:`exchange_fits`).
+    hpu.DeviceFailure
+        With ``on_device_error="raise"`` when a device fails.
+    """
+    units = rt.units
+    s = np.asarray(shares, dtype=float)
+    if s.shape != (1 + len(units),) or np.any(s < 0) or not math.isclose(s.sum(), 1.0, abs_tol=1e-6):
+        raise ValueError(f"shares must be {1 + len(units)} non-negative fractions (the CPU, then each of "
+                         f"{len(units)} devices) summing to 1, got {list(shares)}")
+    if s[0] > 0:
+        raise ValueError(f"an exchange sort gives the CPU no share (it stages the devices' copies), got {s[0]}")
+    n, dt = arr.shape[0], arr.dtype
+    w = dt.itemsize
+    active = [i for i in range(len(units)) if s[1 + i] > 0]
+    for i in active:
+        if not units[i].supports(dt):
+            raise ValueError(f"device {units[i].device_name!r} cannot sort {dt}; give it share 0")
+    starts = _input_bounds(n, [s[1 + i] for i in active])
+    counts = [0] * len(units)
+    for k, i in enumerate(active):
+        counts[i] = int(starts[k + 1] - starts[k])
+    if not exchange_fits(rt, counts, w):
+        raise ValueError("a device's share of an exchange sort does not fit its memory; use strategy='keyrange'")
+    rec = Recorder()
+    src = np.ascontiguousarray(arr)
+    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n, w, options))
+    trace = Trace("exchange", 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
+    if n == 0:
+        return out, rec.finish(trace)
+    k = len(active)
+    targets = starts[1:-1]
+    splitters = choose_splitters(src, targets / n, sample=SAMPLE)[0] if k > 1 else np.empty(0, dt)
+    run = _Exchange(rt, src, out, starts, splitters, rec, options)
+    run.barrier = threading.Barrier(k, action=run.cut)
+    redone: list[bool] = []
+
+    def redo(i: int) -> None:  # any failure: the CPU sorts everything again (the devices' writes are void)
+        if not redone:
+            t0 = rec.now()
+            parallel_sort(src, rt.pool, rt.threads, out=out, scratch=rt.host_pool.empty(n, dt))
+            rec.add("cpu:pool", "fallback", 0, t0, rec.now(), 1, n, src.nbytes)
+            redone.append(True)
+
+    def finish(r: UnitsResult) -> None:
+        trace.fallback = "; ".join(f for f in r.fallbacks if f)
+
+    try:
+        run_units([units[i] for i in active], devices=[run.share(j, active[j]) for j in range(k)], cpu=None,
+                  redo=redo, on_device_error=on_device_error, finish=finish)
+    finally:  # the barrier's action refers to run: without this cycle out stays leased until a garbage collection
+        run.barrier = None
+        run.outbox.clear()
+        run.runs.clear()
+    return out, rec.finish(trace)
+
+
+class _Exchange:
+    """One exchange sort's shared state: the devices' bounds, the cuts, and each device's three steps."""
+
+    def __init__(self, rt: Runtime, src: np.ndarray, out: np.ndarray, starts: np.ndarray, splitters: np.ndarray,
+                 rec: Recorder, options: PipelineOptions):
+        self.rt, self.src, self.out, self.starts, self.splitters = rt, src, out, starts, splitters
+        self.rec, self.options = rec, options
+        k, j = starts.size - 1, splitters.size
+        self.lower = np.zeros((k, j), np.int64)
+        self.upper = np.zeros((k, j), np.int64)
+        self.cuts = np.zeros((k, j + 2), np.int64)
+        self.outbox: dict[tuple[int, int], np.ndarray] = {}  # (sender, receiver) -> the piece in pinned memory
+        self.runs: dict[int, tuple[Any, Any]] = {}  # device -> (its context, its sorted run's buffer)
+        self.barrier: threading.Barrier | None = None
+
+    def cut(self) -> None:
+        """The barrier's action, once every device has its bounds: the cuts (:func:`exchange_cuts`)."""
+        self.cuts = exchange_cuts(np.diff(self.starts), self.lower, self.upper, self.starts[1:-1])
+
+    def wait(self) -> None:
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:
+            raise DeviceFailure("stopped: another device of the exchange sort failed") from None
+
+    def share(self, j: int, unit: int) -> Any:
+        """Device ``j``'s part (``unit``: its index in ``rt.units``, naming its trace rows)."""
+        def run(lease: DeviceLease) -> None:
+            try:
+                self._device(j, lease, "" if unit == 0 else str(unit))
+            except BaseException:
+                self.barrier.abort()  # the other devices stop at their next step
+                raise
+        return run
+
+    def _device(self, j: int, lease: DeviceLease, unit: str) -> None:
+        sorter = DeviceSorter.of_lease(lease, self.out.dtype, self.options.device_sort)
+        merger = sorter if sorter.algorithm == "merge" else DeviceSorter.of_lease(lease, self.out.dtype, "merge")
+        direct = self.rt.host_pool.is_pinned(self.out) and lease.context is self.rt.context  # out pinned for it
+        d_run, h2d, steps = self._sort_run(j, lease, sorter, merger, direct)
+        self.runs[j] = (lease.context, d_run)
+        self.wait()
+        d2h = [] if self._peer(j) else self._send(j, lease, d_run)
+        self.wait()
+        self._receive(j, lease, merger, d_run, direct, h2d, d2h, steps, unit)
+
+    def _sort_run(self, j: int, lease: DeviceLease, sorter: DeviceSorter, merger: DeviceSorter,
+                  direct: bool) -> tuple[Any, list, list]:
+        """Step 1: stage, copy up and sort the device's positions; search the splitters in the sorted run."""
+        rt, out, opts = self.rt, self.out, self.options
+        dt, w = out.dtype, out.itemsize
+        a, b = int(self.starts[j]), int(self.starts[j + 1])
+        m = b - a
+        q, cq = lease.queue, lease.copy_queue
+        d_run = lease.buffer("out", m * w)
+        if not m:
+            return d_run, [], []
+        stage = out[a:b] if direct else lease.pinned("staging", m * w)[: m * w].view(dt)
+        d_in = lease.buffer("in", m * w)
+        keys = np.ascontiguousarray(self.splitters)
+        if keys.size:  # before anything waits on the staging (a copy up may block until its queue is free)
+            d_keys = lease.buffer("splitters", keys.nbytes)
+            d_bounds = lease.buffer("bounds", 16 * keys.size)
+            cl.enqueue_copy(q, d_keys, keys, is_blocking=True)
+        pieces, ready, tasks, staging = stage_pieces(rt, lease, self.src[a:b], stage, self.rec, opts.chunk_bytes)
+        try:
+            h2d = upload_pieces(cq, d_in, stage, pieces, ready)
+            cq.flush()
+            steps, _ = enqueue_sorts(lease, sorter, h2d, pieces, tasks, m, 0, d_in, d_run, opts.sort_waves)
+            got = np.zeros(2 * keys.size, np.int64)
+            last = steps[-1][-1]
+            if keys.size:
+                merger.rank_bounds(d_run, m, d_keys, keys.size, d_bounds)
+                last = cl.enqueue_copy(q, got, d_bounds, is_blocking=False)
+            q.flush()
+            for f in staging:
+                f.result()
+            last.wait()
+        except BaseException:
+            quiesce(staging, (cq, q))
+            raise
+        self.lower[j], self.upper[j] = got[0::2], got[1::2]
+        return d_run, h2d, steps
+
+    def _peer(self, j: int) -> bool:
+        """Whether device ``j``'s pieces go to the others buffer to buffer (:class:`PipelineOptions`' ``exchange``)."""
+        one_context = all(ctx is self.runs[j][0] for ctx, _ in self.runs.values())
+        return self.options.exchange == "peer" and one_context
+
+    def _send(self, j: int, lease: DeviceLease, d_run: Any) -> list:
+        """Step 2: copy the pieces of the run that belong to other devices down into the lease's pinned memory."""
+        cuts, w = self.cuts, self.out.itemsize
+        sizes = np.diff(cuts[j])
+        sizes[j] = 0
+        if not sizes.sum():
+            return []
+        box = lease.pinned("exchange", int(sizes.sum()) * w)[: int(sizes.sum()) * w].view(self.out.dtype)
+        d2h, off = [], 0
+        for e in np.flatnonzero(sizes):
+            c0, c = int(cuts[j, e]), int(sizes[e])
+            d2h.append(cl.enqueue_copy(lease.queue, box[off : off + c], d_run, src_offset=c0 * w, is_blocking=False))
+            self.outbox[j, int(e)] = box[off : off + c]
+            off += c
+        for ev in d2h:
+            ev.wait()
+        return d2h
+
+    def _receive(self, j: int, lease: DeviceLease, merger: DeviceSorter, d_run: Any, direct: bool, h2d: list,
+                 d2h: list, steps: list, unit: str) -> None:
+        """Step 3: copy the incoming pieces up beside the device's own, merge them, copy the range down."""
+        cuts, out, rec, q = self.cuts, self.out, self.rec, lease.queue
+        w = out.itemsize
+        total = int(np.diff(cuts, axis=1)[:, j].sum())
+        if total == 0:
+            if d2h:
+                defer_record(rec, h2d, d2h, steps, 0, w, unit)
+            return
+        x = lease.buffer("xin", total * w)
+        runs, up, peer, off = [], [], [], 0
+        for d in range(cuts.shape[0]):
+            c0, c1 = int(cuts[d, j]), int(cuts[d, j + 1])
+            if c1 == c0:
+                continue
+            if d == j or self._peer(d):  # on the device, or from the sender's buffer (its sort ended: a barrier)
+                ev = cl.enqueue_copy(q, x, self.runs[d][1], byte_count=(c1 - c0) * w, src_offset=c0 * w,
+                                     dst_offset=off * w)
+                peer += [(ev, c1 - c0)] if d != j else []
+            else:
+                up.append(cl.enqueue_copy(q, x, self.outbox[d, j], dst_offset=off * w, is_blocking=False))
+            runs.append((off, off + c1 - c0))
+            off += c1 - c0
+        if peer:
+            steps = steps + [("exchange", len(peer), sum(c for _, c in peer), [], peer[-1][0])]
+        if len(runs) > 1:
+            result, ev = merge_tree(q, merger, runs, x, lease.buffer("in", total * w), w)
+            steps = steps + [("merge", len(runs), total, up, ev)]
+        else:
+            result = x
+        first = int(cuts[:, j].sum())
+        dst = out[first : first + total]
+        if direct:  # the DMA engine writes the result itself
+            down = [cl.enqueue_copy(q, dst, result, is_blocking=False)]
+            down[0].wait()
+        else:  # through the lease's pinned staging memory, piece by piece as each copy down ends
+            stage = lease.pinned("staging", total * w)[: total * w].view(out.dtype)
+            size = max(1, self.options.chunk_bytes // w)
+            pieces = [(a, min(a + size, total)) for a in range(0, total, size)]
+            down = [cl.enqueue_copy(q, stage[a:b], result, src_offset=a * w, is_blocking=False) for a, b in pieces]
+            copy_out(self.rt, stage, dst, pieces, down, rec)
+            down[-1].wait()
+        defer_record(rec, h2d + up, d2h + down, steps, 0, w, unit)

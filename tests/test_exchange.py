@@ -1,0 +1,259 @@
+"""Exchange sort (every device sorts a range of positions, then the devices trade key ranges and merge): equal to
+numpy's stable sort bit for bit, cuts against brute force, the model's shares, failures."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from conftest import same_bits
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_keyrange import DTYPES, _input
+
+import hpu
+import hpu.sorting.device as sort_device
+from hpu.core.costs import CostCurves
+from hpu.sorting.costs import exchange_split, fast_cost, fast_split
+from hpu.sorting.exchange import exchange_cuts, exchange_sort
+
+cl = pytest.importorskip("pyopencl")
+
+
+@pytest.fixture(scope="module")
+def trio(runtime):
+    """One HPU of the test device named three times: three runtimes in one context."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    with hpu.Runtime(devices=[runtime.device] * 3, profile=runtime.profile, threads=2) as rt:
+        yield rt
+
+
+def _shares(weights: list[float]) -> tuple[float, ...]:
+    w = np.asarray(weights, dtype=float)
+    if w.sum() == 0:
+        w[-1] = 1.0
+    return (0.0, *(w / w.sum()))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dtype=st.sampled_from(DTYPES), n=st.one_of(st.integers(0, 3), st.integers(0, 120_000)),
+       kind=st.sampled_from(["random", "special", "equal", "few"]),
+       weights=st.lists(st.sampled_from([0.0, 0.1, 0.3, 1.0]), min_size=3, max_size=3), seed=st.integers(0, 2**16),
+       device_sort=st.sampled_from([None, "merge", "radix"]), route=st.sampled_from(["peer", "host"]))
+def test_forced_shares_over_three_devices_equal_numpy(trio, dtype, n, kind, weights, seed, device_sort, route):
+    a = _input(np.random.default_rng(seed), dtype, n, kind)
+    before = a.copy()
+    opts = hpu.PipelineOptions(device_sort=device_sort, chunk_bytes=1 << 16, exchange=route)
+    out, tr = exchange_sort(a, trio, _shares(weights), options=opts)
+    assert tr.strategy == "exchange" and tr.fallback == "" and tr.alpha == 0.0
+    assert same_bits(out, np.sort(before, kind="stable"))
+    assert same_bits(a, before)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_every_device_merges_its_range_and_copies_it_down(runtime, k):
+    """The trace: each device sorts, merges the pieces it got (with more than one device) and copies its range of
+    the result down; the ranges are about the shares asked for."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = _input(np.random.default_rng(k), np.float64, 150_001, "special")
+    with hpu.Runtime(devices=[runtime.device] * k, profile=runtime.profile, threads=2) as rt:
+        out, tr = hpu.hybrid_mergesort(a, strategy="exchange", runtime=rt, return_trace=True)
+        tr.resolve()
+    assert same_bits(out, np.sort(a, kind="stable"))
+    units = [""] + [str(i) for i in range(1, k)]
+    for u in units:
+        kinds = [e.kind for e in tr.events if e.unit == f"device{u}"]
+        assert "sort" in kinds and (("merge" in kinds) == (k > 1))
+        assert any(e.kind == "d2h" for e in tr.events if e.unit == f"bus{u}")
+
+
+def test_a_freed_result_returns_to_the_pool_at_once(trio):
+    """No reference cycle keeps an exchange sort's result leased: the next call gets the same pooled block (the
+    first version's barrier held the sort's state, and with it the result, until a garbage collection)."""
+    a = np.random.default_rng(2).standard_normal(300_000)
+    gc.disable()
+    try:
+        out = exchange_sort(a, trio, (0.0, 0.4, 0.3, 0.3))[0]
+        where = out.ctypes.data
+        assert trio.host_pool.is_pinned(out)
+        del out
+        again = exchange_sort(a, trio, (0.0, 0.4, 0.3, 0.3))[0]
+        assert again.ctypes.data == where and same_bits(again, np.sort(a, kind="stable"))
+    finally:
+        gc.enable()
+
+
+def test_devices_of_one_platform_share_one_context(runtime):
+    """Several devices: one context (pinned memory pinned for all), each runtime's queues on its own device; a
+    runtime on a context of the caller's."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    with hpu.Runtime(devices=[runtime.device] * 2, profile=runtime.profile, threads=1) as rt:
+        assert all(u.context is rt.context for u in rt.units)
+        lease = rt.peers[0].acquire_lease()
+        try:
+            assert lease.queue.device == runtime.device and lease.copy_queue.device == runtime.device
+        finally:
+            rt.peers[0].release_lease(lease)
+    ctx = cl.Context([runtime.device])
+    with hpu.Runtime(runtime.device, context=ctx, profile=runtime.profile, threads=1) as rt:
+        assert rt.context is ctx
+        a = np.random.default_rng(4).standard_normal(50_000)
+        assert same_bits(hpu.hybrid_mergesort(a, strategy="gpu", runtime=rt), np.sort(a, kind="stable"))
+
+
+def _brute_cuts(runs: list[np.ndarray], splitters: np.ndarray, targets: list[int]) -> np.ndarray:
+    """Cuts from the stable order of all keys: (key, run, place) ranks, the first target keys after clipping."""
+    keys = np.concatenate(runs)
+    run_of = np.concatenate([np.full(r.size, d) for d, r in enumerate(runs)])
+    order = np.lexsort((np.arange(keys.size), keys))  # stable by key: run then place (runs concatenated in order)
+    rank = np.empty(keys.size, np.int64)
+    rank[order] = np.arange(keys.size)
+    cuts = np.zeros((len(runs), len(targets) + 2), np.int64)
+    cuts[:, -1] = [r.size for r in runs]
+    for j, (s, t) in enumerate(zip(splitters, targets)):
+        below, level = int((keys < s).sum()), int((keys <= s).sum())
+        take = rank < min(max(t, below), level)
+        for d in range(len(runs)):
+            cuts[d, j + 1] = int(take[run_of == d].sum())
+    return cuts
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), max_size=12), min_size=1, max_size=4), st.data())
+def test_cuts_agree_with_the_stable_order_by_brute_force(runs, data):
+    runs = [np.sort(np.array(r, dtype=np.int64)) for r in runs]
+    n = sum(r.size for r in runs)
+    j = data.draw(st.integers(0, 3))
+    splitters = np.sort(np.array(data.draw(st.lists(st.integers(-1, 7), min_size=j, max_size=j)), dtype=np.int64))
+    targets = sorted(data.draw(st.lists(st.integers(0, n), min_size=j, max_size=j)))
+    lower = np.array([[np.searchsorted(r, s, "left") for s in splitters] for r in runs]).reshape(len(runs), j)
+    upper = np.array([[np.searchsorted(r, s, "right") for s in splitters] for r in runs]).reshape(len(runs), j)
+    got = exchange_cuts([r.size for r in runs], lower, upper, targets)
+    assert np.array_equal(got, _brute_cuts(runs, splitters, targets))
+    assert np.all(np.diff(got, axis=1) >= 0)
+
+
+def test_cuts_reject_bad_bounds():
+    with pytest.raises(ValueError, match="shape"):
+        exchange_cuts([3, 3], np.zeros((2, 1)), np.zeros((1, 1)), [2])
+    with pytest.raises(ValueError, match="lower <= upper"):
+        exchange_cuts([3, 3], np.array([[2], [0]]), np.array([[1], [0]]), [2])
+
+
+def test_rank_bounds_against_searchsorted(runtime):
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    rng = np.random.default_rng(3)
+    for dtype in (np.int32, np.float64):
+        s = np.sort(rng.integers(0, 50, 10_001).astype(dtype))
+        if dtype == np.float64:
+            s[-300:] = np.nan
+            s[s == 5] = -0.0
+        q = np.array([-1, 0, 5, 17, 49, 60, np.nan, 0.0][: 8 if dtype == np.float64 else 6], dtype=dtype)
+        sorter = sort_device.DeviceSorter(runtime, dtype, algorithm="merge")
+        mf = cl.mem_flags
+        d_s = cl.Buffer(runtime.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=s)
+        d_q = cl.Buffer(runtime.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=q)
+        d_b = cl.Buffer(runtime.context, mf.READ_WRITE, 16 * q.size)
+        sorter.rank_bounds(d_s, s.size, d_q, q.size, d_b).wait()
+        got = np.empty(2 * q.size, np.int64)
+        cl.enqueue_copy(runtime.queue, got, d_b)
+        want = np.stack([np.searchsorted(s, q, "left"), np.searchsorted(s, q, "right")], axis=1).ravel()
+        assert np.array_equal(got, want)  # numpy's searchsorted orders NaN last and -0.0 == 0.0, as the sort does
+        with pytest.raises(ValueError, match="m must be"):
+            sorter.rank_bounds(d_s, s.size, d_q, 0, d_b)
+
+
+@pytest.mark.parametrize("on_error", ["fallback", "raise"])
+@pytest.mark.parametrize("after", [1, 4])
+def test_a_device_lost_mid_exchange_gives_a_right_result(runtime, monkeypatch, on_error, after):
+    """A fault in the first device's sort (after=1: the second sort call) or in a merge (after=4): the other devices
+    stop at their next step, the CPU sorts everything, nothing is lost."""
+    from test_faults import _fault_once
+
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = _input(np.random.default_rng(8), np.float32, 200_000, "special")
+    before = a.copy()
+    with hpu.Runtime(devices=[runtime.device] * 2, profile=runtime.profile, threads=2) as rt:
+        name = "sort" if after == 1 else "merge"
+        calls = _fault_once(monkeypatch, sort_device.DeviceSorter, name, after=0 if name == "merge" else after)
+        opts = hpu.PipelineOptions(device_sort="merge", chunk_bytes=1 << 16)
+        if on_error == "raise":
+            with pytest.raises(hpu.DeviceFailure, match="-9999|another device"):
+                hpu.hybrid_mergesort(a, strategy="exchange", runtime=rt, on_device_error="raise", options=opts)
+        else:
+            out, tr = hpu.hybrid_mergesort(a, strategy="exchange", runtime=rt, return_trace=True, options=opts)
+            assert same_bits(out, np.sort(a, kind="stable")) and "-9999" in tr.fallback
+        assert calls and same_bits(a, before)
+        monkeypatch.undo()
+        out = hpu.hybrid_mergesort(a, strategy="exchange", runtime=rt)  # the runtime recovers
+        assert same_bits(out, np.sort(a, kind="stable"))
+
+
+def test_bad_exchange_arguments(trio, fresh):
+    a = np.arange(1000, dtype=np.int32)
+    with pytest.raises(ValueError, match="no share"):
+        exchange_sort(a, trio, (0.1, 0.3, 0.3, 0.3))
+    with pytest.raises(ValueError, match="summing to 1"):
+        exchange_sort(a, trio, (0.0, 0.5, 0.5))
+    with pytest.raises(ValueError, match="fast-mode"):
+        hpu.hybrid_mergesort(a, strategy="exchange", mode="paper", runtime=fresh)
+    with pytest.raises(ValueError, match="'keyrange' or 'exchange'"):
+        hpu.hybrid_mergesort(a, shares=(0.0, 1.0), strategy="gpu", runtime=fresh)
+    if fresh.has_device:
+        with hpu.Runtime(devices=[fresh.device] * 2, profile=fresh.profile, threads=1,
+                         device_memory_limit=1 << 16) as small:
+            with pytest.raises(ValueError, match="does not fit"):
+                exchange_sort(np.arange(100_000, dtype=np.int32), small, (0.0, 0.5, 0.5))
+            # Through hybrid_mergesort the devices sort it in pieces by key range instead.
+            out, tr = hpu.hybrid_mergesort(np.arange(100_000, dtype=np.int32)[::-1], strategy="exchange",
+                                           runtime=small, return_trace=True)
+            assert tr.strategy == "keyrange" and same_bits(out, np.arange(100_000, dtype=np.int32))
+
+
+def _profile(dev_scale: float, transfer_scale: float = 1.0) -> hpu.Profile:
+    sizes = [1 << 16, 1 << 20, 1 << 24]
+    curves = CostCurves.measured(sizes, {"cpu_sort": [s * 4e-9 for s in sizes],
+                                         "device_sort": [s * 1e-10 * dev_scale for s in sizes],
+                                         "transfer": [1e-4 + s * 3e-10 * transfer_scale for s in sizes],
+                                         "merge2": [s * 1e-9 for s in sizes], "merge16": [s * 2e-9 for s in sizes]})
+    return hpu.Profile(p=16, g=1 << 14, gamma=0.1, cpu_op_seconds=1e-9, curves={"sort": curves.to_dict()})
+
+
+def test_exchange_split_follows_its_formula_and_auto_weighs_it():
+    fast, slow = _profile(40.0, 0.1), _profile(80.0, 0.1)  # devices whose sort dominates their copies
+    n = 1 << 24
+    sp = exchange_split(n, [fast, slow])
+    assert sp.strategy == "exchange" and sp.shares[0] == 0.0 and sum(sp.shares) == pytest.approx(1.0)
+    assert sp.shares[1] > sp.shares[2] > 0.25
+
+    def own(prof: hpu.Profile, m: float) -> float:  # the docstring's device term, term by term (4352-key tiles)
+        passes = np.ceil(np.log2(m / 4352))
+        cost = lambda name, x: float(fast_cost(prof, name, x))  # noqa: E731
+        return cost("device_sort", m) * (1 + 1 / (passes + 2)) + cost("transfer", m * (1 - m / n))
+
+    times = [own(fast, sp.shares[1] * n), own(slow, sp.shares[2] * n)]
+    shared = float(fast_cost(fast, "transfer", n))  # the host's part: every key's copies, as on one device
+    assert sp.predicted_time == pytest.approx(shared + max(times), rel=1e-3)
+    assert sp.predicted_transfer_time == pytest.approx(shared)
+    assert times[0] == pytest.approx(times[1], rel=0.02)  # the devices' own parts finish together
+    at = exchange_split(n, [fast, slow], shares=sp.shares[1:])  # the same shares given: the same prediction
+    assert at.predicted_time == pytest.approx(sp.predicted_time, rel=1e-3)
+    half = exchange_split(n, [fast, slow], shares=(0.5, 0.5))  # the slower device's part decides
+    assert half.predicted_time == pytest.approx(shared + own(slow, n / 2), rel=1e-3)
+    assert half.predicted_time > sp.predicted_time
+    with pytest.raises(ValueError, match="each of 2 devices"):
+        exchange_split(n, [fast, slow], shares=(1.0,))
+    # Where the devices' sort dominates, two devices pay and "auto" takes the exchange ...
+    auto = fast_split(n, fast, devices=[fast, fast])
+    alone = fast_split(n, fast, strategy="gpu")
+    assert auto.strategy == "exchange" and auto.predicted_time < alone.predicted_time
+    assert fast_split(n, fast, devices=[fast]).strategy != "exchange"  # one device: no exchange
+    # ... and where the copies dominate (the H100 machines), one device alone is faster and "auto" keeps it.
+    copying = _profile(1.0)
+    assert fast_split(n, copying, devices=[copying, copying]).strategy == "gpu"

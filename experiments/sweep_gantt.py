@@ -2,9 +2,10 @@
 
 Sorts n = 2^--log-n uniform random int32 in [0, 2n) (paper 6.4) once per
 --strategies entry (default: advanced and basic, at the model's choice for the
-runtime's profile; the paper's mode, except the fast mode's key-range split
-"keyrange") and draws each run's trace: one row per CPU thread, the
-device's command queue and the bus; colour = recursion level (0 = root),
+runtime's profile; the paper's mode, except the fast mode's splits across
+units, "keyrange" and "exchange"; ``--devices all`` for several devices) and
+draws each run's trace: one row per CPU thread, the device's command queue
+and the bus; colour = recursion level (0 = root),
 red/orange = copies to/from the device, hatched = layout changes (paper
 6.3).  Lines mark where the model expected the device share back and the
 run to finish (calibrated profiles: seconds).  The run shown is the fastest
@@ -24,7 +25,8 @@ import hpu
 import sweep_common as common
 from hpu import plots
 
-STRATEGIES = ("advanced", "basic", "gpu", "cpu", "keyrange")
+STRATEGIES = ("advanced", "basic", "gpu", "cpu", "keyrange", "exchange")
+FAST_ONLY = ("keyrange", "exchange")
 
 
 def plot(data: dict, traces: list[hpu.Trace]):
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         a = common.paper_input(n, args.seed)
         ref = np.sort(a)
         runs = {"numpy": lambda: np.sort(a)}
-        runs.update({s: common.sorter(a, ref, rt, mode="fast" if s == "keyrange" else "paper", strategy=s)
+        runs.update({s: common.sorter(a, ref, rt, mode="fast" if s in FAST_ONLY else "paper", strategy=s)
                      for s in strategies})
         for s in strategies:
             runs[s]()  # warm-up: kernel build, page faults

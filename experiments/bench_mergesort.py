@@ -11,7 +11,8 @@ cupy.sort host to host (pageable and pinned host buffers) is timed too.
 A strategy ``keyrange@A`` is the key-range split with the CPU's share forced
 to ``A`` (``hybrid_mergesort(strategy="keyrange", alpha=A)``);
 ``--device-memory-limit`` caps the device memory hpu may use (larger device
-shares are sorted in pieces).
+shares are sorted in pieces); ``--devices all`` makes one HPU of every GPU
+(``exchange`` and ``keyrange`` then use them all, ``gpu`` the first alone).
 
     python experiments/bench_mergesort.py [--mode fast|paper] [--min-log 16] [--max-log 26] [--json PATH]
 """
@@ -106,6 +107,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="also time the default strategy on other distributions and dtypes at n = 2^LOG")
     ap.add_argument("--device-memory-limit", type=int, default=None, metavar="BYTES",
                     help="hpu.Runtime(device_memory_limit=...): device memory hpu may use (default: 80%% of it)")
+    ap.add_argument("--devices", default=None,
+                    help="several devices in one HPU: 'all' or a comma-separated list (instead of --device); "
+                         "'gpu' then sorts on the first alone")
     ap.add_argument("--slow", type=float, default=20.0,
                     help="skip a strategy at larger n once one run took longer than this many seconds")
     add_runtime_arguments(ap)
@@ -120,6 +124,7 @@ def machine_meta(rt: hpu.Runtime, args: argparse.Namespace, argv: list[str] | No
         "date": utc_now(),
         "command": command_line("bench_mergesort.py", argv),
         "device": rt.device_name,
+        "devices": [u.device_name for u in rt.units],
         "host": host_description(),
         "threads": rt.threads,
         "profile": rt.profile.name,
@@ -220,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     rows: list[dict] = []
     slow: set[str] = set()
-    with hpu.Runtime(args.device, profile=args.profile, threads=args.threads,
+    devices = None if args.devices is None else args.devices if args.devices == "all" else args.devices.split(",")
+    with hpu.Runtime(args.device, devices=devices, profile=args.profile, threads=args.threads,
                      device_memory_limit=args.device_memory_limit) as rt:
         meta = machine_meta(rt, args, argv)
         for lg in range(args.min_log, args.max_log + 1):

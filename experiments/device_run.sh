@@ -4,10 +4,10 @@
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | keyrange | stress | default-runtime |
 #                                            kept | tests | argsort | argsort-check | dask | tabu | tabu-more |
 #                                            tabu-resident | tabu-large | tabu-many | tabu-gantt | sort-tests |
-#                                            rows-kv)
+#                                            rows-kv | two-gpu | multi-device)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
-# $OUT (default ./out).
+# $OUT (default ./out).  PROFILE=FILE skips the calibration with a profile calibrated earlier on that kind of machine.
 # cpusort: bench_cpusort (variants of the CPU share's parallel sort against numpy.sort).
 # pipeline: bench_pipeline and bench_host_memory (where a device-only sort spends its time).
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
@@ -38,6 +38,12 @@
 # tabu-large: bench_tabu_resident on the largest instances of the papers' tables at the model's level only: PPP
 #             1301-1317 with Hamming 1 (256 iterations), then Hamming 2 and ta111 (64 iterations, 280 s each).
 # rows-kv: bench_argsort's rows (2^14 x 2^10 float32) and key-value (2^24 int32 keys, int64 values) parts alone.
+# two-gpu: on a machine of two GPUs (nvidia-h100-x2, nvidia-h200-x2): how they are linked, the exchange and key-range
+#          tests on the GPU, then bench_mergesort over every GPU (gpu: the first alone; exchange, keyrange, auto: all)
+#          at 2^24-2^28 int32 and a Gantt chart of one exchange sort at 2^28 (both GPUs share one cached profile:
+#          they have one name).  MIN_LOG and MAX_LOG override the sizes.
+# multi-device: bench_multi_device on every GPU (each one's copy rates from and to each kind of host memory, then
+#               gpu against the exchange sort's two routes, call by call).
 # sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
 #             merge and radix).
 set -euo pipefail
@@ -54,6 +60,13 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 profile=$OUT/h100.json
 calibrate() {  # into the user cache too (HPU_PROFILE_DIR), where Runtime("gpu") finds it
     [ -f "$profile" ] && return
+    if [ -n "${PROFILE:-}" ]; then  # a profile calibrated earlier on this kind of machine
+        mkdir -p "$HPU_PROFILE_DIR"
+        cp "$PROFILE" "$profile"
+        cp "$PROFILE" "$(python3 -c "from hpu.core.runtime import default_profile_path as p, select_device as d
+print(p(d('gpu')))")"
+        return
+    fi
     python3 -m hpu.calibrate --device gpu --no-progress --force 2>&1 | tee "$OUT/calibrate.log"
     cp "$HPU_PROFILE_DIR"/*.json "$profile"
 }
@@ -153,6 +166,22 @@ for stage in "$@"; do
                 --rounds 2 --no-level0 --json "$OUT/bench_tabu_resident_$inst.json" 2>&1 \
                 | tee "$OUT/bench_tabu_resident_$inst.log" || true
         done
+        ;;
+    two-gpu)
+        calibrate
+        { nvidia-smi topo -m
+          PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_exchange.py tests/test_keyrange.py 2>&1 \
+              | tail -3
+          python3 experiments/bench_mergesort.py --devices all --profile "$profile" --min-log "${MIN_LOG:-24}" \
+              --max-log "${MAX_LOG:-28}" --repeats 5 --strategies gpu,exchange,keyrange,auto \
+              --json "$OUT/bench_two_gpu.json" 2>&1
+          python3 experiments/sweep_gantt.py --devices all --strategies exchange --log-n 28 --repeats 3 \
+              --machine two-gpu --no-progress --out "$OUT/gantt_two_gpu" 2>&1
+        } | tee "$OUT/two_gpu.log"
+        ;;
+    multi-device)
+        python3 experiments/bench_multi_device.py --json "$OUT/bench_multi_device.json" 2>&1 \
+            | tee "$OUT/multi_device.log"
         ;;
     sort-tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py tests/test_argsort.py \

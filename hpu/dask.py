@@ -15,7 +15,9 @@ Needs the optional extra ``hpu[dask]`` (``dask[array]`` and ``distributed``)::
   algorithms for the Connection Machine CM-2", SPAA 1991; Frazer and McKellar,
   "Samplesort", JACM 17(3), 1970): sample each block, choose splitters at
   quantiles weighted by each worker's speed as its hpu model predicts it,
-  partition every block by key range, move the pieces in Dask's all-to-all
+  partition every block by key range (sorting it on the worker's device
+  and cutting it by binary search where the device sorts it), move the
+  pieces in Dask's all-to-all
   task shuffle, and sort each key range on its worker with :func:`hpu.sort`.
   Keys are compared as (order-preserving key, global position) pairs
   (:func:`hpu.sorting.keys.to_unsigned`), so equal keys split across ranges
@@ -54,7 +56,7 @@ except ImportError as e:  # pragma: no cover - the optional extra is missing
 from .core.runtime import Runtime, default_runtime, list_devices, set_default_runtime
 from .core.util import check_int
 from .sorting.api import sort as hpu_sort
-from .sorting.mergesort import planned_split
+from .sorting.mergesort import planned_split, planned_strategy
 from .sorting.keys import check_sort_dtype, to_unsigned
 from .tabu import hybrid_ea, tabu_search
 
@@ -286,8 +288,17 @@ def _splitters(samples: list[tuple[np.ndarray, np.ndarray]], shares: np.ndarray)
 
 def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray], parts: int
                ) -> tuple[np.ndarray, ...]:
-    """The block's elements of each key range, in block order: element ``(u, g)`` goes to the range of the number
-    of splitters ``(su, sg)`` with ``(su, sg) < (u, g)`` (keys ``u``, global positions ``g``)."""
+    """The block's elements of each key range: element ``(u, g)`` goes to the range of the number of splitters
+    ``(su, sg)`` with ``(su, sg) < (u, g)`` (keys ``u``, global positions ``g``).
+
+    Where this worker's runtime sorts a block of this size on its device (:func:`hpu.sorting.planned_strategy`),
+    the block is sorted there and cut by binary search (:func:`_cut_sorted`; the local sort of "parallel sorting
+    by regular sampling", Shi and Schaeffer, JPDC 14(4), 1992): each range's piece comes sorted.  Otherwise the
+    CPU partitions it with numpy (a stable counting sort of the range numbers): each piece in block order.  Either
+    way the pieces hold the same keys, equal keys in input order, which is all the final stable sort needs.
+    """
+    if parts > 1 and block.shape[0] and planned_strategy(block.shape[0], block.dtype, default_runtime()) != "cpu":
+        return _cut_sorted(block, offset, splitters)
     su, sg = splitters
     u = to_unsigned(block)
     dest = np.searchsorted(su, u, side="left")
@@ -300,6 +311,23 @@ def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.n
     order = np.argsort(dest.astype(np.uint16 if parts <= 1 << 16 else np.int64), kind="stable")
     bounds = np.cumsum(np.bincount(dest, minlength=parts))[:-1]
     return tuple(np.split(block[order], bounds))
+
+
+def _cut_sorted(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """:func:`_partition`'s pieces, each sorted: the block sorted by :func:`hpu.sort` (this worker's runtime), cut
+    where each splitter falls (keys equal to a splitter's: those at global positions up to its position before it)."""
+    su, sg = splitters
+    s = hpu_sort(block)
+    us = to_unsigned(s)
+    cuts = np.searchsorted(us, su, side="left")
+    level = np.searchsorted(us, su, side="right") - cuts
+    u = None
+    for j in np.flatnonzero(level):  # equal keys are in input order in the stable sort: count those not after sg[j]
+        stop = int(min(max(sg[j] + 1 - offset, 0), block.shape[0]))
+        if stop:
+            u = to_unsigned(block) if u is None else u
+            cuts[j] += np.count_nonzero(u[:stop] == su[j])
+    return tuple(np.split(s, cuts))
 
 
 def _sort_range(pieces: list[np.ndarray]) -> np.ndarray:

@@ -87,6 +87,25 @@ def test_byte_order_is_kept_in_every_block(client):
         assert np.array_equal(y.compute(), np.sort(a, kind="stable"))
 
 
+@pytest.mark.parametrize("kind", ["random", "few", "special"])
+def test_cutting_a_sorted_block_gives_the_partitions_pieces(fresh, kind):
+    """A block sorted on the worker's device and cut by binary search: each piece holds what the numpy partition
+    gives that range, sorted, for splitters whose keys occur in the block and positions fall inside it."""
+    from hpu.dask import _cut_sorted, _partition, _sample, _splitters
+
+    rng = np.random.default_rng(len(kind))
+    block = {"random": rng.standard_normal(50_000), "few": rng.integers(0, 3, 50_000).astype(np.float64),
+             "special": np.where(rng.random(50_000) < 0.3, np.nan, rng.integers(-2, 3, 50_000) * 0.0)}[kind]
+    offset = 70_000  # the block's place in the whole array
+    splitters = _splitters([_sample(block, offset, 400, 7)], np.array([0.2, 0.3, 0.1, 0.4]))
+    with hpu.using_runtime(fresh):
+        cut = _cut_sorted(block, offset, splitters)
+    want = _partition(block, offset, splitters, 4)  # the uncalibrated runtime: the numpy partition
+    assert len(cut) == len(want) == 4
+    for c, w in zip(cut, want):
+        assert same_bits(c, np.sort(w, kind="stable"))
+
+
 def test_workers_in_one_process_share_one_runtime():
     with LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
         hpu.dask.register(c, device="none")

@@ -42,7 +42,6 @@ their next step, and the CPU sorts the whole input again
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -54,7 +53,7 @@ from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
 from .cpu import parallel_sort
 from .device import DeviceSorter
-from .keyrange import choose_splitters
+from .keyrange import check_shares, choose_splitters
 from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, defer_record, enqueue_sorts, kept_policy,
                        max_device_elements, merge_tree, quiesce, stage_pieces, upload_pieces)
 
@@ -179,10 +178,7 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         With ``on_device_error="raise"`` when a device fails.
     """
     units = rt.units
-    s = np.asarray(shares, dtype=float)
-    if s.shape != (1 + len(units),) or np.any(s < 0) or not math.isclose(s.sum(), 1.0, abs_tol=1e-6):
-        raise ValueError(f"shares must be {1 + len(units)} non-negative fractions (the CPU, then each of "
-                         f"{len(units)} devices) summing to 1, got {list(shares)}")
+    s = check_shares(shares, len(units))
     if s[0] > 0:
         raise ValueError(f"an exchange sort gives the CPU no share (it stages the devices' copies), got {s[0]}")
     n, dt = arr.shape[0], arr.dtype

@@ -43,7 +43,7 @@ from ..core.trace import Recorder, Trace
 from .cpu import parallel_sort
 from .pipeline import DEFAULT_OPTIONS, PipelineOptions, device_share, kept_policy, max_device_elements
 
-__all__ = ["KeyRangePlan", "bucket_ids", "choose_splitters", "keyrange_sort", "partition"]
+__all__ = ["KeyRangePlan", "bucket_ids", "check_shares", "choose_splitters", "keyrange_sort", "partition"]
 
 #: Splitters above which :func:`bucket_ids` binary-searches instead of comparing with each splitter in turn
 #: (numpy's searchsorted costs about as much as 30 comparison passes).
@@ -266,6 +266,21 @@ def _fractions(shares: Sequence[float], pieces: Sequence[int]) -> tuple[list[flo
     return fr[:-1], owner
 
 
+def check_shares(shares: Sequence[float], units: int) -> np.ndarray:
+    """``shares`` as a float array: ``1 + units`` non-negative fractions (the CPU's, then each device's) summing to 1.
+
+    Raises
+    ------
+    ValueError
+        Another length, a negative share or a sum other than 1 (within 1e-6).
+    """
+    s = np.asarray(shares, dtype=float)
+    if s.shape != (1 + units,) or np.any(s < 0) or not math.isclose(s.sum(), 1.0, abs_tol=1e-6):
+        raise ValueError(f"shares must be {1 + units} non-negative fractions (the CPU, then each of "
+                         f"{units} devices) summing to 1, got {list(shares)}")
+    return s
+
+
 def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_device_error: str = "fallback",
                   split: Any = None, options: PipelineOptions = DEFAULT_OPTIONS) -> tuple[np.ndarray, Trace]:
     """Sort ``arr`` with a key range per unit: the CPU's and each device's share of the keys.
@@ -308,10 +323,7 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     made too large for its device anyway is sorted by the CPU.
     """
     units = rt.units
-    s = np.asarray(shares, dtype=float)
-    if s.shape != (1 + len(units),) or np.any(s < 0) or not math.isclose(s.sum(), 1.0, abs_tol=1e-6):
-        raise ValueError(f"shares must be {1 + len(units)} non-negative fractions (the CPU, then each of "
-                         f"{len(units)} devices) summing to 1, got {list(shares)}")
+    s = check_shares(shares, len(units))
     n, dt = arr.shape[0], arr.dtype
     for i, u in enumerate(units):
         if s[1 + i] > 0 and not u.supports(dt):

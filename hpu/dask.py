@@ -62,7 +62,8 @@ from .tabu import hybrid_ea, tabu_search
 
 log = logging.getLogger("hpu")
 
-__all__ = ["HpuPlugin", "IslandResult", "hybrid_ea_islands", "register", "sort", "tabu_search_many", "worker_speed"]
+__all__ = ["HpuPlugin", "IslandResult", "hybrid_ea_islands", "partition_block", "register", "sort", "tabu_search_many",
+           "worker_speed"]
 
 #: The process's worker runtime, the workers using it, and the lock file of the GPU it claimed.
 _SHARED: dict[str, Any] = {"runtime": None, "workers": 0, "gpu_lock": None}
@@ -254,7 +255,7 @@ def _sample_sort(x: da.Array, parts: int, owner: list[str], shares: np.ndarray, 
     samples = [dask.delayed(_sample, pure=True)(b, int(offsets[i]), k, seed + i)
                for i, (b, k) in enumerate(zip(blocks, per_block))]
     splitters = dask.delayed(_splitters, pure=True)(samples, shares)
-    pieces = [dask.delayed(_partition, pure=True, nout=parts)(b, int(offsets[i]), splitters, parts)
+    pieces = [dask.delayed(partition_block, pure=True, nout=parts)(b, int(offsets[i]), splitters, parts)
               for i, b in enumerate(blocks)]
     out = []
     for j in range(parts):
@@ -286,18 +287,47 @@ def _splitters(samples: list[tuple[np.ndarray, np.ndarray]], shares: np.ndarray)
     return keys[order][cuts], pos[order][cuts]
 
 
-def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray], parts: int
-               ) -> tuple[np.ndarray, ...]:
-    """The block's elements of each key range: element ``(u, g)`` goes to the range of the number of splitters
-    ``(su, sg)`` with ``(su, sg) < (u, g)`` (keys ``u``, global positions ``g``).
+def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray], parts: int, *,
+                    method: str = "auto") -> tuple[np.ndarray, ...]:
+    """One block's keys of each key range of :func:`sort` (a task of its graph, on a worker).
 
-    Where this worker's runtime sorts a block of this size on its device (:func:`hpu.sorting.planned_strategy`),
-    the block is sorted there and cut by binary search (:func:`_cut_sorted`; the local sort of "parallel sorting
-    by regular sampling", Shi and Schaeffer, JPDC 14(4), 1992): each range's piece comes sorted.  Otherwise the
-    CPU partitions it with numpy (a stable counting sort of the range numbers): each piece in block order.  Either
-    way the pieces hold the same keys, equal keys in input order, which is all the final stable sort needs.
+    Element ``(u, g)`` (its order-preserving key :func:`hpu.sorting.keys.to_unsigned` and global position)
+    goes to the range of the number of splitters ``(su, sg)`` with ``(su, sg) < (u, g)``.
+
+    Parameters
+    ----------
+    block : numpy.ndarray, shape (m,)
+        Keys at global positions ``offset .. offset + m - 1``; any dtype :func:`hpu.sort` takes.
+    offset : int
+    splitters : (numpy.ndarray, numpy.ndarray), shapes (parts - 1,)
+        Unsigned keys and int64 global positions, lexicographically non-decreasing.
+    parts : int
+        Number of key ranges.
+    method : {"auto", "sort", "numpy"}
+        ``"sort"``: the block sorted by :func:`hpu.sort` on this process's default runtime and cut by binary
+        search (the local sort of "parallel sorting by regular sampling", Shi and Schaeffer, JPDC 14(4), 1992):
+        each piece sorted.  ``"numpy"``: a stable counting sort of the range numbers on one thread: each piece
+        in block order.  ``"auto"`` (default): ``"sort"`` where that runtime sorts a block of this size and
+        dtype on its device (:func:`hpu.sorting.planned_strategy`), else ``"numpy"``.  Either way the pieces
+        hold the same keys, equal keys in input order, which is all the final stable sort needs.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``parts`` arrays of ``block``'s dtype.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``method``.
     """
-    if parts > 1 and block.shape[0] and planned_strategy(block.shape[0], block.dtype, default_runtime()) != "cpu":
+    if method not in ("auto", "sort", "numpy"):
+        raise ValueError(f"method must be 'auto', 'sort' or 'numpy', got {method!r}")
+    if method == "auto":
+        usable = parts > 1 and block.shape[0]
+        method = "sort" if usable and planned_strategy(block.shape[0], block.dtype, default_runtime()) != "cpu" \
+            else "numpy"
+    if method == "sort":
         return _cut_sorted(block, offset, splitters)
     su, sg = splitters
     u = to_unsigned(block)
@@ -314,8 +344,9 @@ def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.n
 
 
 def _cut_sorted(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
-    """:func:`_partition`'s pieces, each sorted: the block sorted by :func:`hpu.sort` (this worker's runtime), cut
-    where each splitter falls (keys equal to a splitter's: those at global positions up to its position before it)."""
+    """:func:`partition_block`'s pieces, each sorted: the block sorted by :func:`hpu.sort` (this worker's runtime),
+    cut where each splitter falls (keys equal to a splitter's: those at global positions up to its position before
+    it)."""
     su, sg = splitters
     s = hpu_sort(block)
     us = to_unsigned(s)

@@ -91,7 +91,7 @@ def test_byte_order_is_kept_in_every_block(client):
 def test_cutting_a_sorted_block_gives_the_partitions_pieces(fresh, kind):
     """A block sorted on the worker's device and cut by binary search: each piece holds what the numpy partition
     gives that range, sorted, for splitters whose keys occur in the block and positions fall inside it."""
-    from hpu.dask import _cut_sorted, _partition, _sample, _splitters
+    from hpu.dask import _sample, _splitters, partition_block
 
     rng = np.random.default_rng(len(kind))
     block = {"random": rng.standard_normal(50_000), "few": rng.integers(0, 3, 50_000).astype(np.float64),
@@ -99,11 +99,13 @@ def test_cutting_a_sorted_block_gives_the_partitions_pieces(fresh, kind):
     offset = 70_000  # the block's place in the whole array
     splitters = _splitters([_sample(block, offset, 400, 7)], np.array([0.2, 0.3, 0.1, 0.4]))
     with hpu.using_runtime(fresh):
-        cut = _cut_sorted(block, offset, splitters)
-    want = _partition(block, offset, splitters, 4)  # the uncalibrated runtime: the numpy partition
+        cut = partition_block(block, offset, splitters, 4, method="sort")
+        want = partition_block(block, offset, splitters, 4)  # an uncalibrated runtime: "auto" takes numpy
     assert len(cut) == len(want) == 4
     for c, w in zip(cut, want):
         assert same_bits(c, np.sort(w, kind="stable"))
+    with pytest.raises(ValueError, match="method"):
+        partition_block(block, offset, splitters, 4, method="radix")
 
 
 def test_workers_in_one_process_share_one_runtime():

@@ -59,12 +59,15 @@ class DeviceFailure(RuntimeError):
     ``fatal`` is True when the OpenCL context may be unusable afterwards (an
     OpenCL error from the driver): the runtime then rebuilds its context
     before the next device call.  A share refused before it started (too
-    large for the device's memory) is not fatal.
+    large for the device's memory) is not fatal.  ``secondary`` is True for
+    a share that stopped because another share of the same call failed
+    (its device is fine): :func:`run_units` reports the other failure.
     """
 
-    def __init__(self, message: str, *, fatal: bool = False):
+    def __init__(self, message: str, *, fatal: bool = False, secondary: bool = False):
         super().__init__(message)
         self.fatal = fatal
+        self.secondary = secondary
 
 
 def as_device_failure(exc: BaseException) -> DeviceFailure | None:
@@ -194,7 +197,8 @@ class UnitsResult(Generic[C, D]):
 
 def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]], cpu: Callable[[], C] | None = None,
               redo: Callable[[int], D] | None = None, on_device_error: str = "fallback",
-              finish: Callable[[UnitsResult], Any] | None = None) -> Any:
+              finish: Callable[[UnitsResult], Any] | None = None,
+              on_failure: Callable[[int], None] | None = None) -> Any:
     """Run a CPU share and the shares of several devices at once; the CPU redoes a failed device's share.
 
     Device share ``i`` runs on a feeder thread of its own with a
@@ -218,6 +222,12 @@ def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]],
     on_device_error : {"fallback", "raise"}
     finish : callable(UnitsResult) -> T, optional
         Runs while every lease is still held; its value is returned.
+    on_failure : callable(i), optional
+        Called on device share ``i``'s thread as soon as it fails, its lease
+        included, while the other shares may still run (shares that wait for
+        each other stop theirs with it; they raise a ``secondary``
+        :class:`DeviceFailure`, which is neither reported against their
+        device nor raised in place of the failure that caused it).
 
     Returns
     -------
@@ -232,7 +242,8 @@ def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]],
         ``runtimes`` and ``devices`` of different lengths.
     Exception
         Anything the CPU share or ``finish`` raises, and non-device errors of
-        a device share, unchanged (the first in unit order).
+        a device share, unchanged (the first in unit order, secondary
+        failures last).
     """
     check_on_device_error(on_device_error)
     if len(runtimes) != len(devices):
@@ -253,6 +264,8 @@ def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]],
                 outcome[i] = (True, devices[i](leases[i]))
         except BaseException as e:  # handed to the calling thread
             outcome[i] = (False, e)
+            if on_failure is not None:
+                on_failure(i)
 
     # The CPU share (or, without one, the last device share) runs on the calling thread.
     feeders = [threading.Thread(target=job, args=(i,), name=f"hpu-device-feeder-{i}", daemon=True)
@@ -269,30 +282,33 @@ def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]],
         for f in feeders:
             f.join()
     try:
-        results, fallbacks, redo_units = [], [], []
-        for i, (ok, value) in enumerate(outcome):
-            if ok:
-                results.append(value)
-                fallbacks.append("")
+        failed = [i for i, (ok, _) in enumerate(outcome) if not ok]
+        secondary = {i for i in failed if getattr(outcome[i][1], "secondary", False)}
+        for i in failed:
+            err = as_device_failure(outcome[i][1])
+            if i in secondary:  # stopped by another share's failure: its device and lease are fine
                 continue
-            err = as_device_failure(value)
             if leases[i] is not None:  # its queues may still hold work of the failed share: never lent again
-                runtimes[i].release_lease(leases[i], failure=err or value)
+                runtimes[i].release_lease(leases[i], failure=err or outcome[i][1])
                 leases[i] = None
             elif err is not None:
                 runtimes[i].report_failure(err)
+        for i in sorted(failed, key=lambda j: j in secondary):  # the cause before what it stopped
+            value = outcome[i][1]
+            err = as_device_failure(value)
             if err is None:
                 raise value
             if on_device_error == "raise":
                 raise err from value if err is not value else None
-            log.warning("device share %d failed (%s); the CPU redoes it", i, err)
-            results.append(None)
-            fallbacks.append(str(err))
-            redo_units.append(i)
-        for i in redo_units:
+            if i not in secondary:
+                log.warning("device share %d failed (%s); the CPU redoes it", i, str(err))  # a record holds no frame
+        results = [value if ok else None for ok, value in outcome]
+        fallbacks = ["" if ok else str(as_device_failure(value)) for ok, value in outcome]
+        for i in failed:
             results[i] = redo(i)
         return finish(UnitsResult(cpu_value, results, fallbacks))
     finally:
         for i, lease in enumerate(leases):
             if lease is not None:
                 runtimes[i].release_lease(lease)
+        outcome.clear()  # a failure's traceback holds job's frame, which holds outcome: no cycle keeps results alive

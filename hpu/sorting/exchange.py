@@ -42,6 +42,7 @@ their next step, and the CPU sorts the whole input again
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -124,11 +125,12 @@ def exchange_cuts(lengths: Sequence[int], lower: np.ndarray, upper: np.ndarray,
 
 
 def exchange_fits(rt: Runtime, counts: Sequence[int], itemsize: int) -> bool:
-    """Whether every device of ``rt.units`` can hold :data:`EXCHANGE_BUFFERS` copies of its count of keys (with
-    room for a sample's error of a tenth), within the memory one call may use
-    (:func:`hpu.sorting.pipeline.max_device_elements`)."""
-    return all(1.1 * m * EXCHANGE_BUFFERS <= 3 * max_device_elements(u, itemsize)
-               for u, m in zip(rt.units, counts) if m)
+    """Whether every device of ``rt.units`` can hold :data:`EXCHANGE_BUFFERS` copies of its count of keys, within
+    the memory one call may use (:func:`hpu.sorting.pipeline.max_device_elements`), with room for four standard
+    deviations of the sample's error in the range it ends with (``sqrt(q (1 - q) / SAMPLE) n`` for a share ``q``)."""
+    n = max(sum(counts), 1)
+    return all(m * EXCHANGE_BUFFERS * (1 + 4 * math.sqrt((1 - m / n) / (m / n * SAMPLE)))
+               <= 3 * max_device_elements(u, itemsize) for u, m in zip(rt.units, counts) if m)
 
 
 def _input_bounds(n: int, shares: Sequence[float]) -> np.ndarray:
@@ -218,7 +220,8 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
 
     try:
         run_units([units[i] for i in active], devices=[run.share(j, active[j]) for j in range(k)], cpu=None,
-                  redo=redo, on_device_error=on_device_error, finish=finish)
+                  redo=redo, on_device_error=on_device_error, finish=finish,
+                  on_failure=lambda j: run.barrier.abort())  # the others stop at their next step
     finally:  # the barrier's action refers to run: without this cycle out stays leased until a garbage collection
         run.barrier = None
         run.outbox.clear()
@@ -249,16 +252,12 @@ class _Exchange:
         try:
             self.barrier.wait()
         except threading.BrokenBarrierError:
-            raise DeviceFailure("stopped: another device of the exchange sort failed") from None
+            raise DeviceFailure("stopped: another device of the exchange sort failed", secondary=True) from None
 
     def share(self, j: int, unit: int) -> Any:
         """Device ``j``'s part (``unit``: its index in ``rt.units``, naming its trace rows)."""
         def run(lease: DeviceLease) -> None:
-            try:
-                self._device(j, lease, "" if unit == 0 else str(unit))
-            except BaseException:
-                self.barrier.abort()  # the other devices stop at their next step
-                raise
+            self._device(j, lease, "" if unit == 0 else str(unit))
         return run
 
     def _device(self, j: int, lease: DeviceLease, unit: str) -> None:

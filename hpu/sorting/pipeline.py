@@ -362,7 +362,10 @@ def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h:
         rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
                 (b - a) * dst.itemsize)
 
-    for f in [rt.pool.submit(piece, ev, a, b) for ev, (a, b) in zip(d2h, pieces)]:
+    futures = [rt.pool.submit(piece, ev, a, b) for ev, (a, b) in zip(d2h, pieces)]
+    for f in futures:  # every piece ends before an error is raised: none writes into dst after its caller's redo
+        f.exception()
+    for f in futures:
         f.result()
 
 

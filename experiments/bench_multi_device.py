@@ -6,10 +6,9 @@ from and to: the runtime's pooled pinned memory, the device's own lease's
 pinned memory, the other device's lease's pinned memory, and a touched
 numpy array; then every device at once from its own pinned memory.  Then
 ``hybrid_mergesort`` with the first device alone (``gpu``) and with the
-exchange sort over all of them, its keys moved buffer to buffer
-(``exchange/peer``) or through pinned host memory (``exchange/host``), in
-alternating calls at each --logs size: each call's wall time, the traced
-part of it, and whether its result came from pinned pool memory.
+exchange sort over all of them (``exchange``), in alternating calls at each
+--logs size: each call's wall time, the traced part of it, and whether its
+result came from pinned pool memory.
 
     python experiments/bench_multi_device.py [--devices all] [--mib 256] [--logs 27,28] [--json PATH]
 """
@@ -80,26 +79,23 @@ def copies(rt: hpu.Runtime, nbytes: int, repeats: int) -> list[dict]:
 
 
 def sorts(rt: hpu.Runtime, logs: list[int], calls: int) -> list[dict]:
-    """Alternating ``gpu``, ``exchange/peer`` and ``exchange/host`` sorts: each call's wall time and whether its
-    result is pinned."""
+    """Alternating ``gpu`` and ``exchange`` sorts: each call's wall time and whether its result is pinned."""
     rows = []
     for lg in logs:
         a = np.random.default_rng(lg).integers(0, 2 << lg, 1 << lg).astype(np.int32)
         ref = np.sort(a)
         for c in range(calls):
-            for strategy, route in (("gpu", None), ("exchange", "peer"), ("exchange", "host")):
-                opts = hpu.PipelineOptions(exchange=route or "peer")
+            for strategy in ("gpu", "exchange"):
                 t0 = time.perf_counter()
-                out, tr = hpu.hybrid_mergesort(a, strategy=strategy, runtime=rt, return_trace=True, options=opts)
+                out, tr = hpu.hybrid_mergesort(a, strategy=strategy, runtime=rt, return_trace=True)
                 wall = time.perf_counter() - t0
                 pinned = rt.host_pool.is_pinned(out)
                 if not np.array_equal(out, ref):
                     raise SystemExit(f"wrong result: {strategy}, n = 2^{lg}")
                 del out
-                name = strategy + (f"/{route}" if route else "")
-                rows.append({"n": 1 << lg, "strategy": name, "call": c, "seconds": wall, "pinned": pinned,
+                rows.append({"n": 1 << lg, "strategy": strategy, "call": c, "seconds": wall, "pinned": pinned,
                              "traced_seconds": tr.wall, "fallback": tr.fallback})
-                print(f"2^{lg}  {name:>13}  call {c}  {wall * 1e3:8.2f} ms  (traced {tr.wall * 1e3:8.2f} ms)  "
+                print(f"2^{lg}  {strategy:>8}  call {c}  {wall * 1e3:8.2f} ms  (traced {tr.wall * 1e3:8.2f} ms)  "
                       f"pinned result {pinned}", flush=True)
     return rows
 

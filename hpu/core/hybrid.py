@@ -285,9 +285,9 @@ def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]],
         failed = [i for i, (ok, _) in enumerate(outcome) if not ok]
         secondary = {i for i in failed if getattr(outcome[i][1], "secondary", False)}
         for i in failed:
-            err = as_device_failure(outcome[i][1])
             if i in secondary:  # stopped by another share's failure: its device and lease are fine
                 continue
+            err = as_device_failure(outcome[i][1])
             if leases[i] is not None:  # its queues may still hold work of the failed share: never lent again
                 runtimes[i].release_lease(leases[i], failure=err or outcome[i][1])
                 leases[i] = None

@@ -112,6 +112,17 @@ def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,
     return cpu, dev, final, total
 
 
+def _has_device_curves(profile: Profile) -> bool:
+    """Whether ``profile`` has the device's sort curves, ``"transfer"`` and ``"device_sort"``."""
+    curves = profile.cost_curves("sort")
+    return curves is not None and "transfer" in curves and "device_sort" in curves
+
+
+def _never(x: Any) -> Any:
+    """The cost of a unit that cannot take part: infinite for any item, 0 for none."""
+    return np.where(np.asarray(x) > 0, np.inf, 0.0)
+
+
 def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, itemsize: int = 4,
                    shared_cores: bool = False) -> Split:
     """Shares of a key-range split (:mod:`hpu.sorting.keyrange`) over the CPU and ``k`` devices, and its time.
@@ -160,9 +171,8 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
         return np.where(x > 0, fast_cost(profile, "cpu_sort", x, itemsize), 0.0)
 
     def dev_cost(prof: Profile) -> Any:
-        curves = prof.cost_curves("sort")
-        if curves is None or "transfer" not in curves or "device_sort" not in curves:
-            return lambda x: np.where(x > 0, np.inf, 0.0)
+        if not _has_device_curves(prof):
+            return _never
         return lambda x: np.where(x > 0, fast_cost(prof, "transfer", x, itemsize) +
                                   fast_cost(prof, "device_sort", x, itemsize), 0.0)
 
@@ -249,9 +259,8 @@ def exchange_split(n: float, devices: Sequence[Profile], *, itemsize: int = 4,
     n = check_n(n)
 
     def dev_cost(prof: Profile) -> Any:
-        curves = prof.cost_curves("sort")
-        if curves is None or "transfer" not in curves or "device_sort" not in curves:
-            return lambda x: np.where(x > 0, np.inf, 0.0)
+        if not _has_device_curves(prof):
+            return _never
 
         def cost(x: np.ndarray) -> np.ndarray:
             x = np.asarray(x, dtype=float)
@@ -270,7 +279,7 @@ def exchange_split(n: float, devices: Sequence[Profile], *, itemsize: int = 4,
         counts = [float(v) * n for v in shares]
         times = tuple(float(c(np.array([m]))[0]) for c, m in zip(costs, counts))
         units = UnitShares(tuple(int(round(m)) for m in counts), tuple(float(v) for v in shares), times, max(times))
-    first = next((p for p in devices if (c := p.cost_curves("sort")) is not None and "transfer" in c), None)
+    first = next((p for p in devices if _has_device_curves(p)), None)
     if not math.isfinite(units.predicted_time) or first is None:
         raise ValueError("no device has the cost curves of an exchange sort; run python -m hpu.calibrate")
     shared = float(fast_cost(first, "transfer", n, itemsize))

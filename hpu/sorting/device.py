@@ -552,6 +552,8 @@ class DeviceSorter:
 
         Raises
         ------
+        TypeError
+            ``n`` or ``m`` not an integer.
         ValueError
             ``m < 1``, or a buffer too small.
         """

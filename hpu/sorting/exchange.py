@@ -21,10 +21,9 @@ and merge what they hold):
    ``e``-th range of keys in the stable order;
 3. every device copies the pieces of the others' runs that belong to it
    beside its own piece: each sender copies them down into pinned memory
-   of its own, the receiver up from there (or, with
-   :class:`~hpu.sorting.pipeline.PipelineOptions`' ``exchange="peer"``,
-   buffer to buffer between devices of one context, as the OpenCL driver
-   routes it: slower on NVIDIA's, which moves whole buffers); then it
+   of its own, the receiver up from there (a copy from buffer to buffer
+   between devices of one context, which the OpenCL driver routes, was
+   about 30x slower on NVIDIA's: it moves whole buffers); then it
    merges the runs it holds (:meth:`hpu.sorting.device.DeviceSorter.merge`,
    ``ceil(log2 D)`` levels) and copies its range of the result down, into
    the result itself where that is pinned for it, else through its pinned
@@ -124,20 +123,28 @@ def exchange_cuts(lengths: Sequence[int], lower: np.ndarray, upper: np.ndarray,
     return cuts
 
 
-def exchange_fits(rt: Runtime, counts: Sequence[int], itemsize: int) -> bool:
-    """Whether every device of ``rt.units`` can hold :data:`EXCHANGE_BUFFERS` copies of its count of keys, within
+def exchange_fits(rt: Runtime, n: int, shares: Sequence[float], itemsize: int) -> bool:
+    """Whether each device of ``rt.units`` can hold :data:`EXCHANGE_BUFFERS` copies of its part of ``n`` keys of
+    ``itemsize`` bytes under ``shares`` (the CPU's, then each device's, as :func:`exchange_sort` takes them), within
     the memory one call may use (:func:`hpu.sorting.pipeline.max_device_elements`), with room for four standard
     deviations of the sample's error in the range it ends with (``sqrt(q (1 - q) / SAMPLE) n`` for a share ``q``)."""
-    n = max(sum(counts), 1)
-    return all(m * EXCHANGE_BUFFERS * (1 + 4 * math.sqrt((1 - m / n) / (m / n * SAMPLE)))
-               <= 3 * max_device_elements(u, itemsize) for u, m in zip(rt.units, counts) if m)
+    active, starts = _device_ranges(n, check_shares(shares, len(rt.units)))
+    for i, m in zip(active, np.diff(starts)):
+        if not m:
+            continue
+        q, limit = m / n, 3 * max_device_elements(rt.units[i], itemsize)
+        if m * EXCHANGE_BUFFERS * (1 + 4 * math.sqrt((1 - q) / (q * SAMPLE))) > limit:
+            return False
+    return True
 
 
-def _input_bounds(n: int, shares: Sequence[float]) -> np.ndarray:
-    """Cumulative positions of the devices' ranges: ``round(n * cumsum(shares))``, from 0 to ``n``."""
-    b = np.round(np.concatenate([[0.0], np.cumsum(shares)]) * n).astype(np.int64)
+def _device_ranges(n: int, s: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """The devices with a share (indices into ``rt.units``) and the bounds of their ranges of positions,
+    ``round(n * cumsum(shares))`` from 0 to ``n``."""
+    active = [i for i in range(s.size - 1) if s[1 + i] > 0]
+    b = np.round(np.concatenate([[0.0], np.cumsum(s[1:][active])]) * n).astype(np.int64)
     b[-1] = n
-    return np.maximum.accumulate(np.minimum(b, n))
+    return active, np.maximum.accumulate(np.minimum(b, n))
 
 
 def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_device_error: str = "fallback",
@@ -185,15 +192,11 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         raise ValueError(f"an exchange sort gives the CPU no share (it stages the devices' copies), got {s[0]}")
     n, dt = arr.shape[0], arr.dtype
     w = dt.itemsize
-    active = [i for i in range(len(units)) if s[1 + i] > 0]
+    active, starts = _device_ranges(n, s)
     for i in active:
         if not units[i].supports(dt):
             raise ValueError(f"device {units[i].device_name!r} cannot sort {dt}; give it share 0")
-    starts = _input_bounds(n, [s[1 + i] for i in active])
-    counts = [0] * len(units)
-    for k, i in enumerate(active):
-        counts[i] = int(starts[k + 1] - starts[k])
-    if not exchange_fits(rt, counts, w):
+    if not exchange_fits(rt, n, s, w):
         raise ValueError("a device's share of an exchange sort does not fit its memory; use strategy='keyrange'")
     rec = Recorder()
     src = np.ascontiguousarray(arr)
@@ -225,7 +228,6 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     finally:  # the barrier's action refers to run: without this cycle out stays leased until a garbage collection
         run.barrier = None
         run.outbox.clear()
-        run.runs.clear()
     return out, rec.finish(trace)
 
 
@@ -241,7 +243,6 @@ class _Exchange:
         self.upper = np.zeros((k, j), np.int64)
         self.cuts = np.zeros((k, j + 2), np.int64)
         self.outbox: dict[tuple[int, int], np.ndarray] = {}  # (sender, receiver) -> the piece in pinned memory
-        self.runs: dict[int, tuple[Any, Any]] = {}  # device -> (its context, its sorted run's buffer)
         self.barrier: threading.Barrier | None = None
 
     def cut(self) -> None:
@@ -265,9 +266,8 @@ class _Exchange:
         merger = sorter if sorter.algorithm == "merge" else DeviceSorter.of_lease(lease, self.out.dtype, "merge")
         direct = self.rt.host_pool.is_pinned(self.out) and lease.context is self.rt.context  # out pinned for it
         d_run, h2d, steps = self._sort_run(j, lease, sorter, merger, direct)
-        self.runs[j] = (lease.context, d_run)
         self.wait()
-        d2h = [] if self._peer(j) else self._send(j, lease, d_run)
+        d2h = self._send(j, lease, d_run)
         self.wait()
         self._receive(j, lease, merger, d_run, direct, h2d, d2h, steps, unit)
 
@@ -309,11 +309,6 @@ class _Exchange:
         self.lower[j], self.upper[j] = got[0::2], got[1::2]
         return d_run, h2d, steps
 
-    def _peer(self, j: int) -> bool:
-        """Whether device ``j``'s pieces go to the others buffer to buffer (:class:`PipelineOptions`' ``exchange``)."""
-        one_context = all(ctx is self.runs[j][0] for ctx, _ in self.runs.values())
-        return self.options.exchange == "peer" and one_context
-
     def _send(self, j: int, lease: DeviceLease, d_run: Any) -> list:
         """Step 2: copy the pieces of the run that belong to other devices down into the lease's pinned memory."""
         cuts, w = self.cuts, self.out.itemsize
@@ -343,21 +338,17 @@ class _Exchange:
                 defer_record(rec, h2d, d2h, steps, 0, w, unit)
             return
         x = lease.buffer("xin", total * w)
-        runs, up, peer, off = [], [], [], 0
+        runs, up, off = [], [], 0
         for d in range(cuts.shape[0]):
             c0, c1 = int(cuts[d, j]), int(cuts[d, j + 1])
             if c1 == c0:
                 continue
-            if d == j or self._peer(d):  # on the device, or from the sender's buffer (its sort ended: a barrier)
-                ev = cl.enqueue_copy(q, x, self.runs[d][1], byte_count=(c1 - c0) * w, src_offset=c0 * w,
-                                     dst_offset=off * w)
-                peer += [(ev, c1 - c0)] if d != j else []
+            if d == j:  # the device's own piece moves on the device
+                cl.enqueue_copy(q, x, d_run, byte_count=(c1 - c0) * w, src_offset=c0 * w, dst_offset=off * w)
             else:
                 up.append(cl.enqueue_copy(q, x, self.outbox[d, j], dst_offset=off * w, is_blocking=False))
             runs.append((off, off + c1 - c0))
             off += c1 - c0
-        if peer:
-            steps = steps + [("exchange", len(peer), sum(c for _, c in peer), [], peer[-1][0])]
         if len(runs) > 1:
             result, ev = merge_tree(q, merger, runs, x, lease.buffer("in", total * w), w)
             steps = steps + [("merge", len(runs), total, up, ev)]

@@ -208,8 +208,7 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
         k = len(rt.units)
         sh = (tuple(float(v) for v in shares) if shares is not None else
               tuple(split.shares) if split is not None and len(split.shares) == 1 + k else (0.0,) + (1.0 / k,) * k)
-        counts = [int(round(v * n)) for v in sh[1:]]
-        if alpha is None and exchange_fits(rt, counts, arr.dtype.itemsize):
+        if alpha is None and exchange_fits(rt, n, sh, arr.dtype.itemsize):
             out, trace = exchange_sort(arr, rt, sh, on_device_error=on_device_error, split=split,
                                        options=options or DEFAULT_OPTIONS)
             return (out, trace.resolve()) if return_trace else out

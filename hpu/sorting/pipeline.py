@@ -98,29 +98,18 @@ class PipelineOptions:
         The device's sort (:class:`hpu.sorting.device.DeviceSorter`'s
         ``algorithm``); None (default): the radix sort on CPU devices, the
         merge sort on others.  Waves need the merge sort.
-    exchange : {"host", "peer"}
-        How an exchange sort (:mod:`hpu.sorting.exchange`) moves keys
-        between devices: ``"host"`` (default), down into the sender's pinned
-        memory and up from there; ``"peer"``, a copy from buffer to buffer
-        that the OpenCL driver routes, between devices of one context (else
-        through the host).  NVIDIA's OpenCL moved whole buffers for it and
-        kept moving them in later calls: 20-40x slower on two NVLinked H100s
-        (``experiments/results/h100x2/bench_multi_device_peer.json``).
     """
 
     chunk_bytes: int = 4 << 20
     sort_waves: bool = True
     result_memory: str = "auto"
     device_sort: str | None = None
-    exchange: str = "host"
 
     def __post_init__(self) -> None:
         if int(self.chunk_bytes) < 1:
             raise ValueError(f"chunk_bytes must be >= 1, got {self.chunk_bytes!r}")
         if self.device_sort not in (None, *ALGORITHMS):
             raise ValueError(f"device_sort must be None or one of {', '.join(ALGORITHMS)}, got {self.device_sort!r}")
-        if self.exchange not in ("peer", "host"):
-            raise ValueError(f"exchange must be 'peer' or 'host', got {self.exchange!r}")
         if self.result_memory not in ("auto", "pin", "plain"):
             raise ValueError(f"result_memory must be 'auto', 'pin' or 'plain', got {self.result_memory!r}")
 

@@ -1,7 +1,10 @@
 """Where a device-only fast sort spends its time: staging, the two DMA directions and the device sort.
 
 For each n, sorts uniform random int32 host to host with ``strategy="gpu"``
-several times and prints, from the best run's trace (milliseconds since the
+(``--part sort``; ``--part kv``: the key-value sort of
+:func:`hpu.sorting.pipeline.fast_keyed_sort`, int32 keys with int64 values;
+``--part rows``: :func:`hpu.sorting.pipeline.fast_row_sort` of float32 rows
+of 1024 keys) several times and prints, from the best run's trace (milliseconds since the
 call began): the span of the CPU staging copies, of the host-to-device and
 device-to-host copies, of the device sort, and the wall time; also each
 phase's rate in GB/s, with the transfer chunk size varied, and with the
@@ -9,8 +12,8 @@ device sorting each staging wave on arrival or the whole array after the
 last copy (``hpu.PipelineOptions(chunk_bytes=..., sort_waves=...)``, passed
 as ``options=``); then each device step of that run.
 
-    python experiments/bench_pipeline.py [--device gpu] [--min-log 22] [--max-log 25] [--chunks-mib 2,4,8]
-        [--waves on,off] [--json PATH]
+    python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
+        [--chunks-mib 2,4,8] [--waves on,off] [--json PATH]
 """
 
 from __future__ import annotations
@@ -24,10 +27,14 @@ import numpy as np
 import hpu
 from bench_common import command_line, utc_now, write_json
 from hpu.core.util import host_description
+from hpu.sorting.pipeline import fast_keyed_sort, fast_row_sort
+
+ROW = 1024  # keys per row of --part rows
 
 
 def spans(trace: hpu.Trace) -> dict[str, float]:
     """Start and end (ms) of each phase of one run's trace."""
+    trace.resolve()
     out: dict[str, float] = {"wall": trace.wall * 1e3}
     phases = {"stage": lambda e: e.unit.startswith("cpu") and e.kind == "stage",
               "h2d": lambda e: e.unit == "bus" and e.kind == "h2d",
@@ -41,23 +48,50 @@ def spans(trace: hpu.Trace) -> dict[str, float]:
     return out
 
 
-def best_trace(a: np.ndarray, ref: np.ndarray, rt: hpu.Runtime, options: hpu.PipelineOptions,
-               repeats: int) -> hpu.Trace:
-    """The trace of the fastest of ``repeats + 1`` device-only sorts of ``a`` (each checked against ``ref``)."""
+def run_part(part: str, a: np.ndarray, values: np.ndarray | None, rt: hpu.Runtime,
+             options: hpu.PipelineOptions) -> tuple[list[np.ndarray], hpu.Trace]:
+    """One device-only call of ``part`` on ``a`` (and ``values``): its results and trace."""
+    if part == "kv":
+        return fast_keyed_sort(a, [values], rt, gather=True, redo=None, on_device_error="raise", options=options)
+    if part == "rows":
+        out, tr = fast_row_sort(a, ROW, rt, sort_block=lambda b: np.sort(b, axis=-1, kind="stable"),
+                                on_device_error="raise", options=options)
+        return [out], tr
+    out, tr = hpu.hybrid_mergesort(a, strategy="gpu", runtime=rt, return_trace=True, options=options)
+    return [out], tr
+
+
+def best_trace(part: str, a: np.ndarray, values: np.ndarray | None, refs: list[np.ndarray], rt: hpu.Runtime,
+               options: hpu.PipelineOptions, repeats: int) -> hpu.Trace:
+    """The trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``)."""
     best = None
     for _ in range(repeats + 1):
-        out, tr = hpu.hybrid_mergesort(a, strategy="gpu", runtime=rt, return_trace=True, options=options)
-        if not np.array_equal(out, ref):
-            raise SystemExit(f"wrong result at n = {a.size} with {options}")
-        del out
+        outs, tr = run_part(part, a, values, rt, options)
+        if not all(np.array_equal(o, r) for o, r in zip(outs, refs)):
+            raise SystemExit(f"wrong result of {part} at n = {a.size} with {options}")
+        del outs
         if best is None or tr.wall < best.wall:
             best = tr
     return best
 
 
+def inputs(part: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None, list[np.ndarray]]:
+    """The keys, the values (``kv``) and the reference results of ``part`` at ``n`` keys."""
+    if part == "rows":
+        a = rng.random(n, dtype=np.float32)
+        return a, None, [np.sort(a.reshape(-1, ROW), axis=-1, kind="stable").ravel()]
+    a = rng.integers(0, 2 * n, n).astype(np.int32)
+    if part == "kv":
+        v = rng.integers(-2**62, 2**62, n)
+        perm = np.argsort(a, kind="stable")
+        return a, v, [a[perm], v[perm]]
+    return a, None, [np.sort(a)]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default=None, help="OpenCL device (default: hpu's choice)")
+    ap.add_argument("--part", choices=("sort", "kv", "rows"), default="sort")
     ap.add_argument("--min-log", type=int, default=22)
     ap.add_argument("--max-log", type=int, default=25)
     ap.add_argument("--chunks-mib", default="2,4,8", help="comma-separated transfer chunk sizes to try (MiB)")
@@ -69,17 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     rng = np.random.default_rng(0)
     with hpu.Runtime(args.device, profile="hpu1") as rt:
-        meta = {"date": utc_now(), "command": command_line("bench_pipeline.py", argv),
+        meta = {"part": args.part, "date": utc_now(), "command": command_line("bench_pipeline.py", argv),
                 "device": rt.device_name, "host": host_description(), "threads": rt.threads}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
         print(f"{'n':>10} {'chunk':>6} {'waves':>5} {'wall':>7} {'stage':>13} {'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end)")
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
-            a = rng.integers(0, 2 * n, n).astype(np.int32)
-            ref = np.sort(a)
+            a, values, refs = inputs(args.part, n, rng)
             for mib, waves in ((float(x), w) for x in args.chunks_mib.split(",") for w in args.waves.split(",")):
                 options = hpu.PipelineOptions(chunk_bytes=int(mib * (1 << 20)), sort_waves=waves == "on")
-                best = best_trace(a, ref, rt, options, args.repeats)
+                best = best_trace(args.part, a, values, refs, rt, options, args.repeats)
                 s = spans(best)
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
                 rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "waves": options.sort_waves, **s,

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Runs benchmark stages on the H100 benchmark machine (a bare machine with python3 3.12, no pyopencl).
 #
-#   bash experiments/device_run.sh STAGE... (cpusort | pipeline | sort | sort-check | keyrange | stress | default-runtime |
-#                                            kept | tests | argsort | argsort-check | dask | tabu | tabu-more |
-#                                            tabu-resident | tabu-large | tabu-many | tabu-gantt | sort-tests |
-#                                            rows-kv | two-gpu | multi-device)
+#   bash experiments/device_run.sh STAGE... (cpusort | pipeline | pipeline-parts | sort | sort-check | keyrange |
+#                                            stress | default-runtime | kept | tests | argsort | argsort-check | dask |
+#                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
+#                                            sort-tests | rows-kv | two-gpu | multi-device)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
 # $OUT (default ./out).  PROFILE=FILE skips the calibration with a profile calibrated earlier on that kind of machine.
 # cpusort: bench_cpusort (variants of the CPU share's parallel sort against numpy.sort).
 # pipeline: bench_pipeline and bench_host_memory (where a device-only sort spends its time).
+# pipeline-parts: bench_pipeline's key-value part (2^24 int32 keys, int64 values) and rows part (2^14 x 2^10
+#                 float32), then the sort at 2^24 for scale: where each one's time goes.
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
 # sort-check: bench_mergesort at 2^24 only (the README's figure), with the same profile.
 # keyrange: bench_mergesort 2^22-2^28 with the key-range split (the model's shares and forced CPU shares) beside the
@@ -79,6 +81,13 @@ for stage in "$@"; do
     pipeline)
         python3 experiments/bench_pipeline.py --device gpu --json "$OUT/pipeline.json"
         python3 experiments/bench_host_memory.py --device gpu --json "$OUT/host_memory.json"
+        ;;
+    pipeline-parts)
+        for part in kv rows sort; do
+            python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 \
+                --chunks-mib "${CHUNKS_MIB:-2,4,8,16}" --waves on --repeats 5 --json "$OUT/pipeline_$part.json" \
+                2>&1 | tee "$OUT/pipeline_$part.log"
+        done
         ;;
     sort)
         calibrate

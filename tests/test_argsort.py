@@ -384,6 +384,50 @@ def test_keyed_gathers_wait_for_the_values_copies(fresh):
         assert np.array_equal(out[1], values.view(np.ndarray)[np.argsort(keys, kind="stable")])
 
 
+def test_failed_key_value_staging_raises_and_leaves_inputs(fresh, monkeypatch):
+    """A staging copy that fails (the keys' or the values'): the sort raises, no device copy waits forever, the
+    inputs are untouched, and the next sort is right."""
+    import hpu.sorting.pipeline as fm
+    from hpu.sorting.pipeline import fast_keyed_sort
+
+    rng = np.random.default_rng(9)
+    keys, values = rng.integers(0, 1000, 50_000).astype(np.int32), rng.integers(0, 1 << 60, 50_000)
+    before, opts, real = (keys.copy(), values.copy()), hpu.PipelineOptions(chunk_bytes=16 << 10), np.copyto
+    order = np.argsort(keys, kind="stable")
+    for failing in (2, 20):  # a piece of the keys, then of the values
+        calls = []
+
+        def copyto(dst, src, *args, **kw):
+            calls.append(1)
+            if len(calls) == failing:
+                raise MemoryError("injected: staging failed")
+            return real(dst, src, *args, **kw)
+
+        monkeypatch.setattr(fm.np, "copyto", copyto)
+        with pytest.raises(hpu.DeviceFailure, match="injected"):
+            fast_keyed_sort(keys, [values], fresh, gather=True, redo=None, options=opts, on_device_error="raise")
+        monkeypatch.setattr(fm.np, "copyto", real)
+        assert same_bits(keys, before[0]) and same_bits(values, before[1])
+        out, _ = fast_keyed_sort(keys, [values], fresh, gather=True, redo=None, options=opts,
+                                 on_device_error="raise")
+        assert same_bits(out[0], keys[order]) and same_bits(out[1], values[order])
+
+
+def test_key_value_staging_puts_keys_first_and_ramps_up():
+    """Key-value staging: the keys' pieces grow from a fraction of the chunk to the chunk (so that tasks finish
+    one after another), every piece starts on the alignment, and the pieces cover the array in order."""
+    from hpu.sorting.pipeline import _ramp_pieces
+
+    for n, length, align, tasks in [(10_000, 512, 16, 8), (100, 64, 16, 8), (5, 64, 16, 8), (10_000, 512, 16, 1)]:
+        pieces = _ramp_pieces(n, length, align, tasks)
+        assert pieces[0][0] == 0 and pieces[-1][1] == n
+        assert all(a < b == c for (a, b), (c, _) in zip(pieces, pieces[1:]))
+        assert all(a % align == 0 for a, _ in pieces)
+        sizes = [b - a for a, b in pieces[:-1]]
+        assert sizes[:tasks - 1] == sorted(sizes[:tasks - 1]) and all(x == length for x in sizes[tasks - 1:])
+    assert [b - a for a, b in _ramp_pieces(10_000, 512, 16, 8)[:8]] == [64, 128, 192, 256, 320, 384, 448, 512]
+
+
 def test_key_value_results_share_one_pool_block(fresh):
     """An argsort leaves one pinned block of its int64 result's size; the key-value sorts after it must not take
     their own keys' block for a result the caller keeps and put the values in plain memory."""

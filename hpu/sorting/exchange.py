@@ -289,7 +289,7 @@ class _Exchange:
             d_keys = lease.buffer("splitters", keys.nbytes)
             d_bounds = lease.buffer("bounds", 16 * keys.size)
             cl.enqueue_copy(q, d_keys, keys, is_blocking=True)
-        pieces, ready, tasks, staging = stage_pieces(rt, lease, self.src[a:b], stage, self.rec, opts.chunk_bytes)
+        pieces, ready, tasks, staging = stage_pieces(rt, lease, self.src[a:b], stage, self.rec, opts.piece_bytes())
         try:
             h2d = upload_pieces(cq, d_in, stage, pieces, ready)
             cq.flush()
@@ -361,7 +361,7 @@ class _Exchange:
             down[0].wait()
         else:  # through the lease's pinned staging memory, piece by piece as each copy down ends
             stage = lease.pinned("staging", total * w)[: total * w].view(out.dtype)
-            size = max(1, self.options.chunk_bytes // w)
+            size = max(1, self.options.piece_bytes() // w)
             pieces = [(a, min(a + size, total)) for a in range(0, total, size)]
             down = [cl.enqueue_copy(q, stage[a:b], result, src_offset=a * w, is_blocking=False) for a, b in pieces]
             copy_out(self.rt, stage, dst, pieces, down, rec)

@@ -49,6 +49,7 @@ are shared with the exchange sort of several devices
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -79,8 +80,10 @@ class PipelineOptions:
 
     Attributes
     ----------
-    chunk_bytes : int
-        Bytes per staged piece and per DMA copy in either direction (default 4 MiB).
+    chunk_bytes : int or None
+        Bytes per staged piece and per DMA copy in either direction; None
+        (default): 4 MiB, and 8 MiB for key-value sorts
+        (:meth:`piece_bytes`).
     sort_waves : bool
         A single device run sorts each staging wave as soon as its copies
         are in (then merges the waves' runs), rather than the whole share
@@ -100,18 +103,31 @@ class PipelineOptions:
         merge sort on others.  Waves need the merge sort.
     """
 
-    chunk_bytes: int = 4 << 20
+    chunk_bytes: int | None = None
     sort_waves: bool = True
     result_memory: str = "auto"
     device_sort: str | None = None
 
     def __post_init__(self) -> None:
-        if int(self.chunk_bytes) < 1:
-            raise ValueError(f"chunk_bytes must be >= 1, got {self.chunk_bytes!r}")
+        if self.chunk_bytes is not None and int(self.chunk_bytes) < 1:
+            raise ValueError(f"chunk_bytes must be None or >= 1, got {self.chunk_bytes!r}")
         if self.device_sort not in (None, *ALGORITHMS):
             raise ValueError(f"device_sort must be None or one of {', '.join(ALGORITHMS)}, got {self.device_sort!r}")
         if self.result_memory not in ("auto", "pin", "plain"):
             raise ValueError(f"result_memory must be 'auto', 'pin' or 'plain', got {self.result_memory!r}")
+
+    def piece_bytes(self, values: bool = False) -> int:
+        """Bytes per staged piece and DMA copy: ``chunk_bytes`` when set; else 4 MiB, or 8 MiB with ``values``
+        (the arrays of a key-value sort, :func:`fast_keyed_sort`).
+
+        The measured best on the H100 machine (``experiments/bench_pipeline.py``, best of six calls,
+        ``experiments/results/h100/pipeline_sort.json`` and ``pipeline_kv.log``): 4 MiB for a sort of 2^24
+        int32 (6.2 ms against 6.5 with 8 MiB); 8 MiB for a key-value sort of 2^24 int32 keys with int64 values,
+        three times the bytes (11.3 ms against 13.7 with 4 MiB).
+        """
+        if self.chunk_bytes is not None:
+            return int(self.chunk_bytes)
+        return (8 if values else 4) << 20
 
 
 DEFAULT_OPTIONS = PipelineOptions()
@@ -203,6 +219,93 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
                 ready[k].set_status(complete)
 
     return pieces, ready, tasks, [rt.pool.submit(task, w) for w in range(tasks)]
+
+
+def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int, int]]:
+    """Element ranges of ``n`` elements: ``tasks - 1`` pieces of ``length * i / tasks`` elements (``i = 1 ..
+    tasks - 1``, multiples of ``align``, at least ``align``), then pieces of ``length``.
+
+    ``tasks`` tasks that each take the next piece as soon as they are free then finish their pieces one after
+    another, a piece's staging apart, rather than all at once (:func:`_stage_arrays`).
+    """
+    sizes = [max(align, length * i // tasks // align * align) for i in range(1, tasks)]
+    bounds, a = [0], 0
+    for size in sizes:
+        if a + size >= n:
+            break
+        a += size
+        bounds.append(a)
+    bounds += list(range(a + length, n, length)) + [n]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray, np.ndarray]], rec: Recorder,
+                  chunk_bytes: int) -> tuple[list[tuple[list, list]], int, list]:
+    """:func:`stage_pieces` of several arrays (each ``(src, stage)``, none staged in place) by one set of tasks,
+    as many as for the pieces of all arrays, each task taking the next piece in order as soon as it is free: the
+    first array's pieces all before the second's, and with several arrays the first array's growing
+    (:func:`_ramp_pieces`; one array: pieces of one length, as :func:`stage_pieces`, whose count sets the
+    device's sort waves).
+
+    For :func:`fast_keyed_sort`: the keys are in before the values, so that the device sorts them while the
+    values are staged, and the pieces are staged one after another, a piece's staging apart, so that the copies
+    up follow right behind.  With a set of tasks for each array, keys and values were staged together and each
+    array's last pieces all at once: on the H100 machine (a key-value sort of 2^24 int32 keys with int64 values
+    in pieces of 8 MiB, ``experiments/bench_pipeline.py --part kv``) the keys' sort ended at 7.6 ms and the copies
+    up at 8.8 ms of 12.3 (``experiments/results/h100/pipeline_kv_separate_staging.log``); staged this way, at
+    6.7 and 7.7 ms of 11.3 (``pipeline_kv.log``).  The copies up still end 1.7 ms after the staging: while 16
+    threads stage, the DMA engine reads pinned memory at about 29 GB/s, not the 55 GB/s it reaches alone.
+
+    Returns ``([(pieces, ready)] per array, tasks, futures)`` as :func:`stage_pieces`.
+    """
+    align = max(1, int(lease.device.mem_base_addr_align) // 8)  # where sub-buffers may start
+    lengths = [_piece_length(src.itemsize, chunk_bytes, align) for src, _ in pairs]
+    tasks = _staging_tasks(rt, sum(-(-src.shape[0] // length) for (src, _), length in zip(pairs, lengths)))
+    work, out = [], []
+    for i, ((src, stage), length) in enumerate(zip(pairs, lengths)):
+        pieces = _ramp_pieces(src.shape[0], length, align, tasks if i == 0 and len(pairs) > 1 else 1)
+        ready = [cl.UserEvent(lease.context) for _ in pieces]
+        out.append((pieces, ready))
+        if src.dtype.names:  # structured elements as raw bytes (numpy copies fields, not the padding between them)
+            raw = np.dtype((np.void, src.itemsize))
+            src, stage = src.view(raw), stage.view(raw)
+        work += [(src, stage, a, b, ev) for (a, b), ev in zip(pieces, ready)]
+    staging = _InOrderStaging(work, rec, tasks)
+    return out, tasks, [rt.pool.submit(staging.task) for _ in range(tasks)]
+
+
+class _InOrderStaging:
+    """The shared state of :func:`_stage_arrays`'s tasks: the pieces in order (``(src, stage, start, stop, ready
+    event)``), a counter handing out the next one and one counting the tasks that ended (``next`` of
+    ``itertools.count`` is atomic under the global lock: no lock of our own for the tasks to queue on)."""
+
+    def __init__(self, work: list[tuple[np.ndarray, np.ndarray, int, int, Any]], rec: Recorder, tasks: int) -> None:
+        self.work, self.rec, self.tasks = work, rec, tasks
+        self.next, self.ended, self.failed = itertools.count(), itertools.count(1), False
+        self.staged = [False] * len(work)
+
+    def task(self) -> None:
+        """Copy the next piece until none is left (or a task failed) and complete its event; the last task to end
+        completes the events of pieces a failure left unstaged (no copy waits forever)."""
+        complete, unit, rec = cl.command_execution_status.COMPLETE, f"cpu:{threading.current_thread().name}", self.rec
+        try:
+            for i in self.next:
+                if i >= len(self.work) or self.failed:
+                    return
+                src, stage, a, b, ready = self.work[i]
+                t0 = rec.now()
+                np.copyto(stage[a:b], src[a:b])
+                rec.add(unit, "stage", -1, t0, rec.now(), 1, b - a, (b - a) * src.itemsize)
+                self.staged[i] = True
+                ready.set_status(complete)
+        except BaseException:
+            self.failed = True
+            raise
+        finally:
+            if next(self.ended) == self.tasks:
+                for (_, _, _, _, ready), staged in zip(self.work, self.staged):
+                    if not staged:
+                        ready.set_status(complete)
 
 
 def merge_tree(queue: Any, sorter: Any, runs: list[tuple[int, int]], src: Any, dst: Any,
@@ -410,7 +513,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     in_place = dst is not None and rt.host_pool.is_pinned(dst) and lease.context is rt.context
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
     q, cq = lease.queue, lease.copy_queue
-    pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, stage, rec, options.chunk_bytes, row_length)
+    pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, stage, rec, options.piece_bytes(), row_length)
     try:
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
         h2d = upload_pieces(cq, d_in, stage, pieces, ready)
@@ -582,7 +685,7 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_block: Callable
         Rows the CPU sorts, ``0 <= cpu_rows <= n / m`` (all: no device).
     on_device_error : {"fallback", "raise"}
     options : PipelineOptions
-        ``chunk_bytes``: bytes per piece (rounded down to whole rows, at least one).
+        :meth:`PipelineOptions.piece_bytes`: bytes per piece (rounded down to whole rows, at least one).
     strategy : str
         Recorded in the trace.
 
@@ -619,7 +722,7 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_block: Callable
     out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n - split, dt.itemsize, options))
     trace = Trace(strategy, cpu_rows / r, 0, int(np.ceil(np.log2(max(m, 2)))), n)
     rows_in, rows_out = keys.reshape(r, m), out.reshape(r, m)
-    staging = _staging_tasks(rt, -(-(n - split) // _piece_length(dt.itemsize, int(options.chunk_bytes), m)))
+    staging = _staging_tasks(rt, -(-(n - split) // _piece_length(dt.itemsize, options.piece_bytes(), m)))
 
     def cpu_share() -> None:
         t0 = rec.now()
@@ -835,20 +938,18 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     d_in, d_out = lease.buffer("in", 8 * n), lease.buffer("out", 8 * n)
     q, cq = lease.queue, lease.copy_queue
     stages = [lease.pinned(f"staging{i or ''}", a.nbytes)[:a.nbytes].view(a.dtype) for i, a in enumerate(arrays)]
-    staged: list[tuple[list, list, int, list]] = []
-    pack = prg["pack_keys"]
+    futures: list = []
+    pack, chunk = prg["pack_keys"], options.piece_bytes(values=bool(values))
 
     def packed(a: int, b: int, wait_for: list) -> Any:
         return pack(q, (b - a,), None, d_src[0], d_in, None, i64(m), col_bits, np.int32(0), i64(b),
                     global_offset=(a,), wait_for=wait_for)
 
-    try:
-        for a, st in zip(arrays, stages):
-            staged.append(stage_pieces(rt, lease, a, st, rec, options.chunk_bytes))
-        h2d = [upload_pieces(cq, d, stage, pieces, ready)
-               for d, (pieces, ready, _, _), stage in zip(d_src, staged, stages)]
+    try:  # the keys staged first (the sort waits for them), then the values
+        staged, tasks, futures = _stage_arrays(rt, lease, list(zip(arrays, stages)), rec, chunk)
+        h2d = [upload_pieces(cq, d, stage, pieces, ready) for d, (pieces, ready), stage in zip(d_src, staged, stages)]
         cq.flush()
-        pieces, _, tasks, _ = staged[0]
+        pieces = staged[0][0]
         bits = packed_bits(32, m, n // m)
         steps, _ = enqueue_sorts(lease, sorter, h2d[0], pieces, tasks, n, 0, d_in, d_out, options.sort_waves,
                                   prepare=packed, bits=bits)
@@ -858,18 +959,18 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         if values is None:
             if order is d_out:
                 steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
-            d2h = _keyed_download(lease, [(order, outs[0], steps[-1][4])], options.chunk_bytes)
+            d2h = _keyed_download(q, [(order, outs[0], steps[-1][4])], chunk)
         else:
-            gathered = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps)
-            d2h = _keyed_download(lease, [(g, o, e) for (g, e), o in zip(gathered, outs)], options.chunk_bytes)
+            d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs, chunk)
         q.flush()
         cq.flush()
-        for f in (f for s in staged for f in s[3]):
+        for f in futures:
             f.result()
     except BaseException:
-        quiesce([f for s in staged for f in s[3]], (cq, q))
+        quiesce(futures, (cq, q))
         raise
-    d2h[-1].wait()  # the last copy on the in-order copy queue
+    for ev in d2h:  # the copies down of two in-order queues
+        ev.wait()
     defer_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)
     return outs
 
@@ -889,35 +990,44 @@ def _high_digits(prg: dict[str, Any], sorter: DeviceSorter, q: Any, d_keys: Any,
 
 
 def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copied: list[list], d_sorted: Any, m: int,
-                mask: np.uint64, steps: list) -> list[tuple[Any, Any]]:
-    """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values), each
-    after the copies ``copied[i]`` of its source (on the other queue; the values' copies may still be running
-    when the sort ends); ``(buffer, event)`` each.
+                mask: np.uint64, steps: list, outs: list[np.ndarray], chunk_bytes: int) -> list:
+    """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values), and each
+    array's copy down into ``outs`` right behind its gather (:func:`_keyed_download`); the copies' events, in
+    order.
+
+    The keys' gather and copy down go on the lease's kernel queue, right
+    behind the sort; the values' on its copy queue, right behind their own
+    copies up (``copied[i]``, the last of them) and after the sort: the keys
+    come down while the values still go up and the values are gathered
+    while the keys come down (on the H100 machine, with every copy down on
+    the copy queue, the keys' waited behind the values' copies up, 1.2 ms of
+    a 13.6 ms key-value sort of 2^24 int32 keys with int64 values;
+    ``experiments/results/h100/pipeline_kv_before.log``).
 
     An element is gathered as whole words: of 8, 4, 2 or 1 bytes, the widest that divides its size.
     """
-    n, out = arrays[0].shape[0], []
+    n, d2h, sorted_ev = arrays[0].shape[0], [], steps[-1][4]
     for i, a in enumerate(arrays):
         size, word = next((size, word) for size, word in _WORDS if a.itemsize % size == 0)
         prg = _keyed_kernels(lease, arrays[0].dtype, word)
         dst = lease.buffer(f"keyed-out{i}", a.nbytes)
-        ev = prg["gather"](lease.queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
-                           np.int32(a.itemsize // size), np.int64(n), wait_for=copied[i])
-        steps.append(("gather", 1, n, [], ev))
-        out.append((dst, ev))
-    return out
+        queue, after = (lease.queue, copied[i]) if i == 0 else (lease.copy_queue, [sorted_ev])
+        ev = prg["gather"](queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
+                           np.int32(a.itemsize // size), np.int64(n), wait_for=after)
+        steps.append(("gather", 1, n, copied[i] if i else [], ev))
+        d2h += _keyed_download(queue, [(dst, outs[i], ev)], chunk_bytes)
+    return d2h
 
 
-def _keyed_download(lease: DeviceLease, items: list[tuple[Any, np.ndarray, Any]], chunk_bytes: int) -> list:
+def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any]], chunk_bytes: int) -> list:
     """Copy each ``(buffer, host array, event)``'s buffer into its host array once the event completes, in pieces
-    of ``chunk_bytes`` on the copy queue (so that one array's copy overlaps the next array's gather); the copies'
-    events, in order."""
+    of ``chunk_bytes``, on ``queue``; the copies' events, in order."""
     events = []
     for buf, host, ev in items:
         piece = max(chunk_bytes // host.itemsize, 1)
         for a in range(0, host.shape[0], piece):
             b = min(a + piece, host.shape[0])
-            events.append(cl.enqueue_copy(lease.copy_queue, _bytes(host, a, b), buf, src_offset=a * host.itemsize,
+            events.append(cl.enqueue_copy(queue, _bytes(host, a, b), buf, src_offset=a * host.itemsize,
                                           is_blocking=False, wait_for=[ev] if a == 0 else None))
     return events
 

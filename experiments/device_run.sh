@@ -28,8 +28,9 @@
 #        kernel there).
 # dask: bench_dask_partition (one block partitioned both ways on the GPU), then bench_dask, $DASK_WORKERS workers
 #       (default 1,2; a GPU each where there are several, 8 threads each) against dask.dataframe's sort_values,
-#       2^26-2^28 int64 keys, into bench_dask_w$DASK_WORKERS.json (one call per worker
-#       count fits the 10-minute limit; on nvidia-h200-x2 both GPUs share one cached profile: they have one name).
+#       2^26-2^28 int64 keys (MIN_LOG, MAX_LOG, DASK_ROUNDS override), into bench_dask_w$DASK_WORKERS.json
+#       (one call per worker count fits the 10-minute limit; on nvidia-h200-x2 both GPUs share one cached
+#       profile: they have one name).
 # tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
 # tabu-more: bench_tabu on flow shop, permuted perceptron and the hybrid EA.
 # tabu-resident: the tabu tests on the GPU, then bench_tabu_resident (iterations resident on the device, K per round
@@ -152,9 +153,9 @@ for stage in "$@"; do
         w=${DASK_WORKERS:-1,2}
         python3 experiments/bench_dask_partition.py --min-log 22 --max-log 24 --threads 8 \
             --json "$OUT/bench_dask_partition.json" 2>&1 | tee "$OUT/bench_dask_partition.log"
-        timeout "${DASK_SECONDS:-540}" python3 experiments/bench_dask.py --workers "$w" --threads 8 --min-log 26 \
-            --max-log 28 --chunk 16777216 --rounds 2 --json "$OUT/bench_dask_w${w/,/-}.json" 2>&1 | grep -v WARNING \
-            | tee "$OUT/bench_dask_w${w/,/-}.log"
+        timeout "${DASK_SECONDS:-540}" python3 experiments/bench_dask.py --workers "$w" --threads 8 \
+            --min-log "${MIN_LOG:-26}" --max-log "${MAX_LOG:-28}" --chunk 16777216 --rounds "${DASK_ROUNDS:-2}" \
+            --json "$OUT/bench_dask_w${w/,/-}.json" 2>&1 | grep -v WARNING | tee "$OUT/bench_dask_w${w/,/-}.log"
         ;;
     tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider --ignore tests/test_notebooks.py 2>&1 | tee "$OUT/tests.log"

@@ -6,8 +6,9 @@
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows-kv | two-gpu | multi-device)
 #
-# Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored) and writes results to
-# $OUT (default ./out).  PROFILE=FILE skips the calibration with a profile calibrated earlier on that kind of machine.
+# Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
+# machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
+# to $OUT (default ./out).  PROFILE=FILE skips the calibration with a profile calibrated earlier on that kind of machine.
 # cpusort: bench_cpusort (variants of the CPU share's parallel sort against numpy.sort).
 # pipeline: bench_pipeline and bench_host_memory (where a device-only sort spends its time).
 # pipeline-parts: bench_pipeline's key-value part (2^24 int32 keys, int64 values) and rows part (2^14 x 2^10

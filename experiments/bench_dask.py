@@ -40,7 +40,7 @@ from bench_common import command_line, shuffled_rounds, utc_now, write_json
 VARIANTS = ("hpu.dask.sort", "dask.dataframe sort_values")
 #: Phases of hpu.dask.sort by the task names they show in Dask's task stream (a range's sort is fused with the
 #: block made of it, "from-value-sort_range-..."; one output block: "_sort_block").
-PHASES = {"sample": ("_sample",), "splitters": ("_splitters",), "partition": ("partition_block", "getitem"),
+PHASES = {"sample": ("_sample",), "splitters": ("_splitters",), "partition": ("_partition", "getitem"),
           "sort": ("sort_range", "_sort_block")}
 
 

@@ -18,7 +18,9 @@ Needs the optional extra ``hpu[dask]`` (``dask[array]`` and ``distributed``)::
   partition every block by key range (sorting it on the worker's device
   and cutting it by binary search where the device sorts it), move the
   pieces in Dask's all-to-all
-  task shuffle, and sort each key range on its worker with :func:`hpu.sort`.
+  task shuffle, and make each key range on its worker: merged from its
+  pieces where they all come sorted (:func:`hpu.sorting.cpu.multiway_merge`), else sorted
+  with :func:`hpu.sort`.
   Keys are compared as (order-preserving key, global position) pairs
   (:func:`hpu.sorting.keys.to_unsigned`), so equal keys split across ranges
   by position and the result is stable, NaN and NaT last.
@@ -55,7 +57,9 @@ except ImportError as e:  # pragma: no cover - the optional extra is missing
 
 from .core.runtime import Runtime, default_runtime, list_devices, set_default_runtime
 from .core.util import check_int
+from .core.kernels import CL_TYPES
 from .sorting.api import sort as hpu_sort
+from .sorting.cpu import multiway_merge
 from .sorting.mergesort import planned_split, planned_strategy
 from .sorting.keys import check_sort_dtype, to_unsigned
 from .tabu import hybrid_ea, tabu_search
@@ -255,7 +259,7 @@ def _sample_sort(x: da.Array, parts: int, owner: list[str], shares: np.ndarray, 
     samples = [dask.delayed(_sample, pure=True)(b, int(offsets[i]), k, seed + i)
                for i, (b, k) in enumerate(zip(blocks, per_block))]
     splitters = dask.delayed(_splitters, pure=True)(samples, shares)
-    pieces = [dask.delayed(partition_block, pure=True, nout=parts)(b, int(offsets[i]), splitters, parts)
+    pieces = [dask.delayed(_partition, pure=True, nout=parts)(b, int(offsets[i]), splitters, parts)
               for i, b in enumerate(blocks)]
     out = []
     for j in range(parts):
@@ -324,9 +328,7 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
     if method not in ("auto", "sort", "numpy"):
         raise ValueError(f"method must be 'auto', 'sort' or 'numpy', got {method!r}")
     if method == "auto":
-        usable = parts > 1 and block.shape[0]
-        method = "sort" if usable and planned_strategy(block.shape[0], block.dtype, default_runtime()) != "cpu" \
-            else "numpy"
+        method = _partition_method(block, parts)
     if method == "sort":
         return _cut_sorted(block, offset, splitters)
     su, sg = splitters
@@ -341,6 +343,20 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
     order = np.argsort(dest.astype(np.uint16 if parts <= 1 << 16 else np.int64), kind="stable")
     bounds = np.cumsum(np.bincount(dest, minlength=parts))[:-1]
     return tuple(np.split(block[order], bounds))
+
+
+def _partition_method(block: np.ndarray, parts: int) -> str:
+    """:func:`partition_block`'s ``"auto"``: ``"sort"`` where this process's default runtime sorts ``block`` on
+    its device, else ``"numpy"``."""
+    usable = parts > 1 and block.shape[0]
+    return "sort" if usable and planned_strategy(block.shape[0], block.dtype, default_runtime()) != "cpu" else "numpy"
+
+
+def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray],
+               parts: int) -> tuple[tuple[np.ndarray, bool], ...]:
+    """The graph's partition task: :func:`partition_block`'s pieces, each with whether it is sorted."""
+    method = _partition_method(block, parts)
+    return tuple((p, method == "sort") for p in partition_block(block, offset, splitters, parts, method=method))
 
 
 def _cut_sorted(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
@@ -361,10 +377,26 @@ def _cut_sorted(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.
     return tuple(np.split(s, cuts))
 
 
-def _sort_range(pieces: list[np.ndarray]) -> np.ndarray:
-    """One key range: the pieces in input order, sorted stably on this worker's hpu runtime (in the input's byte
-    order, which ``numpy.concatenate`` does not keep)."""
-    return hpu_sort(np.concatenate(pieces).astype(pieces[0].dtype, copy=False))
+def _sort_range(pieces: list[tuple[np.ndarray, bool]]) -> np.ndarray:
+    """One key range from its pieces (each with whether it is sorted), in input order: merged stably by the
+    thread pool of this worker's runtime (:func:`hpu.sorting.cpu.multiway_merge`) where every piece is sorted
+    and of a native dtype the merge takes, else concatenated and sorted stably by :func:`hpu.sort` (in the
+    input's byte order, which ``numpy.concatenate`` does not keep).
+
+    Merging the sorted pieces rather than sorting them again is the last step of "parallel sorting by regular
+    sampling" (Shi and Schaeffer, JPDC 14(4), 1992).
+    """
+    arrays = [p for p, _ in pieces]
+    dt = arrays[0].dtype
+    if all(done for _, done in pieces) and dt in CL_TYPES and dt.isnative:
+        runs = [a for a in arrays if a.shape[0]]
+        if len(runs) <= 1:
+            return runs[0].copy() if runs else arrays[0][:0].copy()
+        out = np.empty(sum(a.shape[0] for a in runs), dt)
+        rt = default_runtime()
+        multiway_merge(runs, out, rt.pool, rt.threads)
+        return out
+    return hpu_sort(np.concatenate(arrays).astype(dt, copy=False))
 
 
 # -- tabu searches ----------------------------------------------------------------

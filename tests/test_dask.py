@@ -108,6 +108,59 @@ def test_cutting_a_sorted_block_gives_the_partitions_pieces(fresh, kind):
         partition_block(block, offset, splitters, 4, method="radix")
 
 
+@pytest.mark.parametrize("dtype", ["float64", "int32", ">i8", "datetime64[s]"])
+@pytest.mark.parametrize("kind", ["random", "few", "special"])
+def test_key_ranges_merged_from_sorted_pieces_equal_numpy(fresh, dtype, kind):
+    """Blocks sorted and cut, each key range merged from its sorted pieces (or, where the merge does not take the
+    dtype, sorted again), the ranges one after another: numpy's stable sort of the whole array, bit for bit."""
+    from hpu.dask import _sample, _sort_range, _splitters, partition_block
+
+    rng = np.random.default_rng(len(kind) + len(dtype))
+    n, blocks, parts = 60_000, 5, 4
+    if dtype == "float64":
+        a = {"random": rng.standard_normal(n), "few": rng.integers(0, 3, n) * 1.0,
+             "special": np.where(rng.random(n) < 0.3, np.nan, rng.integers(-2, 3, n) * 0.0)}[kind]
+    else:
+        a = rng.integers(-5, 5 if kind == "few" else 1 << 20, n).astype(np.int64)
+        a = (a.astype(">i8") if dtype == ">i8" else a.astype(dtype if dtype == "int32" else np.int64)
+             if dtype != "datetime64[s]" else a.astype("datetime64[s]"))
+        if dtype == "datetime64[s]" and kind == "special":
+            a[rng.random(n) < 0.2] = np.datetime64("NaT")
+    bounds = np.linspace(0, n, blocks + 1).astype(np.int64)
+    splitters = _splitters([_sample(a[lo:hi], int(lo), 300, i) for i, (lo, hi) in enumerate(zip(bounds, bounds[1:]))],
+                           np.array([0.1, 0.4, 0.3, 0.2]))
+    with hpu.using_runtime(fresh):
+        pieces = [partition_block(a[lo:hi], int(lo), splitters, parts, method="sort")
+                  for lo, hi in zip(bounds, bounds[1:])]
+        ranges = [_sort_range([(p[j], True) for p in pieces]) for j in range(parts)]
+        again = [_sort_range([(p[j], False) for p in pieces]) for j in range(parts)]
+    for got in (ranges, again):  # numpy's concatenation drops the byte order, as sort's graph restores it
+        assert all(r.dtype == a.dtype for r in got)
+        assert same_bits(np.concatenate(got).astype(a.dtype), np.sort(a, kind="stable"))
+
+
+def test_benchmark_names_every_phase_of_a_sort(client):
+    """experiments/bench_dask.py attributes the task stream of a sort over several ranges to each of its phases
+    (by task name: a renamed task would silently drop out of the table of where the time goes)."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    from distributed import get_task_stream, wait
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+    bench = importlib.import_module("bench_dask")
+    x = da.from_array(np.random.default_rng(3).integers(0, 1 << 40, 200_000), chunks=50_000)
+    with get_task_stream(client) as ts:
+        wait(hpu.dask.sort(x, npartitions=3).persist())
+    tasks = {f: [t for t in ts.data if f in str(t["key"])] for f in ("_sample", "_splitters", "_partition",
+                                                                     "sort_range")}  # hpu.dask's task functions
+    for f, mine in tasks.items():
+        assert mine, f"no {f} task in the stream"
+        for task in mine:
+            assert sum(bench.phases([task]).values()) > 0, f"{task['key']} is in no phase of {bench.PHASES}"
+
+
 def test_workers_in_one_process_share_one_runtime():
     with LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
         hpu.dask.register(c, device="none")

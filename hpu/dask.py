@@ -356,7 +356,8 @@ def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.n
                parts: int) -> tuple[tuple[np.ndarray, bool], ...]:
     """The graph's partition task: :func:`partition_block`'s pieces, each with whether it is sorted."""
     method = _partition_method(block, parts)
-    return tuple((p, method == "sort") for p in partition_block(block, offset, splitters, parts, method=method))
+    return tuple((p, method == "sort" or p.shape[0] <= 1)
+                 for p in partition_block(block, offset, splitters, parts, method=method))
 
 
 def _cut_sorted(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:

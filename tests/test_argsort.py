@@ -385,8 +385,8 @@ def test_keyed_gathers_wait_for_the_values_copies(fresh):
 
 
 def test_failed_key_value_staging_raises_and_leaves_inputs(fresh, monkeypatch):
-    """A staging copy that fails (the keys' or the values'): the sort raises, no device copy waits forever, the
-    inputs are untouched, and the next sort is right."""
+    """A staging copy that fails (a piece of the keys, then of the values): the sort raises, no device copy waits
+    forever, the inputs are untouched, and the next sort is right."""
     import hpu.sorting.pipeline as fm
     from hpu.sorting.pipeline import fast_keyed_sort
 
@@ -394,26 +394,28 @@ def test_failed_key_value_staging_raises_and_leaves_inputs(fresh, monkeypatch):
     keys, values = rng.integers(0, 1000, 50_000).astype(np.int32), rng.integers(0, 1 << 60, 50_000)
     before, opts, real = (keys.copy(), values.copy()), hpu.PipelineOptions(chunk_bytes=16 << 10), np.copyto
     order = np.argsort(keys, kind="stable")
-    for failing in (2, 20):  # a piece of the keys, then of the values
-        calls = []
+    for failing in (keys, values):
+        seen = []
 
-        def copyto(dst, src, *args, **kw):
-            calls.append(1)
-            if len(calls) == failing:
-                raise MemoryError("injected: staging failed")
+        def copyto(dst, src, *args, **kw):  # the second piece staged from the failing array
+            if isinstance(src, np.ndarray) and np.shares_memory(src, failing):
+                seen.append(1)
+                if len(seen) == 2:
+                    raise MemoryError("injected: staging failed")
             return real(dst, src, *args, **kw)
 
-        monkeypatch.setattr(fm.np, "copyto", copyto)
+        monkeypatch.setattr(fm.np, "copyto", copyto)  # numpy's own: every caller's, until restored below
         with pytest.raises(hpu.DeviceFailure, match="injected"):
             fast_keyed_sort(keys, [values], fresh, gather=True, redo=None, options=opts, on_device_error="raise")
         monkeypatch.setattr(fm.np, "copyto", real)
+        assert len(seen) >= 2
         assert same_bits(keys, before[0]) and same_bits(values, before[1])
         out, _ = fast_keyed_sort(keys, [values], fresh, gather=True, redo=None, options=opts,
                                  on_device_error="raise")
         assert same_bits(out[0], keys[order]) and same_bits(out[1], values[order])
 
 
-def test_key_value_staging_puts_keys_first_and_ramps_up():
+def test_key_value_staging_pieces_ramp_up():
     """Key-value staging: the keys' pieces grow from a fraction of the chunk to the chunk (so that tasks finish
     one after another), every piece starts on the alignment, and the pieces cover the array in order."""
     from hpu.sorting.pipeline import _ramp_pieces
@@ -426,6 +428,7 @@ def test_key_value_staging_puts_keys_first_and_ramps_up():
         sizes = [b - a for a, b in pieces[:-1]]
         assert sizes[:tasks - 1] == sorted(sizes[:tasks - 1]) and all(x == length for x in sizes[tasks - 1:])
     assert [b - a for a, b in _ramp_pieces(10_000, 512, 16, 8)[:8]] == [64, 128, 192, 256, 320, 384, 448, 512]
+    assert _ramp_pieces(0, 512, 16, 8) == []
 
 
 def test_key_value_results_share_one_pool_block(fresh):

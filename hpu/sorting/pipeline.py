@@ -228,6 +228,8 @@ def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int,
     ``tasks`` tasks that each take the next piece as soon as they are free then finish their pieces one after
     another, a piece's staging apart, rather than all at once (:func:`_stage_arrays`).
     """
+    if n == 0:
+        return []
     sizes = [max(align, length * i // tasks // align * align) for i in range(1, tasks)]
     bounds, a = [0], 0
     for size in sizes:
@@ -296,8 +298,8 @@ class _InOrderStaging:
                 t0 = rec.now()
                 np.copyto(stage[a:b], src[a:b])
                 rec.add(unit, "stage", -1, t0, rec.now(), 1, b - a, (b - a) * src.itemsize)
-                self.staged[i] = True
                 ready.set_status(complete)
+                self.staged[i] = True
         except BaseException:
             self.failed = True
             raise
@@ -471,17 +473,19 @@ def defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, items
     steps = [(kind, parts, keys, [plain[id(e)] for e in waited], ev) for kind, parts, keys, waited, ev in steps]
 
     def record() -> None:  # reading ~40 events' times costs host time
-        try:  # the device clock at the recorder's start, from the last copy's end
-            rec.device_offset = d2h[-1].profile.end * 1e-9 - host_end
+        try:  # the device clock at the recorder's start, from the last copy's end (copies of several queues)
+            rec.device_offset = max(e.profile.end for e in d2h) * 1e-9 - host_end
         except Exception:  # no profiling: every device event is put at the end
             rec.device_offset = None
         for ev, kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
             rec.add(f"bus{unit}", kind, -1, *event_times(ev, rec, host_end), 1, 0, 0)
         prev_end = -np.inf
         for kind, parts, keys, waited, ev in steps:
-            # A step starts when the one before it and the copies it waited for have ended (in-order queue).
-            start = max([prev_end, *(event_times(e, rec, host_end)[1] for e in waited)])
-            prev_end = event_times(ev, rec, host_end)[1]
+            # A step starts when the one before it and the copies it waited for have ended (in-order queue; a
+            # step of another queue, such as a key-value sort's gathers, is at least not drawn starting after it ends).
+            end = event_times(ev, rec, host_end)[1]
+            start = min(max([prev_end, *(event_times(e, rec, host_end)[1] for e in waited)]), end)
+            prev_end = end
             rec.add(f"device{unit}", kind, t, start, prev_end, parts, keys // parts, keys * itemsize)
 
     rec.deferred.append(record)
@@ -969,8 +973,12 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     except BaseException:
         quiesce(futures, (cq, q))
         raise
-    for ev in d2h:  # the copies down of two in-order queues
-        ev.wait()
+    try:
+        for ev in d2h:  # the copies down of two in-order queues
+            ev.wait()
+    except BaseException:  # the other queue may still be copying into the results
+        quiesce([], (cq, q))
+        raise
     defer_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)
     return outs
 

@@ -174,6 +174,16 @@ def test_bad_options(runtime):
         hybrid_mergesort(a, transfer_level=-1, runtime=runtime)
 
 
+def test_pipeline_piece_sizes():
+    """Pieces of 4 MiB by default, 8 MiB for key-value sorts, an explicit size for both; a size below one byte
+    refused."""
+    assert hpu.PipelineOptions().piece_bytes() == 4 << 20
+    assert hpu.PipelineOptions().piece_bytes(values=True) == 8 << 20
+    assert hpu.PipelineOptions(chunk_bytes=1000).piece_bytes(values=True) == 1000
+    with pytest.raises(ValueError, match="chunk_bytes"):
+        hpu.PipelineOptions(chunk_bytes=0)
+
+
 @pytest.mark.parametrize("strategy", ["gpu", "basic", "advanced"])
 def test_injected_device_failure(runtime, monkeypatch, strategy):
     if not runtime.has_device:

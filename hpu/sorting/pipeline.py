@@ -164,17 +164,18 @@ def _staging_tasks(rt: Runtime, pieces: int) -> int:
 
 
 def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
-           chunk_bytes: int, row_length: int | None = None) -> tuple[list, list, int, list]:
+                 chunk_bytes: int, row_length: int | None = None) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
 
     Pieces of ``chunk_bytes`` (rounded down to whole multiples of the
     device's sub-buffer alignment, ``mem_base_addr_align``, in elements, so
     that device ranges may start at any piece; with ``row_length``, to whole
-    rows of that many elements instead) are shared out round robin among at most
-    half as many pool tasks as there are pieces, so that they are staged in
-    at least two waves of ``tasks`` consecutive pieces.  Few, large tasks:
-    every task switch costs Python's global lock, which 16 threads staging
-    small pieces contend for (measured by ``experiments/bench_pipeline.py``).
+    rows of that many elements instead) are staged by at most half as many
+    pool tasks as there are pieces (:func:`_staging_tasks`), each task taking
+    the next piece in order as soon as it is free, so that they are staged in
+    at least two waves of ``tasks`` consecutive pieces.  Few, large pieces:
+    every piece costs Python's global lock, which 16 threads staging small
+    pieces contend for (measured by ``experiments/bench_pipeline.py``).
 
     Returns
     -------
@@ -183,42 +184,16 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
     ready : list of pyopencl.UserEvent
         ``ready[k]`` completes when piece ``k`` is staged: device copies wait
         for it, so that the caller can enqueue the whole pipeline at once.  A
-        task that fails still completes its remaining events (the device then
-        copies stale data, which the caller discards): no command waits forever.
+        task that fails stops the others, and the last task to end completes
+        every remaining event (the device then copies stale data, which the
+        caller discards): no command waits forever.
     tasks : int
+        Pieces per wave of :func:`enqueue_sorts`.
     futures : list of concurrent.futures.Future
         The tasks; their exceptions are the staging errors.
     """
-    n, item = src.shape[0], src.itemsize
-    align = row_length or max(1, int(lease.device.mem_base_addr_align) // 8)  # where sub-buffers may start
-    bounds = list(range(0, n, _piece_length(item, chunk_bytes, align))) + [n]
-    pieces = list(zip(bounds[:-1], bounds[1:]))
-    tasks = _staging_tasks(rt, len(pieces))
-    ready = [cl.UserEvent(lease.context) for _ in pieces]
-    complete = cl.command_execution_status.COMPLETE
-    if src.__array_interface__["data"][0] == stage.__array_interface__["data"][0]:  # already in place
-        for ev in ready:
-            ev.set_status(complete)
-        return pieces, ready, tasks, []
-    if src.dtype.names:  # structured elements as raw bytes (numpy copies fields, not the padding between them)
-        raw = np.dtype((np.void, item))
-        src, stage = src.view(raw), stage.view(raw)
-
-    def task(w: int) -> None:
-        mine = list(range(w, len(pieces), tasks))
-        try:
-            while mine:
-                a, b = pieces[mine[0]]
-                t0 = rec.now()
-                np.copyto(stage[a:b], src[a:b])
-                rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
-                        (b - a) * item)
-                ready[mine.pop(0)].set_status(complete)
-        finally:
-            for k in mine:
-                ready[k].set_status(complete)
-
-    return pieces, ready, tasks, [rt.pool.submit(task, w) for w in range(tasks)]
+    [(pieces, ready)], tasks, futures = _stage_arrays(rt, lease, [(src, stage)], rec, chunk_bytes, row_length)
+    return pieces, ready, tasks, futures
 
 
 def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int, int]]:
@@ -242,10 +217,10 @@ def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int,
 
 
 def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray, np.ndarray]], rec: Recorder,
-                  chunk_bytes: int) -> tuple[list[tuple[list, list]], int, list]:
-    """:func:`stage_pieces` of several arrays (each ``(src, stage)``, none staged in place) by one set of tasks,
-    as many as for the pieces of all arrays, each task taking the next piece in order as soon as it is free: the
-    first array's pieces all before the second's, and with several arrays the first array's growing
+                  chunk_bytes: int, row_length: int | None = None) -> tuple[list[tuple[list, list]], int, list]:
+    """:func:`stage_pieces` of several arrays (each ``(src, stage)``) by one set of tasks, as many as for the
+    pieces of all arrays, each task taking the next piece in order as soon as it is free: the first array's
+    pieces all before the second's, and with several arrays the first array's growing
     (:func:`_ramp_pieces`; one array: pieces of one length, as :func:`stage_pieces`, whose count sets the
     device's sort waves).
 
@@ -260,7 +235,8 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
 
     Returns ``([(pieces, ready)] per array, tasks, futures)`` as :func:`stage_pieces`.
     """
-    align = max(1, int(lease.device.mem_base_addr_align) // 8)  # where sub-buffers may start
+    complete = cl.command_execution_status.COMPLETE
+    align = row_length or max(1, int(lease.device.mem_base_addr_align) // 8)  # where sub-buffers may start
     lengths = [_piece_length(src.itemsize, chunk_bytes, align) for src, _ in pairs]
     tasks = _staging_tasks(rt, sum(-(-src.shape[0] // length) for (src, _), length in zip(pairs, lengths)))
     work, out = [], []
@@ -268,12 +244,17 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
         pieces = _ramp_pieces(src.shape[0], length, align, tasks if i == 0 and len(pairs) > 1 else 1)
         ready = [cl.UserEvent(lease.context) for _ in pieces]
         out.append((pieces, ready))
+        if src.__array_interface__["data"][0] == stage.__array_interface__["data"][0]:  # already in place
+            for ev in ready:
+                ev.set_status(complete)
+            continue
         if src.dtype.names:  # structured elements as raw bytes (numpy copies fields, not the padding between them)
             raw = np.dtype((np.void, src.itemsize))
             src, stage = src.view(raw), stage.view(raw)
         work += [(src, stage, a, b, ev) for (a, b), ev in zip(pieces, ready)]
-    staging = _InOrderStaging(work, rec, tasks)
-    return out, tasks, [rt.pool.submit(staging.task) for _ in range(tasks)]
+    workers = min(tasks, len(work))
+    staging = _InOrderStaging(work, rec, workers)
+    return out, tasks, [rt.pool.submit(staging.task) for _ in range(workers)]
 
 
 class _InOrderStaging:

@@ -6,19 +6,20 @@ For each n, sorts uniform random int32 host to host with ``strategy="gpu"``
 ``--part rows``: :func:`hpu.sorting.pipeline.fast_row_sort` of float32 rows
 of 1024 keys) several times and prints, from the best run's trace (milliseconds since the
 call began): the span of the CPU staging copies, of the host-to-device and
-device-to-host copies, of the device sort, and the wall time; also each
-phase's rate in GB/s, with the transfer chunk size varied, and with the
+device-to-host copies, of the device sort, and the wall time, beside the median wall time of the runs;
+with the transfer chunk size, the most staging tasks at once varied, and with the
 device sorting each staging wave on arrival or the whole array after the
-last copy (``hpu.PipelineOptions(chunk_bytes=..., sort_waves=...)``, passed
-as ``options=``); then each device step of that run.
+last copy (``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., sort_waves=...)``, passed
+as ``options=``); then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
-        [--chunks-mib 2,4,8] [--waves on,off] [--json PATH]
+        [--chunks-mib 2,4,8] [--tasks auto,4,8] [--waves on,off] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -62,17 +63,19 @@ def run_part(part: str, a: np.ndarray, values: np.ndarray | None, rt: hpu.Runtim
 
 
 def best_trace(part: str, a: np.ndarray, values: np.ndarray | None, refs: list[np.ndarray], rt: hpu.Runtime,
-               options: hpu.PipelineOptions, repeats: int) -> hpu.Trace:
-    """The trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``)."""
-    best = None
+               options: hpu.PipelineOptions, repeats: int) -> tuple[hpu.Trace, float]:
+    """The trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``) and the
+    median wall time (ms) of the last ``repeats`` (the first warms up)."""
+    best, walls = None, []
     for _ in range(repeats + 1):
         outs, tr = run_part(part, a, values, rt, options)
         if not all(np.array_equal(o, r) for o, r in zip(outs, refs)):
             raise SystemExit(f"wrong result of {part} at n = {a.size} with {options}")
         del outs
+        walls.append(tr.wall * 1e3)
         if best is None or tr.wall < best.wall:
             best = tr
-    return best
+    return best, float(np.median(walls[1:] or walls))
 
 
 def inputs(part: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None, list[np.ndarray]]:
@@ -95,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-log", type=int, default=22)
     ap.add_argument("--max-log", type=int, default=25)
     ap.add_argument("--chunks-mib", default="2,4,8", help="comma-separated transfer chunk sizes to try (MiB)")
+    ap.add_argument("--tasks", default="auto",
+                    help="PipelineOptions.staging_tasks settings to compare (auto: the default, 8; default auto)")
     ap.add_argument("--waves", default="on,off",
                     help="PipelineOptions.sort_waves settings to compare (default on,off)")
     ap.add_argument("--repeats", type=int, default=7)
@@ -104,23 +109,29 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     with hpu.Runtime(args.device, profile="hpu1") as rt:
         meta = {"part": args.part, "date": utc_now(), "command": command_line("bench_pipeline.py", argv),
-                "device": rt.device_name, "host": host_description(), "threads": rt.threads}
+                "device": rt.device_name, "host": host_description(), "threads": rt.threads,
+                "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", "")}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'chunk':>6} {'waves':>5} {'wall':>7} {'stage':>13} {'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end)")
+        print(f"{'n':>10} {'chunk':>6} {'tasks':>5} {'waves':>5} {'median':>7} {'wall':>7} {'stage':>13} {'h2d':>13} "
+              f"{'sort':>13} {'d2h':>13}   ms (start-end of the fastest run)")
+        configs = [(float(x), None if k == "auto" else int(k), w) for x in args.chunks_mib.split(",")
+                   for k in args.tasks.split(",") for w in args.waves.split(",")]
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
             a, values, refs = inputs(args.part, n, rng)
-            for mib, waves in ((float(x), w) for x in args.chunks_mib.split(",") for w in args.waves.split(",")):
-                options = hpu.PipelineOptions(chunk_bytes=int(mib * (1 << 20)), sort_waves=waves == "on")
-                best = best_trace(args.part, a, values, refs, rt, options, args.repeats)
+            for mib, tasks, waves in configs:
+                options = hpu.PipelineOptions(chunk_bytes=int(mib * (1 << 20)), sort_waves=waves == "on",
+                                              **({} if tasks is None else {"staging_tasks": tasks}))
+                best, median = best_trace(args.part, a, values, refs, rt, options, args.repeats)
                 s = spans(best)
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
-                rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "waves": options.sort_waves, **s,
-                             "device_steps": steps})
+                rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "staging_tasks": options.staging_tasks,
+                             "waves": options.sort_waves, "median_wall": median, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h")]
-                print(f"{n:>10} {mib:6.1f} {waves:>5} {s['wall']:7.2f} " + " ".join(cells) + "   device: "
-                      + ", ".join(f"{k} {a:.2f}-{b:.2f}" for k, a, b in steps), flush=True)
+                print(f"{n:>10} {mib:6.1f} {options.staging_tasks:>5} {waves:>5} {median:7.2f} {s['wall']:7.2f} "
+                      + " ".join(cells) + "   device: " + ", ".join(f"{k} {a:.2f}-{b:.2f}" for k, a, b in steps),
+                      flush=True)
     if args.json:
         write_json(args.json, {"meta": meta, "rows": rows})
     return 0

@@ -4,7 +4,7 @@
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | pipeline-parts | sort | sort-check | keyrange |
 #                                            stress | default-runtime | kept | tests | argsort | argsort-check | dask |
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
-#                                            sort-tests | rows-kv | two-gpu | multi-device)
+#                                            sort-tests | rows-kv | two-gpu | multi-device | pipeline-tasks)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -13,6 +13,9 @@
 # pipeline: bench_pipeline and bench_host_memory (where a device-only sort spends its time).
 # pipeline-parts: bench_pipeline's key-value part (2^24 int32 keys, int64 values) and rows part (2^14 x 2^10
 #                 float32), then the sort at 2^24 for scale: where each one's time goes.
+# pipeline-tasks: bench_pipeline's sort, rows and key-value parts at 2^24 with the most staging tasks varied, medians
+#                 of 15 calls; then the same with glibc's memcpy using non-temporal stores from 256 KiB on
+#                 (GLIBC_TUNABLES; its default threshold on the H100 machine is 158 MB, from the 300 MB L3 the VM reports).
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
 # sort-check: bench_mergesort at 2^24 only (the README's figure), with the same profile.
 # keyrange: bench_mergesort 2^22-2^28 with the key-range split (the model's shares and forced CPU shares) beside the
@@ -89,6 +92,15 @@ for stage in "$@"; do
             python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 \
                 --chunks-mib "${CHUNKS_MIB:-2,4,8,16}" --waves on --repeats 5 --json "$OUT/pipeline_$part.json" \
                 2>&1 | tee "$OUT/pipeline_$part.log"
+        done
+        ;;
+    pipeline-tasks)
+        for nt in "" glibc.cpu.x86_non_temporal_threshold=0x40000; do
+            for part in sort rows kv; do
+                GLIBC_TUNABLES=$nt python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 \
+                    --max-log 24 --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" --tasks 4,6,8,16 --waves on \
+                    --repeats 15
+            done 2>&1 | tee "$OUT/pipeline_tasks${nt:+_nt}.log"
         done
         ;;
     sort)

@@ -184,6 +184,21 @@ def test_pipeline_piece_sizes():
         hpu.PipelineOptions(chunk_bytes=0)
 
 
+def test_pipeline_staging_tasks(runtime):
+    """At most 8 staging tasks by default, or as many as asked; one task stages the pieces one by one, so the device
+    sorts each piece as a wave of its own."""
+    assert hpu.PipelineOptions().staging_tasks == 8
+    with pytest.raises(ValueError, match="staging_tasks"):
+        hpu.PipelineOptions(staging_tasks=0)
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = np.random.default_rng(2).integers(-50, 50, 9000).astype(np.int32)
+    out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True,
+                               options=hpu.PipelineOptions(chunk_bytes=4096, device_sort="merge", staging_tasks=1))
+    assert same_bits(out, np.sort(a, kind="stable"))
+    assert [e.kind for e in tr.events if e.unit == "device"].count("sort") == -(-a.nbytes // 4096)
+
+
 @pytest.mark.parametrize("strategy", ["gpu", "basic", "advanced"])
 def test_injected_device_failure(runtime, monkeypatch, strategy):
     if not runtime.has_device:
@@ -249,7 +264,8 @@ def test_device_sort_in_waves(runtime, monkeypatch, dtype, n):
     assert same_bits(out, np.sort(a, kind="stable"))
     steps = [e.kind for e in tr.events if e.unit == "device"]
     pieces = -(-n * a.itemsize // 4096)
-    waves = -(-pieces // min(runtime.threads, (pieces + 1) // 2))  # as pipeline.stage_pieces shares them out
+    tasks = min(runtime.threads, (pieces + 1) // 2, hpu.PipelineOptions().staging_tasks)
+    waves = -(-pieces // tasks)  # as pipeline.stage_pieces shares them out
     assert steps.count("sort") == waves >= 2 and steps[-1] == "merge"
     # The radix sort (the default on CPU devices) takes the staged keys in one sort, without waves.
     out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True,

@@ -289,7 +289,8 @@ class _Exchange:
             d_keys = lease.buffer("splitters", keys.nbytes)
             d_bounds = lease.buffer("bounds", 16 * keys.size)
             cl.enqueue_copy(q, d_keys, keys, is_blocking=True)
-        pieces, ready, tasks, staging = stage_pieces(rt, lease, self.src[a:b], stage, self.rec, opts.piece_bytes())
+        pieces, ready, tasks, staging = stage_pieces(rt, lease, self.src[a:b], stage, self.rec, opts.piece_bytes(),
+                                                     most_tasks=opts.staging_tasks)
         try:
             h2d = upload_pieces(cq, d_in, stage, pieces, ready)
             cq.flush()

@@ -101,16 +101,33 @@ class PipelineOptions:
         The device's sort (:class:`hpu.sorting.device.DeviceSorter`'s
         ``algorithm``); None (default): the radix sort on CPU devices, the
         merge sort on others.  Waves need the merge sort.
+    staging_tasks : int
+        Most pool tasks that stage pieces at once, also the pieces per sort
+        wave (default 8; never more than half the pieces nor the pool's
+        threads).  Staging is bound by host memory, which the DMA engine
+        reads at the same time: more tasks copying at once slow each other
+        and the copies up.  On the H100 machine (``experiments/bench_pipeline.py
+        --tasks 4,6,8,16``, medians of 15 calls at 2^24 keys, two machines of
+        that kind: ``experiments/results/h100/pipeline_tasks.log`` and
+        ``pipeline_tasks_earlier.log``) a key-value sort of int32 keys with
+        int64 values (24 pieces) took 10.6 and 11.1 ms with 8 tasks, 11.3
+        and 12.0 ms with 12 (the cap of 16: half the pieces, as before this
+        option), 12.3 and 13.4 ms with 4; for a sort and for rows (16
+        pieces: 8 tasks) 4 tasks were up to 0.5 ms faster on one machine
+        and up to 0.6 ms slower on the other.
     """
 
     chunk_bytes: int | None = None
     sort_waves: bool = True
     result_memory: str = "auto"
     device_sort: str | None = None
+    staging_tasks: int = 8
 
     def __post_init__(self) -> None:
         if self.chunk_bytes is not None and int(self.chunk_bytes) < 1:
             raise ValueError(f"chunk_bytes must be None or >= 1, got {self.chunk_bytes!r}")
+        if int(self.staging_tasks) < 1:
+            raise ValueError(f"staging_tasks must be >= 1, got {self.staging_tasks!r}")
         if self.device_sort not in (None, *ALGORITHMS):
             raise ValueError(f"device_sort must be None or one of {', '.join(ALGORITHMS)}, got {self.device_sort!r}")
         if self.result_memory not in ("auto", "pin", "plain"):
@@ -157,21 +174,23 @@ def _piece_length(itemsize: int, chunk_bytes: int, align: int) -> int:
     return max(chunk_bytes // itemsize // align * align, align)
 
 
-def _staging_tasks(rt: Runtime, pieces: int) -> int:
+def _staging_tasks(rt: Runtime, pieces: int, most: int) -> int:
     """Pool tasks that stage ``pieces`` pieces (:func:`stage_pieces`): half as many, at least one, at most the
-    threads."""
-    return max(1, min(rt.threads, (pieces + 1) // 2))
+    threads and ``most`` (:attr:`PipelineOptions.staging_tasks`)."""
+    return max(1, min(rt.threads, (pieces + 1) // 2, most))
 
 
 def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
-                 chunk_bytes: int, row_length: int | None = None) -> tuple[list, list, int, list]:
+                 chunk_bytes: int, row_length: int | None = None,
+                 most_tasks: int | None = None) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
 
     Pieces of ``chunk_bytes`` (rounded down to whole multiples of the
     device's sub-buffer alignment, ``mem_base_addr_align``, in elements, so
     that device ranges may start at any piece; with ``row_length``, to whole
     rows of that many elements instead) are staged by at most half as many
-    pool tasks as there are pieces (:func:`_staging_tasks`), each task taking
+    pool tasks as there are pieces and at most ``most_tasks`` (default
+    :attr:`PipelineOptions.staging_tasks`; :func:`_staging_tasks`), each task taking
     the next piece in order as soon as it is free, so that they are staged in
     at least two waves of ``tasks`` consecutive pieces.  Few, large pieces:
     every piece costs Python's global lock, which 16 threads staging small
@@ -192,7 +211,8 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
     futures : list of concurrent.futures.Future
         The tasks; their exceptions are the staging errors.
     """
-    [(pieces, ready)], tasks, futures = _stage_arrays(rt, lease, [(src, stage)], rec, chunk_bytes, row_length)
+    most = DEFAULT_OPTIONS.staging_tasks if most_tasks is None else most_tasks
+    [(pieces, ready)], tasks, futures = _stage_arrays(rt, lease, [(src, stage)], rec, chunk_bytes, most, row_length)
     return pieces, ready, tasks, futures
 
 
@@ -217,7 +237,8 @@ def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int,
 
 
 def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray, np.ndarray]], rec: Recorder,
-                  chunk_bytes: int, row_length: int | None = None) -> tuple[list[tuple[list, list]], int, list]:
+                  chunk_bytes: int, most_tasks: int,
+                  row_length: int | None = None) -> tuple[list[tuple[list, list]], int, list]:
     """:func:`stage_pieces` of several arrays (each ``(src, stage)``) by one set of tasks, as many as for the
     pieces of all arrays, each task taking the next piece in order as soon as it is free: the first array's
     pieces all before the second's, and with several arrays the first array's growing
@@ -238,7 +259,8 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
     complete = cl.command_execution_status.COMPLETE
     align = row_length or max(1, int(lease.device.mem_base_addr_align) // 8)  # where sub-buffers may start
     lengths = [_piece_length(src.itemsize, chunk_bytes, align) for src, _ in pairs]
-    tasks = _staging_tasks(rt, sum(-(-src.shape[0] // length) for (src, _), length in zip(pairs, lengths)))
+    pieces_in_all = sum(-(-src.shape[0] // length) for (src, _), length in zip(pairs, lengths))
+    tasks = _staging_tasks(rt, pieces_in_all, most_tasks)
     work, out = [], []
     for i, ((src, stage), length) in enumerate(zip(pairs, lengths)):
         pieces = _ramp_pieces(src.shape[0], length, align, tasks if i == 0 and len(pairs) > 1 else 1)
@@ -498,7 +520,8 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     in_place = dst is not None and rt.host_pool.is_pinned(dst) and lease.context is rt.context
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
     q, cq = lease.queue, lease.copy_queue
-    pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, stage, rec, options.piece_bytes(), row_length)
+    pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, stage, rec, options.piece_bytes(), row_length,
+                                                       options.staging_tasks)
     try:
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
         h2d = upload_pieces(cq, d_in, stage, pieces, ready)
@@ -707,7 +730,8 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_block: Callable
     out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n - split, dt.itemsize, options))
     trace = Trace(strategy, cpu_rows / r, 0, int(np.ceil(np.log2(max(m, 2)))), n)
     rows_in, rows_out = keys.reshape(r, m), out.reshape(r, m)
-    staging = _staging_tasks(rt, -(-(n - split) // _piece_length(dt.itemsize, options.piece_bytes(), m)))
+    staging = _staging_tasks(rt, -(-(n - split) // _piece_length(dt.itemsize, options.piece_bytes(), m)),
+                             options.staging_tasks)
 
     def cpu_share() -> None:
         t0 = rec.now()
@@ -931,7 +955,8 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
                     global_offset=(a,), wait_for=wait_for)
 
     try:  # the keys staged first (the sort waits for them), then the values
-        staged, tasks, futures = _stage_arrays(rt, lease, list(zip(arrays, stages)), rec, chunk)
+        staged, tasks, futures = _stage_arrays(rt, lease, list(zip(arrays, stages)), rec, chunk,
+                                               options.staging_tasks)
         h2d = [upload_pieces(cq, d, stage, pieces, ready) for d, (pieces, ready), stage in zip(d_src, staged, stages)]
         cq.flush()
         pieces = staged[0][0]

@@ -16,6 +16,7 @@ PROBLEMS = {
     "qap": lambda: QAP.from_qaplib(DATA / "tai12a.dat"),
     "qap-move-attribute": lambda: QAP.from_qaplib(DATA / "tai12a.dat", tabu_attribute="move"),
     "qap-wide-group": lambda: QAP.from_qaplib(DATA / "tai40a.dat"),  # 780 moves: level 0 in a larger work-group
+    "qap-asymmetric": lambda: _asymmetric_qap(14),  # the general delta formula of the move values
     "hwsw": lambda: HWSWPartitioning.random(30, edges=60, ccr=1.0, constraint="low", seed=4),
     "pfsp-insertion": lambda: PFSP.taillard("ta001"),
     "pfsp-swap": lambda: PFSP.taillard("ta001", neighbourhood="swap"),
@@ -23,6 +24,11 @@ PROBLEMS = {
     "ppp-2": lambda: PPP.generate(15, 13, 7, hamming=2),
     "ppp-3": lambda: PPP.generate(15, 13, 7, hamming=3),
 }
+
+
+def _asymmetric_qap(n: int) -> QAP:
+    rng = np.random.default_rng(5)
+    return QAP(rng.integers(-6, 9, (n, n)), rng.integers(0, 9, (n, n)))
 
 
 def same(a, b) -> None:
@@ -105,3 +111,4 @@ def test_level_0_work_group_size(most, moves, fused, size):
 
 def test_the_wide_group_instance_takes_a_larger_work_group():
     assert group_work_group_size(_Device(4096), PROBLEMS["qap-wide-group"]().num_moves, 128) > 128
+

@@ -7,13 +7,13 @@ For each n, sorts uniform random int32 host to host with ``strategy="gpu"``
 of 1024 keys) several times and prints, from the best run's trace (milliseconds since the
 call began): the span of the CPU staging copies, of the host-to-device and
 device-to-host copies, of the device sort, and the wall time, beside the median wall time of the runs;
-with the transfer chunk size, the most staging tasks at once varied, and with the
+with the transfer chunk size, the most staging tasks at once and the pieces per sort wave varied, and with the
 device sorting each staging wave on arrival or the whole array after the
-last copy (``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., sort_waves=...)``, passed
+last copy (``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=...)``, passed
 as ``options=``); then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
-        [--chunks-mib 2,4,8] [--tasks auto,4,8] [--waves on,off] [--json PATH]
+        [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--waves on,off] [--json PATH]
 """
 
 from __future__ import annotations
@@ -62,6 +62,11 @@ def run_part(part: str, a: np.ndarray, values: np.ndarray | None, rt: hpu.Runtim
     return [out], tr
 
 
+def setting(v: str) -> int | None:
+    """A --tasks or --wave-pieces value: None for "auto" (the default)."""
+    return None if v == "auto" else int(v)
+
+
 def best_trace(part: str, a: np.ndarray, values: np.ndarray | None, refs: list[np.ndarray], rt: hpu.Runtime,
                options: hpu.PipelineOptions, repeats: int) -> tuple[hpu.Trace, float]:
     """The trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``) and the
@@ -100,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunks-mib", default="2,4,8", help="comma-separated transfer chunk sizes to try (MiB)")
     ap.add_argument("--tasks", default="auto",
                     help="PipelineOptions.staging_tasks settings to compare (auto: the default, 8; default auto)")
+    ap.add_argument("--wave-pieces", default="auto",
+                    help="PipelineOptions.wave_pieces settings to compare (auto: the default; default auto)")
     ap.add_argument("--waves", default="on,off",
                     help="PipelineOptions.sort_waves settings to compare (default on,off)")
     ap.add_argument("--repeats", type=int, default=7)
@@ -112,24 +119,25 @@ def main(argv: list[str] | None = None) -> int:
                 "device": rt.device_name, "host": host_description(), "threads": rt.threads,
                 "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", "")}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'chunk':>6} {'tasks':>5} {'waves':>5} {'median':>7} {'wall':>7} {'stage':>13} {'h2d':>13} "
-              f"{'sort':>13} {'d2h':>13}   ms (start-end of the fastest run)")
-        configs = [(float(x), None if k == "auto" else int(k), w) for x in args.chunks_mib.split(",")
-                   for k in args.tasks.split(",") for w in args.waves.split(",")]
+        print(f"{'n':>10} {'chunk':>6} {'tasks':>5} {'wave':>4} {'waves':>5} {'median':>7} {'wall':>7} {'stage':>13} "
+              f"{'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end of the fastest run)")
+        configs = [(float(x), setting(k), setting(p), w) for x in args.chunks_mib.split(",") for k in args.tasks.split(",")
+                   for p in args.wave_pieces.split(",") for w in args.waves.split(",")]
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
             a, values, refs = inputs(args.part, n, rng)
-            for mib, tasks, waves in configs:
+            for mib, tasks, wave, waves in configs:
                 options = hpu.PipelineOptions(chunk_bytes=int(mib * (1 << 20)), sort_waves=waves == "on",
-                                              **({} if tasks is None else {"staging_tasks": tasks}))
+                                              wave_pieces=wave, **({} if tasks is None else {"staging_tasks": tasks}))
                 best, median = best_trace(args.part, a, values, refs, rt, options, args.repeats)
                 s = spans(best)
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
                 rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "staging_tasks": options.staging_tasks,
+                             "wave_pieces": wave,
                              "waves": options.sort_waves, "median_wall": median, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h")]
-                print(f"{n:>10} {mib:6.1f} {options.staging_tasks:>5} {waves:>5} {median:7.2f} {s['wall']:7.2f} "
+                print(f"{n:>10} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} {waves:>5} {median:7.2f} {s['wall']:7.2f} "
                       + " ".join(cells) + "   device: " + ", ".join(f"{k} {a:.2f}-{b:.2f}" for k, a, b in steps),
                       flush=True)
     if args.json:

@@ -4,7 +4,8 @@
 #   bash experiments/device_run.sh STAGE... (cpusort | pipeline | pipeline-parts | sort | sort-check | keyrange |
 #                                            stress | default-runtime | kept | tests | argsort | argsort-check | dask |
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
-#                                            sort-tests | rows-kv | two-gpu | multi-device | pipeline-tasks)
+#                                            sort-tests | rows-kv | two-gpu | multi-device | pipeline-tasks |
+#                                            pipeline-waves)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -16,6 +17,7 @@
 # pipeline-tasks: bench_pipeline's sort, rows and key-value parts at 2^24 with the most staging tasks varied, medians
 #                 of 15 calls; then the same with glibc's memcpy using non-temporal stores from 256 KiB on
 #                 (GLIBC_TUNABLES; its default threshold on the H100 machine is 158 MB, from the 300 MB L3 the VM reports).
+# pipeline-waves: bench_pipeline's sort (2^24, 2^26) and key-value part (2^24) with the pieces per sort wave varied.
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
 # sort-check: bench_mergesort at 2^24 only (the README's figure), with the same profile.
 # keyrange: bench_mergesort 2^22-2^28 with the key-range split (the model's shares and forced CPU shares) beside the
@@ -102,6 +104,13 @@ for stage in "$@"; do
                     --repeats 15
             done 2>&1 | tee "$OUT/pipeline_tasks${nt:+_nt}.log"
         done
+        ;;
+    pipeline-waves)
+        for part in sort kv; do
+            python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 \
+                --max-log "$([ $part = kv ] && echo 24 || echo 26)" --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" \
+                --wave-pieces auto,4,2,1 --waves on --repeats 15
+        done 2>&1 | tee "$OUT/pipeline_waves.log"
         ;;
     sort)
         calibrate

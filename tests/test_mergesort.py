@@ -9,6 +9,7 @@ from hypothesis.extra import numpy as hnp
 
 import hpu
 from hpu import DeviceFailure, hybrid_mergesort
+from hpu.sorting.pipeline import wave_merges
 
 DTYPES = [np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64]
 STRATEGIES = ["cpu", "gpu", "basic", "advanced"]
@@ -272,6 +273,44 @@ def test_device_sort_in_waves(runtime, monkeypatch, dtype, n):
                                options=hpu.PipelineOptions(chunk_bytes=4096, device_sort="radix"))
     assert same_bits(out, np.sort(a, kind="stable"))
     assert [e.kind for e in tr.events if e.unit == "device"] == ["sort"]
+
+
+@pytest.mark.parametrize("waves", range(1, 40))
+def test_wave_merges_join_adjacent_runs_as_soon_as_they_are_sorted(waves):
+    """Against a replay: every merge joins two adjacent runs present at that point, no earlier than its last wave
+    is sorted, in order; one run of every wave is left; each wave's depth counts the merges that take it in; after
+    the last wave, at most about log2(waves) merges remain."""
+    merges, depth = wave_merges(waves)
+    runs, arrived, last_after = {}, 0, 0  # runs: start wave -> end wave
+    for i, j, k, after in merges:
+        assert after >= last_after and after >= k - 1
+        last_after = after
+        while arrived <= after:  # the waves sorted by then
+            runs[arrived], arrived = arrived + 1, arrived + 1
+        assert runs.pop(i) == j and runs.pop(j) == k
+        runs[i] = k
+    if not merges:
+        runs = {w: w + 1 for w in range(waves)}
+    assert runs == {0: waves}
+    assert depth == [sum(i <= w < k for i, _, k, _ in merges) for w in range(waves)]
+    assert sum(after == waves - 1 for *_, after in merges) <= int(np.log2(waves)) + 1 if waves > 1 else not merges
+
+
+@pytest.mark.parametrize("wave_pieces", [1, 2, 3, 5])
+def test_device_sort_in_waves_of_any_size(runtime, wave_pieces):
+    """The waves' runs merged as they come: right for wave counts that are not powers of two; one merge fewer than
+    the waves."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = _special("random", 40_000, np.int32, np.random.default_rng(wave_pieces))
+    opts = hpu.PipelineOptions(chunk_bytes=4096, device_sort="merge", wave_pieces=wave_pieces)
+    out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True, options=opts)
+    assert same_bits(out, np.sort(a, kind="stable"))
+    steps = [e.kind for e in tr.events if e.unit == "device"]
+    waves = -(-(-(-a.nbytes // 4096)) // wave_pieces)
+    assert steps.count("sort") == waves and steps.count("merge") == waves - 1
+    with pytest.raises(ValueError, match="wave_pieces"):
+        hpu.PipelineOptions(wave_pieces=0)
 
 
 def test_failed_staging_raises_and_leaves_input(runtime, monkeypatch):

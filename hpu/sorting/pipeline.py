@@ -102,9 +102,8 @@ class PipelineOptions:
         ``algorithm``); None (default): the radix sort on CPU devices, the
         merge sort on others.  Waves need the merge sort.
     staging_tasks : int
-        Most pool tasks that stage pieces at once, also the pieces per sort
-        wave (default 8; never more than half the pieces nor the pool's
-        threads).  Staging is bound by host memory, which the DMA engine
+        Most pool tasks that stage pieces at once (default 8; never more
+        than half the pieces nor the pool's threads).  Staging is bound by host memory, which the DMA engine
         reads at the same time: more tasks copying at once slow each other
         and the copies up.  On the H100 machine (``experiments/bench_pipeline.py
         --tasks 4,6,8,16``, medians of 15 calls at 2^24 keys, two machines of
@@ -115,6 +114,9 @@ class PipelineOptions:
         option), 12.3 and 13.4 ms with 4; for a sort and for rows (16
         pieces: 8 tasks) 4 tasks were up to 0.5 ms faster on one machine
         and up to 0.6 ms slower on the other.
+    wave_pieces : int or None
+        Staged pieces per sort wave (``sort_waves``); None (default): as
+        many as the staging tasks.
     """
 
     chunk_bytes: int | None = None
@@ -122,12 +124,15 @@ class PipelineOptions:
     result_memory: str = "auto"
     device_sort: str | None = None
     staging_tasks: int = 8
+    wave_pieces: int | None = None
 
     def __post_init__(self) -> None:
         if self.chunk_bytes is not None and int(self.chunk_bytes) < 1:
             raise ValueError(f"chunk_bytes must be None or >= 1, got {self.chunk_bytes!r}")
         if int(self.staging_tasks) < 1:
             raise ValueError(f"staging_tasks must be >= 1, got {self.staging_tasks!r}")
+        if self.wave_pieces is not None and int(self.wave_pieces) < 1:
+            raise ValueError(f"wave_pieces must be None or >= 1, got {self.wave_pieces!r}")
         if self.device_sort not in (None, *ALGORITHMS):
             raise ValueError(f"device_sort must be None or one of {', '.join(ALGORITHMS)}, got {self.device_sort!r}")
         if self.result_memory not in ("auto", "pin", "plain"):
@@ -207,7 +212,8 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
         every remaining event (the device then copies stale data, which the
         caller discards): no command waits forever.
     tasks : int
-        Pieces per wave of :func:`enqueue_sorts`.
+        The staging tasks: by default (:attr:`PipelineOptions.wave_pieces`) the pieces per wave of
+        :func:`enqueue_sorts`.
     futures : list of concurrent.futures.Future
         The tasks; their exceptions are the staging errors.
     """
@@ -364,11 +370,52 @@ def max_device_elements(rt: Runtime, itemsize: int) -> int:
     return max(0, min(by_total, by_alloc))
 
 
+def wave_merges(waves: int) -> tuple[list[tuple[int, int, int, int]], list[int]]:
+    """The merges that join ``waves`` sorted runs, in arrival order, as soon as they can run.
+
+    A binary counter over the runs as they arrive: after wave ``w`` is
+    sorted, the last two runs are merged while they hold as many waves each;
+    after the last wave, the runs left are merged from the last one back.
+    Every merge but those of the last waves thus runs while later waves are
+    still being copied up, and after the last copy only the last wave's
+    sort and the merges that take it in remain (about log2 of the wave
+    count, the last one over every key), not every merge level.
+
+    Returns
+    -------
+    merges : list of (i, j, k, after)
+        Merge the run of waves ``[i, j)`` with the run of waves ``[j, k)``,
+        enqueued after wave ``after`` is sorted; in order.
+    depth : list of int
+        For each wave, how many merges its keys go through.
+    """
+    merges: list[tuple[int, int, int, int]] = []
+    stack: list[tuple[int, int]] = []
+    for w in range(waves):
+        stack.append((w, w + 1))
+        while len(stack) > 1 and stack[-1][1] - stack[-1][0] == stack[-2][1] - stack[-2][0]:
+            (i, j), (_, k) = stack[-2], stack.pop()
+            stack[-1] = (i, k)
+            merges.append((i, j, k, w))
+    while len(stack) > 1:
+        (i, j), (_, k) = stack[-2], stack.pop()
+        stack[-1] = (i, k)
+        merges.append((i, j, k, waves - 1))
+    depth = [sum(i <= w < k for i, _, k, _ in merges) for w in range(waves)]
+    return merges, depth
+
+
 def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: list, tasks: int, n: int, t: int,
                    d_in: Any, d_out: Any, sort_waves: bool,
                    prepare: Callable[[int, int, list], Any] | None = None,
                    bits: int | None = None) -> tuple[list, list]:
     """Enqueue the device sort of ``d_in`` into ``d_out`` behind the copies ``h2d``.
+
+    With one segment (``t == 0``), ``sort_waves`` and the merge sort, each
+    wave of ``tasks`` pieces is sorted as soon as its copies are in, and the
+    waves' runs are merged as they come (:func:`wave_merges`); each wave is
+    sorted into ``d_in`` (in place) or ``d_out`` by the parity of the merges
+    its keys go through, so that the last merge writes ``d_out``.
 
     ``prepare(a, b, wait_for)``, if given, enqueues what fills ``d_in[a:b]``
     once the copies ``wait_for`` are in (e.g. packing keys) and returns its
@@ -387,22 +434,26 @@ def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: l
         return copies if prepare is None else [prepare(a, b, copies)]
 
     if t == 0 and sort_waves and sorter.algorithm == "merge":
-        # One run: each wave is sorted as soon as its copies are in, while the next is staged, then
-        # the waves' runs are merged.  An odd number of merge levels starts from d_in, sorted in place.
         waves = [(i, min(i + tasks, len(pieces))) for i in range(0, len(pieces), tasks)]
-        first = d_in if max(len(waves) - 1, 0).bit_length() % 2 else d_out
-        runs = []
-        for i, j in waves:
-            a, b = pieces[i][0], pieces[j - 1][1]
+        bounds = [(pieces[i][0], pieces[j - 1][1]) for i, j in waves]
+        merges, depth = wave_merges(len(waves))
+        where = [d_out if d % 2 == 0 else d_in for d in depth]  # each run's buffer, from its wave's
+        for v, ((i, j), (a, b)) in enumerate(zip(waves, bounds)):
             sub_in = d_in.get_sub_region(a * w, (b - a) * w)
-            sub_out = sub_in if first is d_in else d_out.get_sub_region(a * w, (b - a) * w)
+            sub_out = sub_in if where[v] is d_in else d_out.get_sub_region(a * w, (b - a) * w)
             ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(a, b, h2d[i:j]))[1]
             steps.append(("sort", 1, b - a, h2d[i:j], ev))
-            runs.append((a, b))
-        if len(runs) > 1:
-            result, ev = merge_tree(lease.queue, sorter, runs, first, d_in if first is d_out else d_out, w)
-            assert result is d_out
-            steps.append(("merge", len(runs), n, [], ev))
+            for x, y, z, after in merges:
+                if after != v:
+                    continue
+                src = where[x]
+                assert where[y] is src, "runs to merge lie in one buffer"
+                dst = d_in if src is d_out else d_out
+                (a0, a1), (b0, b1) = (bounds[x][0], bounds[y - 1][1]), (bounds[y][0], bounds[z - 1][1])
+                ev = sorter.merge(src, a1 - a0, src, b1 - b0, a_offset=a0, b_offset=b0, out=dst, out_offset=a0)[1]
+                steps.append(("merge", 2, b1 - a0, [], ev))
+                where[x:z] = [dst] * (z - x)
+        assert all(buf is d_out for buf in where)
         return steps, [(0, n)]
     align = max(1, int(lease.device.mem_base_addr_align) // 8 // w)
     segs = _segments(n, t, align)
@@ -529,7 +580,8 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
         if row_length is None:
             d_out = lease.buffer("out", nbytes)
             sorter = DeviceSorter.of_lease(lease, dt, options.device_sort)
-            steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, tasks, n, t, d_in, d_out, options.sort_waves)
+            steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.wave_pieces or tasks, n, t, d_in, d_out,
+                                        options.sort_waves)
             d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
                    for a, b in pieces]
         else:
@@ -961,7 +1013,8 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         cq.flush()
         pieces = staged[0][0]
         bits = packed_bits(32, m, n // m)
-        steps, _ = enqueue_sorts(lease, sorter, h2d[0], pieces, tasks, n, 0, d_in, d_out, options.sort_waves,
+        steps, _ = enqueue_sorts(lease, sorter, h2d[0], pieces, options.wave_pieces or tasks, n, 0, d_in, d_out,
+                                 options.sort_waves,
                                   prepare=packed, bits=bits)
         order = d_out
         if keys.itemsize == 8:  # the high digits, in the low digits' order: the positions end in d_in

@@ -59,7 +59,7 @@ from .core.runtime import Runtime, default_runtime, list_devices, set_default_ru
 from .core.util import check_int
 from .core.kernels import CL_TYPES
 from .sorting.api import sort as hpu_sort
-from .sorting.cpu import multiway_merge
+from .sorting.cpu import multiway_merge, stable_partition
 from .sorting.mergesort import planned_split, planned_strategy
 from .sorting.keys import check_sort_dtype, to_unsigned
 from .tabu import hybrid_ea, tabu_search
@@ -340,9 +340,8 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
         lo = np.searchsorted(su, v, side="left")
         hi = np.searchsorted(su, v, side="right")
         dest[mine] = lo + np.searchsorted(sg[lo:hi], mine + offset, side="left")
-    order = np.argsort(dest.astype(np.uint16 if parts <= 1 << 16 else np.int64), kind="stable")
-    bounds = np.cumsum(np.bincount(dest, minlength=parts))[:-1]
-    return tuple(np.split(block[order], bounds))
+    grouped, counts = stable_partition(block, dest.astype(np.uint16 if parts <= 1 << 16 else np.int64), parts)
+    return tuple(np.split(grouped, np.cumsum(counts)[:-1]))
 
 
 def _partition_method(block: np.ndarray, parts: int) -> str:

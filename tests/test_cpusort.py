@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpu.sorting import cpu as cpusort
-from hpu.sorting.cpu import multiway_merge, parallel_sort, stable_sort_inplace
+from hpu.sorting.cpu import multiway_merge, parallel_sort, stable_partition, stable_sort_inplace
 
 DTYPES = [np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64]
 
@@ -78,3 +78,27 @@ def test_multiway_merge_ties_go_to_earlier_runs(pool, k):
 def test_multiway_merge_rejects_wrong_output_size(pool):
     with pytest.raises(ValueError, match="out has"):
         multiway_merge([np.arange(3), np.arange(4)], np.empty(6), pool, 2)
+
+
+@pytest.mark.parametrize("method", ["auto", "compress", "argsort"])
+@pytest.mark.parametrize("k", [1, 2, 3, 6, 7, 12, 300])
+def test_stable_partition_equals_a_stable_argsort(method, k):
+    """Against numpy's stable argsort of the bucket numbers: every bucket in input order, empty buckets too."""
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal(5000)
+    ids = rng.integers(0, max(1, k // 2), 5000).astype(np.uint16)  # the upper half of the buckets stays empty
+    before = x.copy()
+    out, counts = stable_partition(x, ids, k, method=method)
+    np.testing.assert_array_equal(out, x[np.argsort(ids, kind="stable")])
+    np.testing.assert_array_equal(counts, np.bincount(ids, minlength=k))
+    np.testing.assert_array_equal(x, before)
+
+
+def test_stable_partition_bad_input():
+    x = np.arange(4)
+    with pytest.raises(ValueError, match="method"):
+        stable_partition(x, np.zeros(4, np.uint8), 2, method="radix")
+    with pytest.raises(ValueError, match="k >= 1"):
+        stable_partition(x, np.zeros(4, np.uint8), 0)
+    with pytest.raises(ValueError, match="one bucket number a key"):
+        stable_partition(x, np.zeros(3, np.uint8), 2)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["stable_sort_inplace", "multiway_merge", "parallel_sort", "parallel_copy"]
+__all__ = ["stable_sort_inplace", "multiway_merge", "parallel_sort", "parallel_copy", "stable_partition"]
 
 #: Fewest elements per thread (below it, hand-offs between threads cost more than they save).
 SERIAL_CUTOFF = 1 << 18
@@ -33,6 +33,68 @@ SERIAL_CUTOFF = 1 << 18
 #: A bucket gathered from at most this many sorted runs is merged by numpy's timsort (``kind="stable"``),
 #: which finds the runs and merges them; from more runs it is re-sorted by numpy's quicksort.
 TIMSORT_MAX_RUNS = 2
+
+
+#: Buckets up to which :func:`stable_partition` compresses the keys of each bucket in turn; above, it gathers them
+#: through a stable argsort of the bucket numbers (``experiments/bench_partition.py``).
+COMPRESS_MAX_BUCKETS = 8
+
+
+def stable_partition(x: np.ndarray, ids: np.ndarray, k: int, out: np.ndarray | None = None, *,
+                     method: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+    """The keys of ``x`` grouped by bucket (a counting sort of the bucket numbers ``ids``), in input order within
+    each bucket, on the calling thread.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (m,)
+        Any dtype.
+    ids : numpy.ndarray, shape (m,), unsigned integers
+        Each key's bucket, in ``[0, k)``.
+    k : int
+        Number of buckets, >= 1.
+    out : numpy.ndarray, shape (m,), optional
+        Destination (``x``'s dtype; not overlapping ``x``).
+    method : {"auto", "compress", "argsort"}
+        ``"compress"``: ``numpy.compress`` of each bucket's keys in turn (a pass over ``ids`` and ``x`` a
+        bucket); ``"argsort"``: a gather through ``numpy.argsort(ids, kind="stable")`` (numpy's radix sort of
+        small integers), whose cost hardly grows with ``k``; ``"auto"`` (default): the first for at most
+        :data:`COMPRESS_MAX_BUCKETS` buckets.  Measured by ``experiments/bench_partition.py`` (blocks of 2^20
+        int32 and int64 keys in random buckets): on one thread compressing was the faster up to 4-6 buckets
+        (the CPU-only machine: 2.9-6.3 ms against 5.5-13.9 for 2 to 6 buckets,
+        ``experiments/results/cpu-only/bench_partition.log``); with every thread grouping a block at once, as
+        :func:`hpu.sorting.keyrange.partition` runs it, it scaled 6-11x over 32 threads up to 8 buckets and
+        the argsort 3-6x, so that compressing was the faster up to 16 buckets on the two-GPU machine's 32
+        threads (``experiments/results/h200x2/bench_partition.log``) and the argsort at 32.  8 buckets is the
+        compromise.
+
+    Returns
+    -------
+    out : numpy.ndarray, shape (m,)
+    counts : numpy.ndarray, shape (k,), int64
+        Keys per bucket: bucket ``b`` is ``out[sum(counts[:b]) : sum(counts[:b + 1])]``.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``method``, ``k < 1``, or ``x`` and ``ids`` of different lengths.
+    """
+    if method not in ("auto", "compress", "argsort"):
+        raise ValueError(f"method must be 'auto', 'compress' or 'argsort', got {method!r}")
+    if k < 1 or x.shape != ids.shape:
+        raise ValueError(f"need k >= 1 and one bucket number a key, got k={k}, {x.shape} keys, {ids.shape} numbers")
+    out = np.empty_like(x) if out is None else out[: x.shape[0]]
+    if method == "argsort" or (method == "auto" and k > COMPRESS_MAX_BUCKETS):
+        np.take(x, np.argsort(ids, kind="stable"), out=out)
+        return out, np.bincount(ids, minlength=k).astype(np.int64)
+    counts = np.zeros(k, np.int64)
+    start = 0
+    for b in range(k):
+        mask = ids == b
+        counts[b] = np.count_nonzero(mask)
+        np.compress(mask, x, out=out[start : start + counts[b]])
+        start += int(counts[b])
+    return out, counts
 
 
 def stable_sort_inplace(x: np.ndarray) -> None:

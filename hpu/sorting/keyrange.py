@@ -40,7 +40,7 @@ import numpy as np
 from ..core.hybrid import UnitsResult, run_units
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
-from .cpu import parallel_sort
+from .cpu import parallel_sort, stable_partition
 from .pipeline import DEFAULT_OPTIONS, PipelineOptions, device_share, kept_policy, max_device_elements
 
 __all__ = ["KeyRangePlan", "bucket_ids", "check_shares", "choose_splitters", "keyrange_sort", "partition"]
@@ -226,16 +226,8 @@ def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.
         ids = np.empty(size, np.uint8 if k <= 256 else np.uint16)
         for c in range(int(ranges[t]), int(ranges[t + 1])):
             a, b = int(blocks[c]), int(blocks[c + 1])
-            x, i = src[a:b], bucket_ids(src[a:b], a, keys, positions, out=ids)
-            if k == 2:
-                high = i.view(bool)
-                hi = int(np.count_nonzero(high))
-                np.compress(~high, x, out=scratch[a : b - hi])
-                np.compress(high, x, out=scratch[b - hi : b])
-                counts[c] = (b - a - hi, hi)
-                continue
-            np.take(x, np.argsort(i, kind="stable"), out=scratch[a:b])  # a radix sort of small integers
-            counts[c] = np.bincount(i, minlength=k)
+            counts[c] = stable_partition(src[a:b], bucket_ids(src[a:b], a, keys, positions, out=ids), k,
+                                         out=scratch[a:b])[1]
 
     for f in [rt.pool.submit(local, t) for t in range(tasks)]:
         f.result()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import hpu
 import hpu.sorting.device as sort_device
 from hpu.core.model import equal_finish_shares
-from hpu.sorting.costs import keyrange_split
+from hpu.sorting.costs import fast_cost, keyrange_split, partition_cost
 from hpu.sorting.keyrange import bucket_ids, choose_splitters, keyrange_sort
 
 cl = pytest.importorskip("pyopencl")
@@ -208,6 +208,30 @@ def test_keyrange_split_gives_the_faster_device_the_larger_share():
     t1 = (1e-4 + 4e-10 * sp.shares[1] * n)
     t2 = (1e-4 + 8e-10 * sp.shares[2] * n)
     assert t1 == pytest.approx(t2, rel=0.02)
+
+
+def test_the_partition_costs_a_pass_a_bucket():
+    """partition_cost: the two-bucket curve, plus half the four-bucket curve's excess a bucket beyond two, the
+    buckets clipped to [2, 8]; a profile without the four-bucket curve pays two buckets' cost.  keyrange_split
+    charges the buckets of the units with keys."""
+    from hpu.core.costs import CostCurves
+
+    sizes = [1 << 16, 1 << 20, 1 << 24]
+    base = {"cpu_sort": [s * 4e-9 for s in sizes], "device_sort": [s * 1e-10 for s in sizes],
+            "transfer": [1e-4 + s * 3e-10 for s in sizes], "partition": [s * 2e-10 for s in sizes]}
+    prof = hpu.Profile(p=16, g=1 << 14, gamma=0.1, cpu_op_seconds=1e-9)
+    two = prof.replace(curves={"sort": CostCurves.measured(sizes, base).to_dict()})
+    four = prof.replace(curves={"sort": CostCurves.measured(sizes, {**base, "partition4": [s * 6e-10 for s in sizes]})
+                                .to_dict()})
+    n = 1 << 20
+    p2, p4 = n * 2e-10, n * 6e-10
+    for b, want in ((1, p2), (2, p2), (3, (p2 + p4) / 2), (4, p4), (8, p2 + 3 * (p4 - p2)), (40, p2 + 3 * (p4 - p2))):
+        assert partition_cost(four, n, b) == pytest.approx(want, rel=1e-6)
+        assert partition_cost(two, n, b) == pytest.approx(p2, rel=1e-6)
+    with_two, with_four = (keyrange_split(1 << 24, pr, [pr, pr]) for pr in (two, four))
+    assert np.count_nonzero(with_four.shares) == 3
+    extra = (fast_cost(four, "partition4", 1 << 24) - fast_cost(four, "partition", 1 << 24)) / 2
+    assert with_four.predicted_time - with_two.predicted_time == pytest.approx(extra, rel=1e-6)
 
 
 def test_eight_threads_share_one_several_device_runtime(units):

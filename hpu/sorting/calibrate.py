@@ -38,8 +38,9 @@ MERGE_BENCHMARK = CombineBenchmark(mergesort_spec(), sorted_runs)
 def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurves:
     """Fast-mode step costs over sizes (int32 keys): the curves of :data:`hpu.sorting.costs.FAST_COSTS`.
 
-    ``partition`` is the key-range split's partition at the median
-    (:func:`hpu.sorting.keyrange.partition`, two buckets); ``kept_pinned``
+    ``partition`` and ``partition4`` are the key-range split's partition
+    (:func:`hpu.sorting.keyrange.partition`) at the median and at the
+    quartiles (two and four buckets); ``kept_pinned``
     and ``kept_plain`` are device-only sorts while every earlier result is
     kept alive, into freshly pinned or into plain memory.
 
@@ -68,7 +69,7 @@ def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurv
         bar.total += len(sizes)
         bar.refresh()
     rng = np.random.default_rng(4)
-    series: dict[str, list[float]] = {k: [] for k in ("cpu_sort", "merge2", "merge16", "partition")}
+    series: dict[str, list[float]] = {k: [] for k in ("cpu_sort", "merge2", "merge16", "partition", "partition4")}
     if rt.threads > 1:
         series["cpu_sort_1"] = []
     if rt.has_device:
@@ -93,9 +94,10 @@ def _measure_size(rt: Runtime, a: np.ndarray, repeats: int, series: dict[str, li
     for k in (2, 16):
         parts = np.array_split(np.concatenate([np.sort(c) for c in np.array_split(a, k)]), k)
         series[f"merge{k}"].append(timed(lambda parts=parts: multiway_merge(parts, out, rt.pool, rt.threads)))
-    keys, positions = choose_splitters(a, [0.5])
     scratch = np.empty_like(a)
-    series["partition"].append(timed(lambda: partition(a, keys, positions, out, scratch, rt)))
+    for name, fractions in (("partition", [0.5]), ("partition4", [0.25, 0.5, 0.75])):
+        keys, positions = choose_splitters(a, fractions)
+        series[name].append(timed(lambda: partition(a, keys, positions, out, scratch, rt)))
     if rt.has_device:
         res, _ = fast_sort(a, rt, strategy="gpu", alpha=0.0, transfer_level=0, on_device_error="raise")
         if not np.array_equal(res, np.sort(a)):

@@ -20,8 +20,10 @@ import numpy as np
 from ..core.hybrid import check_strategy
 from ..core.model import Recurrence, Split, UnitShares, check_n, equal_finish_shares
 from ..core.profile import Profile
+from .cpu import COMPRESS_MAX_BUCKETS
 
-__all__ = ["FAST_COSTS", "exchange_split", "fast_cost", "fast_split", "keyrange_split", "mergesort_closed_forms"]
+__all__ = ["FAST_COSTS", "exchange_split", "fast_cost", "fast_split", "keyrange_split", "mergesort_closed_forms",
+           "partition_cost"]
 
 
 def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
@@ -52,17 +54,19 @@ def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
 
 #: Fast-mode cost curves a calibrated profile carries in the profile's ``"sort"`` curves, next to ``"sizes"``
 #: (``"cpu_sort_1"`` only where the runtime has more than one thread; ``"partition"`` from calibrations made
-#: since the key-range split; without it ``"auto"`` does not consider that split).
-FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16", "partition", "kept_pinned",
-              "kept_plain")
+#: since the key-range split; without it ``"auto"`` does not consider that split; ``"partition4"`` from
+#: calibrations made since partitions count their buckets: without it every partition costs two buckets').
+FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16", "partition", "partition4",
+              "kept_pinned", "kept_plain")
 
 
 def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     """Predicted seconds of one fast-mode step on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
 
     ``cpu_sort``: :func:`hpu.sorting.cpu.parallel_sort` on all threads;
-    ``partition``: the key-range split's partition into two buckets
-    (:func:`hpu.sorting.keyrange.partition`) on all threads;
+    ``partition``/``partition4``: the key-range split's partition into
+    two / four buckets (:func:`hpu.sorting.keyrange.partition`) on all
+    threads (:func:`partition_cost` for other counts);
     ``kept_pinned``/``kept_plain``: a whole device-only sort while the
     caller keeps every earlier result, into freshly pinned memory / into
     plain memory through the staging buffer
@@ -86,6 +90,28 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     if curves is None or name not in curves:
         raise ValueError(f"profile {profile.name!r} has no fast-mode cost {name!r}; run python -m hpu.calibrate")
     return curves.cost(name, n, itemsize)
+
+
+def partition_cost(profile: Profile, n: Any, buckets: int, itemsize: int = 4) -> Any:
+    """Predicted seconds of the key-range split's partition of ``n`` keys into ``buckets`` buckets.
+
+    Up to :data:`hpu.sorting.cpu.COMPRESS_MAX_BUCKETS` buckets the partition compresses each bucket's keys out of
+    a block in turn (:func:`hpu.sorting.cpu.stable_partition`), a pass a bucket, so its cost is taken linear in
+    the buckets through the calibrated two- and four-bucket curves, ``p2 + (p4 - p2) (b - 2) / 2`` with ``b``
+    clipped to ``[2, COMPRESS_MAX_BUCKETS]`` (above, the argsort's cost hardly grows with ``b``); a profile
+    without ``"partition4"`` gets ``p2`` for any count.
+
+    Raises
+    ------
+    ValueError
+        The profile has no ``"partition"`` curve.
+    """
+    p2 = fast_cost(profile, "partition", n, itemsize)
+    curves = profile.cost_curves("sort")
+    if curves is None or "partition4" not in curves:
+        return p2
+    b = min(max(int(buckets), 2), COMPRESS_MAX_BUCKETS)
+    return p2 + (fast_cost(profile, "partition4", n, itemsize) - p2) * (b - 2) / 2
 
 
 def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,
@@ -131,9 +157,10 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
     finish together (:func:`hpu.core.model.equal_finish_shares`): with
     ``m_0`` keys on the CPU and ``m_i`` on device ``i``,
 
-    ``T = T_part(n) + max(T_cpu_sort(m_0), max_i (T_transfer,i(m_i) + T_dev_sort,i(m_i)))``
+    ``T = T_part(n, b) + max(T_cpu_sort(m_0), max_i (T_transfer,i(m_i) + T_dev_sort,i(m_i)))``
 
-    where ``T_part`` is the partition on the thread pool and every term is
+    where ``T_part`` is the partition on the thread pool into the ``b``
+    buckets of the units with keys (:func:`partition_cost`) and every term is
     a measured cost curve (:func:`fast_cost`) of the CPU's profile or of
     device ``i``'s own.  When the devices run on the host's cores
     (``shared_cores``, e.g. PoCL) nothing overlaps and ``max`` becomes a sum.
@@ -180,7 +207,8 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
     if not math.isfinite(units.predicted_time):
         raise ValueError("no unit has the cost curves of a key-range split; run python -m hpu.calibrate")
     curves = profile.cost_curves("sort")
-    part = float(fast_cost(profile, "partition", n, itemsize)) if curves is not None and "partition" in curves else 0.0
+    buckets = int(np.count_nonzero(np.asarray(units.counts) > 0))
+    part = float(partition_cost(profile, n, buckets, itemsize)) if curves is not None and "partition" in curves else 0.0
     busy = sum(units.times) if shared_cores else units.predicted_time
     total = part + busy
     one_core = Recurrence(2, 2, 1).total_work(n) * profile.cpu_op_seconds

@@ -381,6 +381,11 @@ def wave_merges(waves: int) -> tuple[list[tuple[int, int, int, int]], list[int]]
     sort and the merges that take it in remain (about log2 of the wave
     count, the last one over every key), not every merge level.
 
+    Parameters
+    ----------
+    waves : int
+        Sorted runs, >= 0, in input order.
+
     Returns
     -------
     merges : list of (i, j, k, after)

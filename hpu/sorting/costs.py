@@ -55,7 +55,7 @@ def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
 #: Fast-mode cost curves a calibrated profile carries in the profile's ``"sort"`` curves, next to ``"sizes"``
 #: (``"cpu_sort_1"`` only where the runtime has more than one thread; ``"partition"`` from calibrations made
 #: since the key-range split; without it ``"auto"`` does not consider that split; ``"partition4"`` from
-#: calibrations made since partitions count their buckets: without it every partition costs two buckets').
+#: calibrations made since partitions count their buckets: without it a partition is charged as two buckets).
 FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16", "partition", "partition4",
               "kept_pinned", "kept_plain")
 

@@ -49,8 +49,8 @@ def stable_partition(x: np.ndarray, ids: np.ndarray, k: int, out: np.ndarray | N
     ----------
     x : numpy.ndarray, shape (m,)
         Any dtype.
-    ids : numpy.ndarray, shape (m,), unsigned integers
-        Each key's bucket, in ``[0, k)``.
+    ids : numpy.ndarray, shape (m,), integers
+        Each key's bucket, in ``[0, k)`` (small unsigned integers sort fastest in the argsort).
     k : int
         Number of buckets, >= 1.
     out : numpy.ndarray, shape (m,), optional

@@ -5,7 +5,7 @@
 #                                            stress | default-runtime | kept | tests | argsort | argsort-check | dask |
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows-kv | two-gpu | multi-device | pipeline-tasks |
-#                                            pipeline-waves)
+#                                            pipeline-waves | glibc)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -16,7 +16,8 @@
 #                 float32), then the sort at 2^24 for scale: where each one's time goes.
 # pipeline-tasks: bench_pipeline's sort, rows and key-value parts at 2^24 with the most staging tasks varied, medians
 #                 of 15 calls; then the same with glibc's memcpy using non-temporal stores from 256 KiB on
-#                 (GLIBC_TUNABLES; its default threshold on the H100 machine is 158 MB, from the 300 MB L3 the VM reports).
+#                 (GLIBC_TUNABLES; the machine's own threshold: stage glibc).
+# glibc: glibc's memcpy thresholds and the cache sizes it derives them from (ld.so --list-tunables, getconf).
 # pipeline-waves: bench_pipeline's sort (2^24, 2^26) and key-value part (2^24) with the pieces per sort wave varied.
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
 # sort-check: bench_mergesort at 2^24 only (the README's figure), with the same profile.
@@ -104,6 +105,12 @@ for stage in "$@"; do
                     --repeats 15
             done 2>&1 | tee "$OUT/pipeline_tasks${nt:+_nt}.log"
         done
+        ;;
+    glibc)
+        { ldd --version | sed -n 1p  # sed reads to the end: no SIGPIPE under pipefail
+          /lib64/ld-linux-x86-64.so.2 --list-tunables | grep -E "non_temporal|rep_movsb|cache_size" || true
+          getconf -a | grep -E "LEVEL[123]_D?CACHE_SIZE" || true
+        } 2>&1 | tee "$OUT/glibc_tunables.txt"
         ;;
     pipeline-waves)
         for part in sort kv; do

@@ -340,7 +340,7 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
         lo = np.searchsorted(su, v, side="left")
         hi = np.searchsorted(su, v, side="right")
         dest[mine] = lo + np.searchsorted(sg[lo:hi], mine + offset, side="left")
-    grouped, counts = stable_partition(block, dest.astype(np.uint16 if parts <= 1 << 16 else np.int64), parts)
+    grouped, counts = stable_partition(block, dest, parts)
     return tuple(np.split(grouped, np.cumsum(counts)[:-1]))
 
 

@@ -99,7 +99,23 @@ def partition_cost(profile: Profile, n: Any, buckets: int, itemsize: int = 4) ->
     a block in turn (:func:`hpu.sorting.cpu.stable_partition`), a pass a bucket, so its cost is taken linear in
     the buckets through the calibrated two- and four-bucket curves, ``p2 + (p4 - p2) (b - 2) / 2`` with ``b``
     clipped to ``[2, COMPRESS_MAX_BUCKETS]`` (above, the argsort's cost hardly grows with ``b``); a profile
-    without ``"partition4"`` gets ``p2`` for any count.
+    without ``"partition4"`` gets ``p2`` for any count.  Beyond the paper: its model has no partition.
+
+    Parameters
+    ----------
+    profile : Profile
+        With the ``"partition"`` sort curve (and ``"partition4"``; :func:`hpu.sorting.calibrate.measure_costs`).
+    n : int, float or numpy.ndarray
+        Keys.
+    buckets : int
+        Buckets of the partition.
+    itemsize : int
+        Bytes per key (costs scale from the 4-byte calibration).
+
+    Returns
+    -------
+    float or numpy.ndarray
+        Seconds, shaped as ``n``.
 
     Raises
     ------

@@ -50,7 +50,8 @@ def stable_partition(x: np.ndarray, ids: np.ndarray, k: int, out: np.ndarray | N
     x : numpy.ndarray, shape (m,)
         Any dtype.
     ids : numpy.ndarray, shape (m,), integers
-        Each key's bucket, in ``[0, k)`` (small unsigned integers sort fastest in the argsort).
+        Each key's bucket, in ``[0, k)`` (the argsort narrows them to the smallest unsigned type that holds
+        ``k - 1``: numpy radix-sorts 8- and 16-bit keys).
     k : int
         Number of buckets, >= 1.
     out : numpy.ndarray, shape (m,), optional
@@ -85,7 +86,7 @@ def stable_partition(x: np.ndarray, ids: np.ndarray, k: int, out: np.ndarray | N
         raise ValueError(f"need k >= 1 and one bucket number a key, got k={k}, {x.shape} keys, {ids.shape} numbers")
     out = np.empty_like(x) if out is None else out[: x.shape[0]]
     if method == "argsort" or (method == "auto" and k > COMPRESS_MAX_BUCKETS):
-        np.take(x, np.argsort(ids, kind="stable"), out=out)
+        np.take(x, np.argsort(ids.astype(np.min_scalar_type(k - 1), copy=False), kind="stable"), out=out)
         return out, np.bincount(ids, minlength=k).astype(np.int64)
     counts = np.zeros(k, np.int64)
     start = 0

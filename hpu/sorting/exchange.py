@@ -294,7 +294,7 @@ class _Exchange:
         try:
             h2d = upload_pieces(cq, d_in, stage, pieces, ready)
             cq.flush()
-            steps, _ = enqueue_sorts(lease, sorter, h2d, pieces, opts.wave_pieces or tasks, m, 0, d_in, d_run,
+            steps, _ = enqueue_sorts(lease, sorter, h2d, pieces, opts.pieces_per_wave(tasks), m, 0, d_in, d_run,
                                      opts.sort_waves)
             got = np.zeros(2 * keys.size, np.int64)
             last = steps[-1][-1]

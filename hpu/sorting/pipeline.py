@@ -102,21 +102,22 @@ class PipelineOptions:
         ``algorithm``); None (default): the radix sort on CPU devices, the
         merge sort on others.  Waves need the merge sort.
     staging_tasks : int
-        Most pool tasks that stage pieces at once (default 8; never more
-        than half the pieces nor the pool's threads).  Staging is bound by host memory, which the DMA engine
-        reads at the same time: more tasks copying at once slow each other
-        and the copies up.  On the H100 machine (``experiments/bench_pipeline.py
-        --tasks 4,6,8,16``, medians of 15 calls at 2^24 keys, two machines of
-        that kind: ``experiments/results/h100/pipeline_tasks.log`` and
+        Most pool tasks that stage pieces at once (default 8; never more than
+        half the pieces nor the pool's threads).  Staging is bound by host
+        memory, which the DMA engine reads at the same time: more tasks
+        copying at once slow each other and the copies up.  On the H100
+        machine (``experiments/bench_pipeline.py --tasks 4,6,8,16``, medians
+        of 15 calls at 2^24 keys, two machines of that kind:
+        ``experiments/results/h100/pipeline_tasks.log`` and
         ``pipeline_tasks_earlier.log``) a key-value sort of int32 keys with
-        int64 values (24 pieces) took 10.6 and 11.1 ms with 8 tasks, 11.3
-        and 12.0 ms with 12 (the cap of 16: half the pieces, as before this
-        option), 12.3 and 13.4 ms with 4; for a sort and for rows (16
-        pieces: 8 tasks) 4 tasks were up to 0.5 ms faster on one machine
-        and up to 0.6 ms slower on the other.
+        int64 values (24 pieces) took 10.6 and 11.1 ms with 8 tasks, 11.3 and
+        12.0 ms with 12 (the cap of 16: half the pieces, as before this
+        option), 12.3 and 13.4 ms with 4; for a sort and for rows (16 pieces:
+        8 tasks) 4 tasks were up to 0.5 ms faster on one machine and up to
+        0.6 ms slower on the other.
     wave_pieces : int or None
         Staged pieces per sort wave (``sort_waves``); None (default): as
-        many as the staging tasks.
+        many as the staging tasks (:meth:`pieces_per_wave`).
     """
 
     chunk_bytes: int | None = None
@@ -150,6 +151,12 @@ class PipelineOptions:
         if self.chunk_bytes is not None:
             return int(self.chunk_bytes)
         return (8 if values else 4) << 20
+
+    def pieces_per_wave(self, tasks: int) -> int:
+        """Staged pieces per sort wave (:func:`enqueue_sorts`): ``wave_pieces`` when set, else ``tasks``, the tasks
+        that staged them (a wave is then the pieces staged at once; ``experiments/results/h100/pipeline_waves.log``:
+        smaller waves were slower)."""
+        return int(self.wave_pieces) if self.wave_pieces is not None else tasks
 
 
 DEFAULT_OPTIONS = PipelineOptions()
@@ -186,16 +193,16 @@ def _staging_tasks(rt: Runtime, pieces: int, most: int) -> int:
 
 
 def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
-                 chunk_bytes: int, row_length: int | None = None,
-                 most_tasks: int | None = None) -> tuple[list, list, int, list]:
+                 chunk_bytes: int, row_length: int | None = None, *,
+                 most_tasks: int) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
 
     Pieces of ``chunk_bytes`` (rounded down to whole multiples of the
     device's sub-buffer alignment, ``mem_base_addr_align``, in elements, so
     that device ranges may start at any piece; with ``row_length``, to whole
     rows of that many elements instead) are staged by at most half as many
-    pool tasks as there are pieces and at most ``most_tasks`` (default
-    :attr:`PipelineOptions.staging_tasks`; :func:`_staging_tasks`), each task taking
+    pool tasks as there are pieces and at most ``most_tasks``
+    (:attr:`PipelineOptions.staging_tasks`; :func:`_staging_tasks`), each task taking
     the next piece in order as soon as it is free, so that they are staged in
     at least two waves of ``tasks`` consecutive pieces.  Few, large pieces:
     every piece costs Python's global lock, which 16 threads staging small
@@ -212,13 +219,13 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
         every remaining event (the device then copies stale data, which the
         caller discards): no command waits forever.
     tasks : int
-        The staging tasks: by default (:attr:`PipelineOptions.wave_pieces`) the pieces per wave of
-        :func:`enqueue_sorts`.
+        The staging tasks (:meth:`PipelineOptions.pieces_per_wave` makes them the pieces per wave of
+        :func:`enqueue_sorts` by default).
     futures : list of concurrent.futures.Future
         The tasks; their exceptions are the staging errors.
     """
-    most = DEFAULT_OPTIONS.staging_tasks if most_tasks is None else most_tasks
-    [(pieces, ready)], tasks, futures = _stage_arrays(rt, lease, [(src, stage)], rec, chunk_bytes, most, row_length)
+    [(pieces, ready)], tasks, futures = _stage_arrays(rt, lease, [(src, stage)], rec, chunk_bytes, most_tasks,
+                                                      row_length)
     return pieces, ready, tasks, futures
 
 
@@ -577,7 +584,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
     q, cq = lease.queue, lease.copy_queue
     pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, stage, rec, options.piece_bytes(), row_length,
-                                                       options.staging_tasks)
+                                                       most_tasks=options.staging_tasks)
     try:
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
         h2d = upload_pieces(cq, d_in, stage, pieces, ready)
@@ -585,7 +592,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
         if row_length is None:
             d_out = lease.buffer("out", nbytes)
             sorter = DeviceSorter.of_lease(lease, dt, options.device_sort)
-            steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.wave_pieces or tasks, n, t, d_in, d_out,
+            steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.pieces_per_wave(tasks), n, t, d_in, d_out,
                                         options.sort_waves)
             d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
                    for a, b in pieces]
@@ -1018,9 +1025,8 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         cq.flush()
         pieces = staged[0][0]
         bits = packed_bits(32, m, n // m)
-        steps, _ = enqueue_sorts(lease, sorter, h2d[0], pieces, options.wave_pieces or tasks, n, 0, d_in, d_out,
-                                 options.sort_waves,
-                                  prepare=packed, bits=bits)
+        steps, _ = enqueue_sorts(lease, sorter, h2d[0], pieces, options.pieces_per_wave(tasks), n, 0, d_in, d_out,
+                                 options.sort_waves, prepare=packed, bits=bits)
         order = d_out
         if keys.itemsize == 8:  # the high digits, in the low digits' order: the positions end in d_in
             order = _high_digits(prg, sorter, q, d_src[0], d_out, d_in, n, m, col_bits, mask, steps, bits)

@@ -18,7 +18,7 @@ each call after the same idle pause (``hpu.core.calibrate.IDLE_PAUSE``, as in
   one core, and the cupy / torch equivalents where importable.
 - ``rows``: 2^rows-log rows of 2^cols-log float32 (standard normal):
   ``hpu.sort(X)`` (axis -1), forced to the CPU, to the device alone, and with
-  CPU shares of the rows ``ROW_ALPHAS`` forced beside the device's,
+  CPU shares of the rows (``--row-alphas``) forced beside the device's,
   against ``numpy.sort(X, axis=-1)`` (stable, the baseline, and default kind)
   on one core, and ``cupy.sort`` / ``torch.sort`` pageable where importable.
 
@@ -66,8 +66,6 @@ from hpu.sorting import packs_on_device, planned_strategy, rows_on_device
 from hpu.sorting.keys import key_bits, packed_bits
 
 PARTS = ("argsort", "kv", "rows")
-#: CPU shares of the rows forced beside hpu's default (the model's: one unit) in the rows part.
-ROW_ALPHAS = (0.05, 0.1, 0.2)
 SMALL_ROUNDS, SMALL_SECONDS = 49, 0.02  # more rounds (at most 49) while the baseline takes under 20 ms
 GIB = 1 << 30
 
@@ -196,7 +194,7 @@ def kv_config(k: np.ndarray, v: np.ndarray, rt: hpu.Runtime, gpu: dict) -> Confi
                   variants, argsort_planned(k.size, k.dtype, rt, (v.dtype,)), {"values_dtype": v.dtype.name})
 
 
-def rows_config(x: np.ndarray, rt: hpu.Runtime, gpu: dict) -> Config:
+def rows_config(x: np.ndarray, rt: hpu.Runtime, gpu: dict, alphas: list[float]) -> Config:
     """numpy's and hpu's sort of every row of ``x``, and the GPU libraries' where importable."""
     r, m = x.shape
     base = Variant("np.sort stable", lambda: np.sort(x, axis=-1, kind="stable"), values_check)
@@ -208,7 +206,7 @@ def rows_config(x: np.ndarray, rt: hpu.Runtime, gpu: dict) -> Config:
     if rt.has_device:
         variants.append(Variant("hpu.sort gpu", lambda: hpu.sort(x, runtime=rt, strategy="gpu"), values_check,
                                 strict=True))
-        for a in ROW_ALPHAS:  # forced CPU shares of the rows, beside the model's
+        for a in alphas:  # forced CPU shares of the rows, beside the model's
             variants.append(Variant(f"hpu.sort alpha={a}", lambda a=a: hpu.sort(x, runtime=rt, alpha=a),
                                     values_check, strict=True))
     if "cupy" in gpu:
@@ -468,6 +466,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     rows = ap.add_argument_group("rows part")
     rows.add_argument("--rows-log", type=int, default=14, help="2^rows-log rows (default 14)")
     rows.add_argument("--cols-log", type=int, default=10, help="2^cols-log float32 a row (default 10)")
+    rows.add_argument("--row-alphas", type=lambda v: [float(a) for a in v.split(",") if a], default=[0.05, 0.1, 0.2],
+                      help="comma-separated CPU shares of the rows forced beside the device's (default 0.05,0.1,0.2)")
     timing = ap.add_argument_group("timing")
     timing.add_argument("--repeats", type=int, default=3,
                         help="timed rounds (more for sorts under 20 ms); the median is reported (default 3)")
@@ -545,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
             x = np.random.default_rng(args.seed).standard_normal((1 << args.rows_log, 1 << args.cols_log),
                                                                   dtype=np.float32)
             if fits("rows", x.size, x.dtype, args):
-                run_config(rows_config(x, rt, gpu), args, state, seed=args.rows_log)
+                run_config(rows_config(x, rt, gpu, args.row_alphas), args, state, seed=args.rows_log)
             del x
             release_gpu(gpu)
     if state.wrong:

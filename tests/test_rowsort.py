@@ -21,14 +21,14 @@ from hpu.sorting.pipeline import fast_row_sort, row_tile
 NATIVE = ["int32", "uint32", "float32", "int64", "uint64", "float64"]
 
 
-def _stable(block: np.ndarray) -> np.ndarray:
-    return np.sort(block, axis=-1, kind="stable")
+def _stable(block: np.ndarray, out: np.ndarray) -> None:
+    out[...] = np.sort(block, axis=-1, kind="stable")
 
 
 def _sorted_rows(rt, rows: np.ndarray, chunk_bytes: int = 4 << 20, **kw) -> tuple[np.ndarray, hpu.Trace]:
     opts = hpu.PipelineOptions(chunk_bytes=chunk_bytes)
     out, trace = fast_row_sort(rows.reshape(-1), rows.shape[1], rt, options=opts,
-                               **{"sort_block": _stable, "on_device_error": "raise", **kw})
+                               **{"sort_into": _stable, "on_device_error": "raise", **kw})
     return out.reshape(rows.shape), trace
 
 
@@ -85,15 +85,30 @@ def test_cpu_share_of_rows(fresh, dtype, cpu_share):
     cpu_rows = int(round(cpu_share * rows.shape[0]))
     calls = []
 
-    def block(b: np.ndarray) -> np.ndarray:
+    def block(b: np.ndarray, o: np.ndarray) -> None:
         calls.append(b.shape[0])
-        return _stable(b)
+        _stable(b, o)
 
-    out, trace = _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows, sort_block=block)
+    out, trace = _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows, sort_into=block)
     assert same_bits(out, np.sort(rows, axis=-1, kind="stable"))
     assert sum(calls) == cpu_rows and trace.alpha == pytest.approx(cpu_rows / rows.shape[0])
     got = hpu.sort(rows, runtime=fresh, strategy="gpu", alpha=cpu_share)
     assert same_bits(got, np.sort(rows, axis=-1, kind="stable"))
+
+
+def test_cpu_share_of_rows_from_a_pool_worker(fresh):
+    """Called from one of the runtime's own workers (whose submissions run at once), the CPU share still runs beside
+    the device's, and every row is sorted once."""
+    rows = make("float32", (200, 300), "specials", 4)
+    calls = []
+
+    def block(b: np.ndarray, o: np.ndarray) -> None:
+        calls.append(b.shape[0])
+        _stable(b, o)
+
+    out, trace = fresh.pool.submit(_sorted_rows, fresh, rows, 64 << 10, cpu_rows=50, sort_into=block).result()
+    assert same_bits(out, np.sort(rows, axis=-1, kind="stable"))
+    assert sum(calls) == 50 and trace.alpha == pytest.approx(0.25)
 
 
 @pytest.mark.parametrize("on_error", ["fallback", "raise"])
@@ -128,14 +143,14 @@ def test_device_fault_mid_rows(fresh, monkeypatch, on_error, cpu_rows):
 def test_bad_arguments(fresh):
     tile = row_tile(fresh, np.int32)
     with pytest.raises(ValueError, match="divide"):
-        fast_row_sort(np.zeros(10, np.int32), 3, fresh, sort_block=_stable)
+        fast_row_sort(np.zeros(10, np.int32), 3, fresh, sort_into=_stable)
     with pytest.raises(ValueError, match="tile"):
-        fast_row_sort(np.zeros(2 * tile + 2, np.int32), tile + 1, fresh, sort_block=_stable)
+        fast_row_sort(np.zeros(2 * tile + 2, np.int32), tile + 1, fresh, sort_into=_stable)
     with pytest.raises(TypeError, match="float16"):
-        fast_row_sort(np.zeros(4, np.float16), 2, fresh, sort_block=_stable)
+        fast_row_sort(np.zeros(4, np.float16), 2, fresh, sort_into=_stable)
     for cpu_rows in (-1, 6):
         with pytest.raises(ValueError, match="cpu_rows"):
-            fast_row_sort(np.zeros(10, np.int32), 2, fresh, sort_block=_stable, cpu_rows=cpu_rows)
+            fast_row_sort(np.zeros(10, np.int32), 2, fresh, sort_into=_stable, cpu_rows=cpu_rows)
     lease = fresh.acquire_lease()
     try:
         assert DeviceSorter.for_rows(lease, np.int32, tile + 1) is None

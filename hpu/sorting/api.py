@@ -133,18 +133,18 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         elif rows.shape[0] == 1:
             out = _sort_1d(rows[0], opts).reshape(1, -1)
         elif _rows_on_device(rows, opts):  # one work-group a row, pipelined with the copies; a CPU share of rows
-            out = fast_row_sort(rows.reshape(-1), rows.shape[1], opts.runtime, sort_block=_sort_block,
+            out = fast_row_sort(rows.reshape(-1), rows.shape[1], opts.runtime, sort_into=_sort_rows_into,
                                 cpu_rows=_cpu_rows_share(rows, opts), on_device_error=opts.on_device_error,
                                 strategy=opts.strategy)[0].reshape(rows.shape)
         elif _keyed_on_device(rows.reshape(-1), [], opts, rows.shape[0], gather=True):  # segmented, on the device
             out = fast_keyed_sort(rows.reshape(-1), [], opts.runtime, gather=True, row_length=rows.shape[1],
-                                  redo=lambda: [_cpu_rows(rows, opts.runtime, _sort_block, rows.dtype)],
+                                  redo=lambda: [_cpu_rows(rows, opts.runtime, _sort_rows_into, rows.dtype)],
                                   on_device_error=opts.on_device_error, strategy=opts.strategy)[0][0]
             out = out.reshape(rows.shape)
         elif _packed_segmented(*rows.shape, key_bits(rows.dtype), opts):
             out = _take_rows(rows, _argsort_rows(rows, opts), opts.runtime)
         else:
-            out = _cpu_rows(rows, opts.runtime, _sort_block, rows.dtype)
+            out = _cpu_rows(rows, opts.runtime, _sort_rows_into, rows.dtype)
     out = _unrows(out, arr.shape, axis).astype(arr.dtype, copy=False)  # the input's byte order
     return np.asfortranarray(out) if arr.flags.f_contiguous and not arr.flags.c_contiguous else out  # and layout
 
@@ -327,21 +327,34 @@ def _numpy_radix(dtype: np.dtype) -> bool:
     return dtype.kind in "biu" and dtype.itemsize <= 2
 
 
-def _sort_block(block: np.ndarray) -> np.ndarray:
-    """``np.sort(block, axis=-1, kind="stable")`` by numpy's faster default sort where that gives the same bits.
+#: Rows :func:`_sort_rows_into` copies and sorts at a time: about this many bytes, so that a chunk stays in a
+#: core's cache from its copy through its sort.
+_CHUNK_BYTES = 256 << 10
+
+
+def _sort_rows_into(block: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = np.sort(block, axis=-1, kind="stable")``, by numpy's faster default sort where that gives the
+    same bits, chunk by chunk of rows in place in ``out`` (no temporary the size of the block).
 
     Equal keys of different bits exist only among floats (-0.0 and +0.0, NaN
-    payloads): rows holding a negative zero or a NaN are sorted again stably.
-    For bool and 8- and 16-bit integers numpy's stable sort is a radix sort, the fastest.
+    payloads): rows holding a negative zero or a NaN (NaN sorts last) are
+    sorted again stably, found by one check of the whole block (checked chunk
+    by chunk, the small numpy calls hold the GIL, which many threads then
+    wait for): the least of each row's bits as signed integers.  For bool and 8- and 16-bit integers numpy's stable
+    sort is a radix sort, the fastest.  ``block`` and ``out``: shape ``(k, m)``, one dtype, not overlapping.
     """
     if _numpy_radix(block.dtype):
-        return np.sort(block, axis=-1, kind="stable")
-    out = np.sort(block, axis=-1)
-    if block.dtype.kind == "f":
-        redo = (np.isnan(block) | ((block == 0) & np.signbit(block))).any(axis=-1)
+        out[...] = np.sort(block, axis=-1, kind="stable")
+        return
+    step = max(1, _CHUNK_BYTES // max(1, block.shape[-1] * block.dtype.itemsize))
+    for i in range(0, block.shape[0], step):
+        np.copyto(out[i:i + step], block[i:i + step])
+        out[i:i + step].sort(axis=-1)
+    if block.dtype.kind == "f":  # -0.0's bits are the least signed integer of their width; NaN sorts last
+        bits = out.view(f"i{block.dtype.itemsize}")
+        redo = np.isnan(out[:, -1]) | (bits.min(axis=-1) == np.iinfo(bits.dtype).min)
         if redo.any():
             out[redo] = np.sort(block[redo], axis=-1, kind="stable")
-    return out
 
 
 def _packed_segmented(r: int, m: int, width: int, opts: _Options) -> bool:
@@ -455,7 +468,9 @@ def rows_on_device(rows: int, m: int, dtype: Any, runtime: Runtime | None = None
     units adds up on the host rather than overlapping, so a split never
     beats the faster unit alone (on the H100 machine 5% of 2^14 rows of
     2^10 float32 on the CPU took 6.54 ms against 4.81 ms on the device
-    alone, ``experiments/results/h100/bench_argsort_check_rowshare.json``).
+    alone, ``experiments/results/h100/bench_argsort_check_rowshare.json``;
+    with the CPU's row sorts in place, queued before the device's, 10% took
+    6.94 ms against 4.82, ``bench_argsort_rows_share.json``).
 
     Parameters
     ----------
@@ -506,9 +521,10 @@ def _rows_on_device(rows: np.ndarray, opts: _Options) -> bool:
 def _cpu_rows_share(rows: np.ndarray, opts: _Options) -> int:
     """The rows the CPU sorts beside the device: ``alpha``'s when forced, else none.
 
-    The model gives rows to one unit (:func:`rows_on_device`): on the H100 machine a CPU share of 5% of 2^14 rows
-    of 2^10 float32 made the sort 36% slower than the device alone (6.54 against 4.81 ms,
-    ``experiments/results/h100/bench_argsort_check_rowshare.json``): the device's rows are bound by the host's staging
+    The model gives rows to one unit (:func:`rows_on_device`): on the H100 machine a CPU share of 10% of 2^14 rows
+    of 2^10 float32 made the sort 44% slower than the device alone (6.94 against 4.82 ms,
+    ``experiments/results/h100/bench_argsort_rows_share.json``; 5%: 6.54 against 4.81 ms before the CPU sorted
+    its rows in place, ``bench_argsort_check_rowshare.json``): the device's rows are bound by the host's staging
     copies, and the CPU's sorts share the host's cores and memory with them.
     """
     alpha = opts.hybrid["alpha"]
@@ -564,7 +580,7 @@ def _argsort_keys(keys: np.ndarray, width: int, opts: _Options) -> np.ndarray:
     r, m = keys.shape
     rt = opts.runtime
     if _radix(keys.dtype, opts):  # 8- and 16-bit keys (float16's included): numpy's radix argsort
-        return _cpu_rows(keys, rt, lambda k: np.argsort(k, axis=-1, kind="stable"), np.dtype(np.int64))
+        return _cpu_rows(keys, rt, _stable_argsort_into, np.dtype(np.int64))
     if r == 1 or _packed_segmented(r, m, width, opts):
         dtype = np.uint32 if packed_bits(width, m, r) <= 32 else np.uint64
         packed = _empty(rt, (r, m), dtype)
@@ -576,13 +592,18 @@ def _argsort_keys(keys: np.ndarray, width: int, opts: _Options) -> np.ndarray:
         _in_pool(rt, r, m, lambda rs, cs: unpack_positions(ordered[rs, cs], m, out[rs, cs]))
         return out
 
-    def block(k: np.ndarray) -> np.ndarray:
+    def block(k: np.ndarray, o: np.ndarray) -> None:
         dtype = np.uint32 if packed_bits(width, m) <= 32 else np.uint64
         p = pack(k, width, np.empty(k.shape, dtype))
         p.sort(axis=-1)
-        return unpack_positions(p, m)
+        unpack_positions(p, m, o)
 
     return _cpu_rows(keys, rt, block, np.dtype(np.int64))
+
+
+def _stable_argsort_into(keys: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = np.argsort(keys, axis=-1, kind="stable")``."""
+    out[...] = np.argsort(keys, axis=-1, kind="stable")
 
 
 def _take_rows(src: np.ndarray, perm: np.ndarray, rt: Runtime) -> np.ndarray:
@@ -605,12 +626,14 @@ def _take_rows(src: np.ndarray, perm: np.ndarray, rt: Runtime) -> np.ndarray:
     return out
 
 
-def _cpu_rows(rows: np.ndarray, rt: Runtime, fn: Callable[[np.ndarray], np.ndarray], dtype: np.dtype) -> np.ndarray:
-    """``fn`` applied to blocks of rows in the thread pool (numpy's sorts release the GIL), stacked."""
+def _cpu_rows(rows: np.ndarray, rt: Runtime, fn: Callable[[np.ndarray, np.ndarray], None],
+              dtype: np.dtype) -> np.ndarray:
+    """``fn(block, out_block)`` over blocks of rows in the thread pool (numpy's sorts release the GIL), each
+    writing its rows of one result of ``dtype``."""
     out = _empty(rt, rows.shape, dtype)
 
     def run(rs: slice, cs: slice) -> None:
-        out[rs] = fn(rows[rs])
+        fn(rows[rs], out[rs])
 
     _in_pool(rt, rows.shape[0], rows.shape[1], run, split_columns=False)
     return out

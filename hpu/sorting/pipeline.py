@@ -52,6 +52,7 @@ import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -722,7 +723,7 @@ def row_tile(rt: Runtime, dtype: Any) -> int:
     return rt.resources.get(("row-tile", dt.str), lambda: DeviceSorter(rt, dt, algorithm="merge").tile, int)
 
 
-def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_block: Callable[[np.ndarray], np.ndarray],
+def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[[np.ndarray, np.ndarray], None],
                   cpu_rows: int = 0, on_device_error: str = "fallback", options: PipelineOptions = DEFAULT_OPTIONS,
                   strategy: str = "gpu") -> tuple[np.ndarray, Trace]:
     """Sort each row of ``m`` keys stably: the device its rows one work-group a row, pipelined with the copies, while
@@ -735,7 +736,7 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_block: Callable
     in local memory, so no global merge pass) and copied back while the next
     pieces are staged and copied up (:func:`device_share` with
     ``row_length``).  The CPU share's rows go to the pool in blocks, one
-    task for each thread the staging leaves free, each ``sort_block``;
+    task for each thread the staging leaves free, each ``sort_into`` its rows of the result;
     the two shares write disjoint rows of the result, so nothing is merged.
 
     Parameters
@@ -748,10 +749,10 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_block: Callable
         Keys per row, ``1 <= m <= row_tile(rt, keys.dtype)``.
     rt : Runtime
         With a device; the caller checks that the device's rows fit its memory.
-    sort_block : callable(numpy.ndarray) -> numpy.ndarray
-        The CPU's sort of a block of rows (shape ``(k, m)`` in and out, e.g.
-        ``numpy.sort(block, axis=-1, kind="stable")``): for the CPU share,
-        and for the device's rows when the device fails and
+    sort_into : callable(block, out) -> None
+        The CPU's sort of a block of rows into ``out`` (both of shape ``(k, m)``,
+        e.g. ``out[...] = numpy.sort(block, axis=-1, kind="stable")``): for the
+        CPU share, and for the device's rows when the device fails and
         ``on_device_error="fallback"``.  It must release the GIL to run in parallel.
     cpu_rows : int
         Rows the CPU sorts, ``0 <= cpu_rows <= n / m`` (all: no device).
@@ -797,16 +798,24 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_block: Callable
     staging = _staging_tasks(rt, -(-(n - split) // _piece_length(dt.itemsize, options.piece_bytes(), m)),
                              options.staging_tasks)
 
+    # The CPU's tasks are queued before the device's feeder thread starts, whose Python (enqueueing the pipeline)
+    # holds the GIL that the calling thread needs to queue them.  From a pool worker they would run at once, before
+    # the device share: there cpu_share runs them, beside the feeder.
+    t0, tasks = rec.now(), rt.threads if cpu_rows == r else max(1, rt.threads - staging)
+    queue_first = cpu_rows > 0 and not rt.pool.in_worker()
+    cpu_tasks = _rows_in_pool(rt, rows_in[:cpu_rows], rows_out[:cpu_rows], sort_into, tasks) if queue_first else []
+
     def cpu_share() -> None:
-        t0 = rec.now()
-        _rows_in_pool(rt, rows_in[:cpu_rows], rows_out[:cpu_rows], sort_block, max(1, rt.threads - staging))
+        for f in cpu_tasks or _rows_in_pool(rt, rows_in[:cpu_rows], rows_out[:cpu_rows], sort_into, tasks):
+            f.result()
         rec.add("cpu:pool", "sort", 0, t0, rec.now(), 1, split, split * dt.itemsize)
 
     def redo() -> list[np.ndarray]:
-        t0 = rec.now()
+        t1 = rec.now()
         part = np.empty((r - cpu_rows, m), dt)
-        _rows_in_pool(rt, rows_in[cpu_rows:], part, sort_block, rt.threads)
-        rec.add("cpu:pool", "fallback", 0, t0, rec.now(), 1, n - split, (n - split) * dt.itemsize)
+        for f in _rows_in_pool(rt, rows_in[cpu_rows:], part, sort_into, rt.threads):
+            f.result()
+        rec.add("cpu:pool", "fallback", 0, t1, rec.now(), 1, n - split, (n - split) * dt.itemsize)
         return [part]
 
     def finish(res: HybridResult) -> np.ndarray:
@@ -822,16 +831,12 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_block: Callable
     return result, rec.finish(trace)
 
 
-def _rows_in_pool(rt: Runtime, src: np.ndarray, dst: np.ndarray, sort_block: Callable[[np.ndarray], np.ndarray],
-                  tasks: int) -> None:
-    """``dst[block] = sort_block(src[block])`` over at most ``tasks`` blocks of whole rows, in ``rt``'s pool."""
+def _rows_in_pool(rt: Runtime, src: np.ndarray, dst: np.ndarray,
+                  sort_into: Callable[[np.ndarray, np.ndarray], None], tasks: int) -> list[Future]:
+    """Queue ``sort_into(src[block], dst[block])`` over at most ``tasks`` blocks of whole rows in ``rt``'s pool;
+    the tasks' futures."""
     bounds = np.linspace(0, src.shape[0], max(1, min(tasks, src.shape[0])) + 1).astype(np.int64)
-
-    def run(a: int, b: int) -> None:
-        dst[a:b] = sort_block(src[a:b])
-
-    for f in [rt.pool.submit(run, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]:
-        f.result()
+    return [rt.pool.submit(sort_into, src[a:b], dst[a:b]) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
 
 # -- argsort and key-value sorts with the packing on the device ------------------------------------------------

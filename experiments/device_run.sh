@@ -5,7 +5,7 @@
 #                                            stress | default-runtime | kept | tests | argsort | argsort-check | dask |
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
-#                                            pipeline-waves | glibc)
+#                                            pipeline-waves | glibc | bus)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -48,6 +48,8 @@
 # tabu-gantt: sweep_tabu_gantt on tai100a (traced host loop and resident blocks: where an iteration's time goes).
 # tabu-large: bench_tabu_resident on the largest instances of the papers' tables at the model's level only: PPP
 #             1301-1317 with Hamming 1 (256 iterations), then Hamming 2 and ta111 (64 iterations, 280 s each).
+# bus: bench_bus (the PCIe copies from and to pinned and pageable memory and the staging copies, cupy's copies
+#      beside), 64 MiB, after idle pauses and back to back.
 # rows: bench_argsort's rows part alone (2^14 x 2^10 float32), CPU shares ROW_ALPHAS (default 0.05-0.5) forced.
 # rows-kv: bench_argsort's rows (2^14 x 2^10 float32) and key-value (2^24 int32 keys, int64 values) parts alone.
 # two-gpu: on a machine of two GPUs (nvidia-h100-x2, nvidia-h200-x2): how they are linked, the exchange and key-range
@@ -177,6 +179,11 @@ for stage in "$@"; do
         calibrate
         python3 experiments/bench_argsort.py --device gpu --profile "$profile" --parts rows,kv --dtypes int32 \
             --min-log 24 --max-log 24 --slow 5 --json "$OUT/bench_argsort_rows.json" 2>&1 | tee "$OUT/bench_argsort_rows.log"
+        ;;
+    bus)
+        timeout 300 python3 experiments/bench_bus.py --device gpu --json "$OUT/bench_bus.json" 2>&1 | tee "$OUT/bench_bus.log"
+        timeout 300 python3 experiments/bench_bus.py --device gpu --pause 0 --json "$OUT/bench_bus_back_to_back.json" \
+            2>&1 | tee "$OUT/bench_bus_back_to_back.log"
         ;;
     rows)
         calibrate

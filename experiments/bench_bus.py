@@ -1,0 +1,156 @@
+"""The bus and the host's copies that hpu's staged transfers are made of, measured side by side.
+
+What bounds a device sort of a pageable array: the PCIe copies themselves,
+or the host's copies into pinned memory that feed them (both at once, as
+the pipeline makes them, are in ``bench_pipeline.py``'s traces).  For one size
+(default 64 MiB, the bytes of 2^24 int32 keys), in shuffled rounds with
+hpu's idle pause before each call (``bench_common.shuffled_rounds``;
+``--pause 0``: back to back):
+
+- ``h2d pinned``: one copy up from pinned host memory (a mapped
+  ``ALLOC_HOST_PTR`` buffer, as hpu's staging memory) into a device buffer;
+  ``h2d pinned pieces``: the same in pieces of ``--piece-mib``;
+- ``d2h pinned``: one copy down into pinned memory;
+- ``h2d + d2h``: both at once, on two command queues;
+- ``h2d pageable``: from an ordinary numpy array (the driver stages it);
+- ``stage N tasks``: the pageable array copied into the pinned memory piece
+  by piece by N tasks of hpu's thread pool (each N of ``--tasks``), each
+  taking the next piece in order (no copy to the device);
+- ``cupy h2d pinned`` / ``cupy d2h pinned`` where cupy is importable (CUDA's
+  copies of the same bytes, for reference).
+
+Prints the median milliseconds and GB/s (10^9 bytes a second) of each.
+
+    python experiments/bench_bus.py --device gpu --json results/h100/bench_bus.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+import hpu
+from bench_common import add_runtime_arguments, command_line, shuffled_rounds, utc_now, write_json
+from hpu.core.util import host_description
+
+
+def pinned(ctx: Any, queue: Any, nbytes: int) -> tuple[Any, np.ndarray]:
+    """A host buffer of ``nbytes`` allocated by the driver (``ALLOC_HOST_PTR``), mapped, every page touched."""
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.ALLOC_HOST_PTR, nbytes)
+    host, _ = cl.enqueue_map_buffer(queue, buf, cl.map_flags.READ | cl.map_flags.WRITE, 0, (nbytes,), np.uint8,
+                                    is_blocking=True)
+    host[:] = 0
+    return buf, host
+
+
+def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks: int) -> None:
+    """Copy ``src`` into ``dst`` in pieces of ``piece`` bytes on ``tasks`` pool tasks, each taking the next piece in
+    order, as hpu's staging does."""
+    pieces = range(0, src.shape[0], piece)
+    order = itertools.count()  # next() is atomic under the GIL
+
+    def task() -> None:
+        for k in order:
+            if k >= len(pieces):
+                return
+            a = pieces[k]
+            np.copyto(dst[a:a + piece], src[a:a + piece])
+
+    for f in [rt.pool.submit(task) for _ in range(tasks)]:
+        f.result()
+
+
+def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> dict[str, Callable[[], None]]:
+    """The OpenCL variants, each a callable that returns when its copies are done."""
+    ctx = rt.context
+    q, q2 = cl.CommandQueue(ctx, rt.device), cl.CommandQueue(ctx, rt.device)
+    d_a, d_b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes), cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes)
+    _, up = pinned(ctx, q, nbytes)
+    _, down = pinned(ctx, q, nbytes)
+    pageable = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
+
+    def copies(*enqueue: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            for e in enqueue:
+                e()
+            q.finish()
+            q2.finish()
+        return run
+
+    return {
+        "h2d pinned": copies(lambda: cl.enqueue_copy(q, d_a, up, is_blocking=False)),
+        "h2d pinned pieces": copies(*[lambda a=a: cl.enqueue_copy(q, d_a, up[a:a + piece], dst_offset=a,
+                                                                  is_blocking=False)
+                                      for a in range(0, nbytes, piece)]),
+        "d2h pinned": copies(lambda: cl.enqueue_copy(q, down, d_b, is_blocking=False)),
+        "h2d + d2h": copies(lambda: cl.enqueue_copy(q, d_a, up, is_blocking=False),
+                            lambda: cl.enqueue_copy(q2, down, d_b, is_blocking=False)),
+        "h2d pageable": copies(lambda: cl.enqueue_copy(q, d_a, pageable, is_blocking=False)),
+        **{f"stage {t} tasks": lambda t=t: staging(rt, pageable, up, piece, t) for t in tasks},
+    }
+
+
+def cupy_runs(nbytes: int) -> dict[str, Callable[[], None]]:
+    """CUDA's copies of the same bytes through cupy (none where cupy is not importable)."""
+    try:
+        import cupy as cp
+    except ImportError:
+        return {}
+    host = np.frombuffer(cp.cuda.alloc_pinned_memory(nbytes), np.uint8, nbytes)
+    host[:] = 0
+    dev = cp.empty(nbytes, cp.uint8)
+
+    def up() -> None:
+        dev.set(host)
+        cp.cuda.runtime.deviceSynchronize()
+
+    def down() -> None:
+        dev.get(out=host)
+        cp.cuda.runtime.deviceSynchronize()
+
+    return {"cupy h2d pinned": up, "cupy d2h pinned": down}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_runtime_arguments(ap)
+    ap.add_argument("--mib", type=int, default=64, help="bytes moved by each variant, MiB (default 64)")
+    ap.add_argument("--piece-mib", type=float, default=4.0, help="staged piece and copy size, MiB (default 4)")
+    ap.add_argument("--tasks", type=lambda v: [int(t) for t in v.split(",")], default=[4, 8, 16],
+                    help="comma-separated numbers of pool tasks that stage (default 4,8,16; hpu's: 8)")
+    ap.add_argument("--rounds", type=int, default=15, help="shuffled rounds (default 15)")
+    ap.add_argument("--pause", type=float, default=None,
+                    help="idle seconds before each call (default hpu.core.calibrate.IDLE_PAUSE; 0: back to back)")
+    args = ap.parse_args(argv)
+    nbytes, piece = args.mib << 20, max(1, int(args.piece_mib * (1 << 20)))
+    with hpu.Runtime(args.device, profile="hpu1", threads=args.threads) as rt:
+        if not rt.has_device:
+            ap.error("bench_bus.py needs an OpenCL device")
+        runs = {**opencl_runs(rt, nbytes, piece, args.tasks), **cupy_runs(nbytes)}
+        for fn in runs.values():  # warm-up: first-touch costs, driver set-up
+            fn()
+        samples = shuffled_rounds(runs, args.rounds, np.random.default_rng(0), pause=args.pause)
+        meta = {"date": utc_now(), "command": command_line("bench_bus.py", argv), "device": rt.device_name,
+                "host": host_description(), "threads": rt.threads, "bytes": nbytes, "piece_bytes": piece,
+                "tasks": args.tasks, "rounds": args.rounds, "pause": args.pause}
+    print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
+    print(f"{'variant':<20} {'median ms':>10} {'GB/s':>7}")
+    rows = []
+    for name, ts in samples.items():
+        t = float(np.median(ts))
+        moved = 2 * nbytes if name == "h2d + d2h" else nbytes
+        rows.append({"variant": name, "seconds": t, "samples": ts, "bytes": moved, "gb_per_s": moved / t / 1e9})
+        print(f"{name:<20} {t * 1e3:10.3f} {moved / t / 1e9:7.1f}", flush=True)
+    if args.json:
+        write_json(args.json, {"meta": meta, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,7 +5,7 @@
 #                                            stress | default-runtime | kept | tests | argsort | argsort-check | dask |
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
-#                                            pipeline-waves | glibc | bus)
+#                                            pipeline-waves | glibc | bus | model-check)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -50,6 +50,8 @@
 #             1301-1317 with Hamming 1 (256 iterations), then Hamming 2 and ta111 (64 iterations, 280 s each).
 # bus: bench_bus (the PCIe copies from and to pinned and pageable memory and the staging copies, cupy's copies
 #      beside), 64 MiB, after idle pauses and back to back.
+# model-check: calibrate (fresh unless PROFILE), then bench_mergesort's default, device, CPU and key-range
+#              strategies, 2^16-2^28, each beside the model's prediction.
 # rows: bench_argsort's rows part alone (2^14 x 2^10 float32), CPU shares ROW_ALPHAS (default 0.05-0.5) forced.
 # rows-kv: bench_argsort's rows (2^14 x 2^10 float32) and key-value (2^24 int32 keys, int64 values) parts alone.
 # two-gpu: on a machine of two GPUs (nvidia-h100-x2, nvidia-h200-x2): how they are linked, the exchange and key-range
@@ -126,6 +128,12 @@ for stage in "$@"; do
         calibrate
         python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 16 --max-log 27 \
             --repeats 11 --variants 24 --json "$OUT/bench_mergesort_fast.json" 2>&1 | tee "$OUT/bench_mergesort.log"
+        ;;
+    model-check)
+        calibrate
+        python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 16 --max-log 28 \
+            --strategies auto,gpu,cpu,keyrange --repeats 7 --slow 2 --json "$OUT/bench_mergesort_model.json" 2>&1 \
+            | tee "$OUT/bench_mergesort_model.log"
         ;;
     sort-check)
         calibrate

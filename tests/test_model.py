@@ -231,6 +231,20 @@ def test_fast_cost_interpolates_the_measured_curve():
     assert fast_cost(prof, "transfer", 2.0**20, itemsize=8) == pytest.approx(2 * fast_cost(prof, "transfer", 2.0**20))
 
 
+def test_cost_curves_grow_at_least_linearly_beyond_the_largest_size():
+    """A last segment still paying fixed costs (time doubling slower than n) is not extrapolated at its slope:
+    above the largest measured size the time grows at least in proportion to n; a steeper slope is kept."""
+    from hpu.core.costs import CostCurves
+
+    sizes = [1 << 20, 1 << 22, 1 << 24]
+    curves = CostCurves(sizes, {"sublinear": [1e-3, 2e-3, 4e-3], "nlogn": [s * 24e-10 for s in (20, 22 * 4, 24 * 16)]})
+    last = sizes[-1]
+    assert curves.cost("sublinear", 4 * last) == pytest.approx(4 * 4e-3)  # the last slope, 0.5, would give 8e-3
+    steeper = curves.cost("nlogn", 4 * last) / curves.cost("nlogn", last)
+    assert steeper == pytest.approx((24 * 16 / (22 * 4)) ** 1)  # the last segment's own ratio over a factor of 4
+    assert curves.cost("sublinear", last // 4) == pytest.approx(2e-3)  # interpolation below is unchanged
+
+
 def test_fast_split_picks_the_lowest_prediction():
     from hpu.sorting.costs import _fast_time, fast_split
 

@@ -148,8 +148,14 @@ class CostCurves:
         """Predicted seconds of step ``name`` on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
 
         Interpolated linearly in ``log2 n``-``log2 t`` between the measured
-        sizes and extrapolated with the end segments' slopes (never
-        decreasing), scaled by ``itemsize / self.itemsize``.
+        sizes and extrapolated with the end segments' slopes, scaled by
+        ``itemsize / self.itemsize``.  Below the smallest size the slope is
+        at least 0 (never decreasing); above the largest at least 1: every
+        step touches each element, so past its fixed costs its time grows at
+        least linearly, where a last segment still paying them rises slower
+        (on the H100 machine the transfer curve's last slope, 2^24 to 2^26,
+        was 0.67, and the device's sort of 2^28 int32 was predicted at 0.81
+        of its measured time; ``experiments/results/h100/bench_mergesort_model.json``).
 
         Raises
         ------
@@ -164,7 +170,7 @@ class CostCurves:
         lo_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
         hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
         y = np.where(x < xs[0], ys[0] + max(lo_slope, 0.0) * (x - xs[0]), y)
-        y = np.where(x > xs[-1], ys[-1] + max(hi_slope, 0.0) * (x - xs[-1]), y)
+        y = np.where(x > xs[-1], ys[-1] + max(hi_slope, 1.0) * (x - xs[-1]), y)
         scale = (itemsize or self.itemsize) / self.itemsize
         out = np.where(nn > 0, 2.0**y * scale, 0.0)
         return float(out) if out.ndim == 0 else out

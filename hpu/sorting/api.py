@@ -338,10 +338,12 @@ def _sort_rows_into(block: np.ndarray, out: np.ndarray) -> None:
 
     Equal keys of different bits exist only among floats (-0.0 and +0.0, NaN
     payloads): rows holding a negative zero or a NaN (NaN sorts last) are
-    sorted again stably, found by one check of the whole block (checked chunk
-    by chunk, the small numpy calls hold the GIL, which many threads then
-    wait for): the least of each row's bits as signed integers.  For bool and 8- and 16-bit integers numpy's stable
-    sort is a radix sort, the fastest.  ``block`` and ``out``: shape ``(k, m)``, one dtype, not overlapping.
+    sorted again stably, found by one check of the whole block, the least of
+    each row's bits as signed integers (checked chunk by chunk, the small
+    numpy calls hold the GIL, which many threads then wait for).  For bool
+    and 8- and 16-bit integers numpy's stable sort is a radix sort, the
+    fastest.  ``block`` and ``out``: shape ``(k, m)``, ``m >= 1``, one dtype,
+    rows contiguous, not overlapping.
     """
     if _numpy_radix(block.dtype):
         out[...] = np.sort(block, axis=-1, kind="stable")

@@ -16,6 +16,9 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
 - ``stage N tasks``: the pageable array copied into the pinned memory piece
   by piece by N tasks of hpu's thread pool (each N of ``--tasks``), each
   taking the next piece in order (no copy to the device);
+- ``h2d pinned xK GPUs`` / ``h2d + d2h xK GPUs`` where the device's
+  platform has K > 1 GPUs: the same copies on every GPU at once, each from
+  pinned memory of its own context (GB/s: all the GPUs' bytes together);
 - ``cupy h2d pinned`` / ``cupy d2h pinned`` where cupy is importable (CUDA's
   copies of the same bytes, for reference).
 
@@ -66,8 +69,11 @@ def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks
         f.result()
 
 
-def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> dict[str, Callable[[], None]]:
-    """The OpenCL variants, each a callable that returns when its copies are done."""
+Runs = dict[str, tuple[Callable[[], None], int]]  # variant -> (a call that returns when its copies are done, bytes)
+
+
+def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> Runs:
+    """The OpenCL variants on ``rt``'s device."""
     ctx = rt.context
     q, q2 = cl.CommandQueue(ctx, rt.device), cl.CommandQueue(ctx, rt.device)
     d_a, d_b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes), cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes)
@@ -84,19 +90,48 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> d
         return run
 
     return {
-        "h2d pinned": copies(lambda: cl.enqueue_copy(q, d_a, up, is_blocking=False)),
-        "h2d pinned pieces": copies(*[lambda a=a: cl.enqueue_copy(q, d_a, up[a:a + piece], dst_offset=a,
-                                                                  is_blocking=False)
-                                      for a in range(0, nbytes, piece)]),
-        "d2h pinned": copies(lambda: cl.enqueue_copy(q, down, d_b, is_blocking=False)),
-        "h2d + d2h": copies(lambda: cl.enqueue_copy(q, d_a, up, is_blocking=False),
-                            lambda: cl.enqueue_copy(q2, down, d_b, is_blocking=False)),
-        "h2d pageable": copies(lambda: cl.enqueue_copy(q, d_a, pageable, is_blocking=False)),
-        **{f"stage {t} tasks": lambda t=t: staging(rt, pageable, up, piece, t) for t in tasks},
+        "h2d pinned": (copies(lambda: cl.enqueue_copy(q, d_a, up, is_blocking=False)), nbytes),
+        "h2d pinned pieces": (copies(*[lambda a=a: cl.enqueue_copy(q, d_a, up[a:a + piece], dst_offset=a,
+                                                                   is_blocking=False)
+                                       for a in range(0, nbytes, piece)]), nbytes),
+        "d2h pinned": (copies(lambda: cl.enqueue_copy(q, down, d_b, is_blocking=False)), nbytes),
+        "h2d + d2h": (copies(lambda: cl.enqueue_copy(q, d_a, up, is_blocking=False),
+                             lambda: cl.enqueue_copy(q2, down, d_b, is_blocking=False)), 2 * nbytes),
+        "h2d pageable": (copies(lambda: cl.enqueue_copy(q, d_a, pageable, is_blocking=False)), nbytes),
+        **{f"stage {t} tasks": ((lambda t=t: staging(rt, pageable, up, piece, t)), nbytes) for t in tasks},
     }
 
 
-def cupy_runs(nbytes: int) -> dict[str, Callable[[], None]]:
+def all_gpu_runs(rt: hpu.Runtime, nbytes: int) -> Runs:
+    """Where the device's platform has several GPUs: the copy up (and both copies) of ``nbytes`` on every GPU at
+    once, each from pinned memory of its own context, as several devices in one HPU use them (none with one GPU)."""
+    gpus = [d for d in rt.device.platform.get_devices() if d.type & cl.device_type.GPU]
+    if len(gpus) < 2:
+        return {}
+    units = []
+    for dev in gpus:
+        ctx = cl.Context([dev])
+        q, q2 = cl.CommandQueue(ctx, dev), cl.CommandQueue(ctx, dev)
+        d_a, d_b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes), cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes)
+        units.append((q, q2, d_a, d_b, pinned(ctx, q, nbytes)[1], pinned(ctx, q, nbytes)[1]))
+
+    def run(both: bool) -> None:
+        for q, q2, d_a, d_b, up, down in units:
+            cl.enqueue_copy(q, d_a, up, is_blocking=False)
+            if both:
+                cl.enqueue_copy(q2, down, d_b, is_blocking=False)
+            q.flush()
+            q2.flush()
+        for q, q2, *_ in units:
+            q.finish()
+            q2.finish()
+
+    k = len(units)
+    return {f"h2d pinned x{k} GPUs": ((lambda: run(False)), k * nbytes),
+            f"h2d + d2h x{k} GPUs": ((lambda: run(True)), 2 * k * nbytes)}
+
+
+def cupy_runs(nbytes: int) -> Runs:
     """CUDA's copies of the same bytes through cupy (none where cupy is not importable)."""
     try:
         import cupy as cp
@@ -114,7 +149,7 @@ def cupy_runs(nbytes: int) -> dict[str, Callable[[], None]]:
         dev.get(out=host)
         cp.cuda.runtime.deviceSynchronize()
 
-    return {"cupy h2d pinned": up, "cupy d2h pinned": down}
+    return {"cupy h2d pinned": (up, nbytes), "cupy d2h pinned": (down, nbytes)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,10 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     with hpu.Runtime(args.device, profile="hpu1", threads=args.threads) as rt:
         if not rt.has_device:
             ap.error("bench_bus.py needs an OpenCL device")
-        runs = {**opencl_runs(rt, nbytes, piece, args.tasks), **cupy_runs(nbytes)}
-        for fn in runs.values():  # warm-up: first-touch costs, driver set-up
+        runs = {**opencl_runs(rt, nbytes, piece, args.tasks), **all_gpu_runs(rt, nbytes), **cupy_runs(nbytes)}
+        for fn, _ in runs.values():  # warm-up: first-touch costs, driver set-up
             fn()
-        samples = shuffled_rounds(runs, args.rounds, np.random.default_rng(0), pause=args.pause)
+        samples = shuffled_rounds({k: fn for k, (fn, _) in runs.items()}, args.rounds, np.random.default_rng(0),
+                                  pause=args.pause)
         meta = {"date": utc_now(), "command": command_line("bench_bus.py", argv), "device": rt.device_name,
                 "host": host_description(), "threads": rt.threads, "bytes": nbytes, "piece_bytes": piece,
                 "tasks": args.tasks, "rounds": args.rounds, "pause": args.pause}
@@ -144,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name, ts in samples.items():
         t = float(np.median(ts))
-        moved = 2 * nbytes if name == "h2d + d2h" else nbytes
+        moved = runs[name][1]
         rows.append({"variant": name, "seconds": t, "samples": ts, "bytes": moved, "gb_per_s": moved / t / 1e9})
         print(f"{name:<20} {t * 1e3:10.3f} {moved / t / 1e9:7.1f}", flush=True)
     if args.json:

@@ -16,6 +16,10 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
 - ``stage N tasks``: the pageable array copied into the pinned memory piece
   by piece by N tasks of hpu's thread pool (each N of ``--tasks``), each
   taking the next piece in order (no copy to the device);
+- ``stage + h2d N tasks``: as hpu's pipeline (``hpu.sorting.pipeline``):
+  N tasks (the middle of ``--tasks``) stage the pieces while the copy up
+  of each, enqueued behind a user event, starts once its task completes
+  the event;
 - ``h2d pinned xK GPUs`` / ``h2d + d2h xK GPUs`` where the device's
   platform has K > 1 GPUs: the same copies on every GPU at once, each from
   pinned memory of its own context (GB/s: all the GPUs' bytes together);
@@ -33,6 +37,7 @@ import argparse
 import itertools
 import sys
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -52,9 +57,10 @@ def pinned(ctx: Any, queue: Any, nbytes: int) -> tuple[Any, np.ndarray]:
     return buf, host
 
 
-def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks: int) -> None:
-    """Copy ``src`` into ``dst`` in pieces of ``piece`` bytes on ``tasks`` pool tasks, each taking the next piece in
-    order, as hpu's staging does."""
+def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks: int,
+            staged: Callable[[int], None] = lambda k: None) -> list[Future]:
+    """Start copying ``src`` into ``dst`` in pieces of ``piece`` bytes on ``tasks`` pool tasks, each taking the next
+    piece in order, as hpu's staging does, and calling ``staged(k)`` once piece ``k`` is in; the tasks' futures."""
     pieces = range(0, src.shape[0], piece)
     order = itertools.count()  # next() is atomic under the GIL
 
@@ -64,8 +70,14 @@ def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks
                 return
             a = pieces[k]
             np.copyto(dst[a:a + piece], src[a:a + piece])
+            staged(k)
 
-    for f in [rt.pool.submit(task) for _ in range(tasks)]:
+    return [rt.pool.submit(task) for _ in range(tasks)]
+
+
+def wait(futures: list[Future]) -> None:
+    """Wait for every future (their errors raised)."""
+    for f in futures:
         f.result()
 
 
@@ -80,6 +92,19 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> R
     _, up = pinned(ctx, q, nbytes)
     _, down = pinned(ctx, q, nbytes)
     pageable = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
+
+    def staged_upload() -> None:
+        ready = [cl.UserEvent(ctx) for _ in range(0, nbytes, piece)]
+        tasks_done = staging(rt, pageable, up, piece, tasks[len(tasks) // 2],
+                             lambda k: ready[k].set_status(cl.command_execution_status.COMPLETE))
+        # Kept until the end: pyopencl's event of a copy from host memory waits for the copy when it is freed, with
+        # the GIL held, so a copy still waiting for its piece would then wait forever for the staging tasks.
+        up_copies = [cl.enqueue_copy(q, d_a, up[a:a + piece], dst_offset=a, wait_for=[ev], is_blocking=False)
+                     for a, ev in zip(range(0, nbytes, piece), ready)]
+        q.flush()
+        wait(tasks_done)
+        q.finish()
+        del up_copies
 
     def copies(*enqueue: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
@@ -98,7 +123,8 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> R
         "h2d + d2h": (copies(lambda: cl.enqueue_copy(q, d_a, up, is_blocking=False),
                              lambda: cl.enqueue_copy(q2, down, d_b, is_blocking=False)), 2 * nbytes),
         "h2d pageable": (copies(lambda: cl.enqueue_copy(q, d_a, pageable, is_blocking=False)), nbytes),
-        **{f"stage {t} tasks": ((lambda t=t: staging(rt, pageable, up, piece, t)), nbytes) for t in tasks},
+        **{f"stage {t} tasks": ((lambda t=t: wait(staging(rt, pageable, up, piece, t))), nbytes) for t in tasks},
+        f"stage + h2d {tasks[len(tasks) // 2]} tasks": (staged_upload, nbytes),
     }
 
 

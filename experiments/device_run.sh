@@ -5,7 +5,8 @@
 #                                            stress | default-runtime | kept | tests | argsort | argsort-check | dask |
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
-#                                            pipeline-waves | glibc | bus | model-check)
+#                                            pipeline-waves | glibc | bus | model-check |
+#                                            keyrange-cap)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -50,6 +51,7 @@
 #             1301-1317 with Hamming 1 (256 iterations), then Hamming 2 and ta111 (64 iterations, 280 s each).
 # bus: bench_bus (the PCIe copies from and to pinned and pageable memory and the staging copies, cupy's copies
 #      beside), 64 MiB, after idle pauses and back to back.
+# keyrange-cap: bench_mergesort of 2^30 int32 on the device with hpu allowed 1 GiB of it (sorted in key ranges).
 # model-check: calibrate (fresh unless PROFILE), then bench_mergesort's default, device, CPU and key-range
 #              strategies, 2^16-2^28, each beside the model's prediction.
 # rows: bench_argsort's rows part alone (2^14 x 2^10 float32), CPU shares ROW_ALPHAS (default 0.05-0.5) forced.
@@ -85,6 +87,11 @@ print(p(d('gpu')))")"
     fi
     python3 -m hpu.calibrate --device gpu --no-progress --force 2>&1 | tee "$OUT/calibrate.log"
     cp "$HPU_PROFILE_DIR"/*.json "$profile"
+}
+keyrange_cap() {  # 2^30 int32 on the device, hpu allowed 1 GiB of it
+    python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 30 --max-log 30 \
+        --repeats 1 --strategies gpu --device-memory-limit $((1 << 30)) \
+        --json "$OUT/bench_keyrange_cap.json" 2>&1 | tee "$OUT/bench_keyrange_cap.log"
 }
 for stage in "$@"; do
     case $stage in
@@ -147,9 +154,11 @@ for stage in "$@"; do
             --max-log "${MAX_LOG:-28}" --repeats 5 \
             --strategies "${STRATEGIES:-gpu,auto,keyrange,keyrange@0.05,keyrange@0.1,keyrange@0.2,advanced}" \
             --json "$OUT/bench_keyrange.json" 2>&1 | tee "$OUT/bench_keyrange.log"
-        python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 30 --max-log 30 \
-            --repeats 1 --strategies gpu --device-memory-limit $((1 << 30)) \
-            --json "$OUT/bench_keyrange_cap.json" 2>&1 | tee "$OUT/bench_keyrange_cap.log"
+        keyrange_cap
+        ;;
+    keyrange-cap)
+        calibrate
+        keyrange_cap
         ;;
     stress)
         calibrate

@@ -88,9 +88,9 @@ print(p(d('gpu')))")"
     python3 -m hpu.calibrate --device gpu --no-progress --force 2>&1 | tee "$OUT/calibrate.log"
     cp "$HPU_PROFILE_DIR"/*.json "$profile"
 }
-keyrange_cap() {  # 2^30 int32 on the device, hpu allowed 1 GiB of it
+keyrange_cap() {  # 2^30 int32 with hpu allowed 1 GiB of the device: CAP_STRATEGIES (default gpu: in key ranges)
     python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 30 --max-log 30 \
-        --repeats 1 --strategies gpu --device-memory-limit $((1 << 30)) \
+        --repeats 1 --strategies "${CAP_STRATEGIES:-gpu}" --device-memory-limit $((1 << 30)) \
         --json "$OUT/bench_keyrange_cap.json" 2>&1 | tee "$OUT/bench_keyrange_cap.log"
 }
 for stage in "$@"; do

@@ -245,6 +245,44 @@ def test_cost_curves_grow_at_least_linearly_beyond_the_largest_size():
     assert curves.cost("sublinear", last // 4) == pytest.approx(2e-3)  # interpolation below is unchanged
 
 
+def _capped_profile():
+    parts = {"partition": (1e-4 + 2e-10 * _SIZES).tolist(), "partition4": (1e-4 + 3e-10 * _SIZES).tolist()}
+    return HPU1.replace(curves={"sort": {**FAST, **parts}})
+
+
+@pytest.mark.parametrize("ranges", [1, 3, 4, 7])
+def test_a_device_share_larger_than_a_run_is_predicted_as_key_ranges(ranges):
+    """keyrange_split with ``capacity``: a device share of ``m`` keys costs ``k`` runs of ``m / k`` keys one after
+    another, ``k = ceil(m / (PIECE_FILL capacity))``, and each run is one more bucket of the partition (checked
+    against the same sum of the curves taken by hand)."""
+    from hpu.sorting.costs import PIECE_FILL, fast_cost, fast_split, keyrange_split, partition_cost
+
+    prof, n = _capped_profile(), 2.0**24
+    cap = n / (PIECE_FILL * ranges) * 1.0001  # n keys fit in exactly `ranges` runs
+    split = keyrange_split(n, prof, [prof], capacity=[cap], shares=(0.0, 1.0))
+    per = n / ranges
+    want = partition_cost(prof, n, ranges) + ranges * (fast_cost(prof, "transfer", per) +
+                                                      fast_cost(prof, "device_sort", per))
+    assert split.shares == (0.0, 1.0)
+    assert split.predicted_time == pytest.approx(want, rel=1e-6)
+    forced = fast_split(n, prof, strategy="gpu", capacity=[n / ranges])  # a position split the device cannot hold
+    if ranges == 1:
+        assert forced.strategy == "gpu" and forced == fast_split(n, prof, strategy="gpu")
+    else:
+        assert forced.strategy == "keyrange" and forced.shares == (0.0, 1.0)
+        assert forced.predicted_time == pytest.approx(
+            keyrange_split(n, prof, [prof], capacity=[n / ranges], shares=(0.0, 1.0)).predicted_time)
+
+
+def test_a_capacity_above_every_share_changes_no_prediction():
+    from hpu.sorting.costs import fast_split
+
+    prof = _capped_profile()
+    for n in (2**14, 2**20, 2**24):
+        for strategy in ("auto", "gpu", "advanced", "keyrange"):
+            assert fast_split(n, prof, strategy=strategy, capacity=[2.0 * n]) == fast_split(n, prof, strategy=strategy)
+
+
 def test_fast_split_picks_the_lowest_prediction():
     from hpu.sorting.costs import _fast_time, fast_split
 

@@ -22,8 +22,12 @@ from ..core.model import Recurrence, Split, UnitShares, check_n, equal_finish_sh
 from ..core.profile import Profile
 from .cpu import COMPRESS_MAX_BUCKETS
 
-__all__ = ["FAST_COSTS", "exchange_split", "fast_cost", "fast_split", "keyrange_split", "mergesort_closed_forms",
-           "partition_cost"]
+__all__ = ["FAST_COSTS", "PIECE_FILL", "exchange_split", "fast_cost", "fast_split", "keyrange_split",
+           "mergesort_closed_forms", "partition_cost"]
+
+#: A key range sorted on a device holds at most this fraction of what one device run may hold, so that a sample's
+#: error rarely overflows it (:func:`hpu.sorting.keyrange.keyrange_sort`; :func:`keyrange_split` predicts so).
+PIECE_FILL = 0.75
 
 
 def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
@@ -165,8 +169,17 @@ def _never(x: Any) -> Any:
     return np.where(np.asarray(x) > 0, np.inf, 0.0)
 
 
+def _forced_shares(m: int, costs: Sequence[Any], shares: Sequence[float]) -> UnitShares:
+    """``m`` items divided by the given ``shares`` (not by :func:`equal_finish_shares`), each unit's time its cost."""
+    counts = [int(round(float(v) * m)) for v in shares]
+    counts[int(np.argmax(counts))] += m - sum(counts)
+    times = tuple(float(c(np.asarray(float(k)))) if k else 0.0 for c, k in zip(costs, counts))
+    return UnitShares(tuple(counts), tuple(k / m for k in counts), times, max(times))
+
+
 def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, itemsize: int = 4,
-                   shared_cores: bool = False) -> Split:
+                   shared_cores: bool = False, capacity: Sequence[float] | None = None,
+                   shares: Sequence[float] | None = None) -> Split:
     """Shares of a key-range split (:mod:`hpu.sorting.keyrange`) over the CPU and ``k`` devices, and its time.
 
     Each unit sorts its own range of keys, so that the units only have to
@@ -180,6 +193,13 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
     a measured cost curve (:func:`fast_cost`) of the CPU's profile or of
     device ``i``'s own.  When the devices run on the host's cores
     (``shared_cores``, e.g. PoCL) nothing overlaps and ``max`` becomes a sum.
+    A device range larger than :data:`PIECE_FILL` of what one device run
+    may hold (``capacity``) is sorted in ``k_i = ceil(m_i / (PIECE_FILL
+    capacity_i))`` key ranges one after another
+    (:func:`hpu.sorting.keyrange.keyrange_sort`): device ``i`` then
+    costs ``k_i (T_transfer,i(m_i / k_i) + T_dev_sort,i(m_i / k_i))`` and
+    each of its ranges is one more bucket of the partition.  Beyond the
+    paper, whose model has neither key ranges nor a partition.
 
     Parameters
     ----------
@@ -195,6 +215,14 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
         Bytes per key (costs scale from the 4-byte calibration).
     shared_cores : bool
         The devices run on the host's cores (:attr:`hpu.Runtime.device_shares_host_cores`).
+    capacity : sequence of float, optional
+        Per device, the most keys one device run may hold (default: no
+        limit; :func:`hpu.sorting.pipeline.max_device_elements`).
+    shares : sequence of float, optional
+        The units' shares, CPU first (default: those that make the units
+        finish together); e.g. a position split's ``(alpha, 1 - alpha)``
+        that ``hybrid_mergesort`` runs as key ranges when the device cannot
+        hold its share.
 
     Returns
     -------
@@ -213,17 +241,27 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
     def cpu_cost(x: np.ndarray) -> np.ndarray:
         return np.where(x > 0, fast_cost(profile, "cpu_sort", x, itemsize), 0.0)
 
-    def dev_cost(prof: Profile) -> Any:
+    caps = [math.inf] * len(devices) if capacity is None else [max(1.0, PIECE_FILL * float(c)) for c in capacity]
+
+    def ranges(x: Any, cap: float) -> Any:  # key ranges a device sorts one after another
+        return np.maximum(1.0, np.ceil(np.asarray(x, dtype=float) / cap))
+
+    def dev_cost(prof: Profile, cap: float) -> Any:
         if not _has_device_curves(prof):
             return _never
-        return lambda x: np.where(x > 0, fast_cost(prof, "transfer", x, itemsize) +
-                                  fast_cost(prof, "device_sort", x, itemsize), 0.0)
 
-    units = equal_finish_shares(m, [cpu_cost] + [dev_cost(p) for p in devices])
+        def cost(x: Any) -> Any:
+            k = ranges(x, cap)
+            return np.where(x > 0, k * (fast_cost(prof, "transfer", x / k, itemsize) +
+                                        fast_cost(prof, "device_sort", x / k, itemsize)), 0.0)
+        return cost
+
+    costs = [cpu_cost] + [dev_cost(p, c) for p, c in zip(devices, caps)]
+    units = equal_finish_shares(m, costs) if shares is None else _forced_shares(m, costs, shares)
     if not math.isfinite(units.predicted_time):
         raise ValueError("no unit has the cost curves of a key-range split; run python -m hpu.calibrate")
     curves = profile.cost_curves("sort")
-    buckets = int(np.count_nonzero(np.asarray(units.counts) > 0))
+    buckets = int(units.counts[0] > 0) + sum(int(ranges(c, cap)) for c, cap in zip(units.counts[1:], caps) if c)
     part = float(partition_cost(profile, n, buckets, itemsize)) if curves is not None and "partition" in curves else 0.0
     busy = sum(units.times) if shared_cores else units.predicted_time
     total = part + busy
@@ -238,8 +276,8 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
         gpu_work_fraction=1.0 - alpha,
         predicted_cpu_time=part + units.times[0],
         predicted_gpu_time=max(units.times[1:], default=0.0),
-        predicted_transfer_time=sum(float(fast_cost(p, "transfer", c, itemsize)) for p, c in
-                                    zip(devices, units.counts[1:]) if c),
+        predicted_transfer_time=sum(float(ranges(c, cap) * fast_cost(p, "transfer", c / ranges(c, cap), itemsize))
+                                    for p, c, cap in zip(devices, units.counts[1:], caps) if c),
         predicted_time=total,
         predicted_speedup=one_core / total,
         case="keyrange",
@@ -348,7 +386,7 @@ def exchange_split(n: float, devices: Sequence[Profile], *, itemsize: int = 4,
 
 def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level: int = 4,
                device: bool = True, itemsize: int = 4, shared_cores: bool = False,
-               devices: Sequence[Profile] | None = None) -> Split:
+               devices: Sequence[Profile] | None = None, capacity: Sequence[float] | None = None) -> Split:
     """Choose and predict a fast-mode split (``alpha``, ``transfer_level``) by minimising predicted time.
 
     The prediction (beyond the paper; fast mode of DESIGN.md) is
@@ -387,6 +425,12 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     devices : sequence of Profile, optional
         The profile of every device of the HPU for the key-range split
         (default: ``[profile]``, one device).
+    capacity : sequence of float, optional
+        Per device, the most keys one device run may hold (default: no
+        limit).  A position split whose device share is larger runs as key
+        ranges with its shares, the device's sorted one after another
+        (``hybrid_mergesort``), and is predicted so (:func:`keyrange_split`
+        with ``capacity`` and ``shares``), as is the key-range split.
 
     Returns
     -------
@@ -410,7 +454,7 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     devices = [profile] if devices is None else list(devices)
     across = None  # the best split across units (key ranges or exchange), weighed against the position splits
     if device and (strategy == "keyrange" or (strategy == "auto" and curves is not None and "partition" in curves)):
-        across = keyrange_split(n, profile, devices, itemsize=itemsize, shared_cores=shared_cores)
+        across = keyrange_split(n, profile, devices, itemsize=itemsize, shared_cores=shared_cores, capacity=capacity)
         if strategy == "keyrange":
             return across
     if device and (strategy == "exchange" or (strategy == "auto" and len(devices) > 1 and not shared_cores)):
@@ -430,6 +474,17 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
             cands.append(("advanced", float(grid[int(np.argmin(tot))]), t, 0))
     if strategy != "auto":
         cands = [c for c in cands if c[0] == strategy]
+    cap = math.inf if capacity is None or not device else float(capacity[0])
+    oversize = [c for c in cands if (1.0 - c[1]) * n > cap]
+    if oversize:  # run as key ranges with their shares (hybrid_mergesort): predicted so
+        pieces = min((keyrange_split(n, profile, devices, itemsize=itemsize, shared_cores=shared_cores,
+                                     capacity=capacity, shares=(c[1], 1.0 - c[1]) + (0.0,) * (len(devices) - 1))
+                      for c in oversize), key=lambda sp: sp.predicted_time)
+        if across is None or pieces.predicted_time < across.predicted_time:
+            across = pieces
+        cands = [c for c in cands if c not in oversize]
+        if not cands:
+            return across
     best = min(cands, key=lambda c: float(_fast_time(profile, n, c[1], c[2], itemsize, c[3], shared_cores)[3]))
     name, alpha, t, threads = best
     cpu, dev, final, total = (float(v) for v in _fast_time(profile, n, alpha, t, itemsize, threads, shared_cores))

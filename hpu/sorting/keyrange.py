@@ -40,6 +40,7 @@ import numpy as np
 from ..core.hybrid import UnitsResult, run_units
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
+from .costs import PIECE_FILL
 from .cpu import parallel_sort, stable_partition
 from .pipeline import DEFAULT_OPTIONS, PipelineOptions, device_share, kept_policy, max_device_elements
 
@@ -51,8 +52,6 @@ COMPARE_MAX_SPLITTERS = 32
 #: Keys per block of :func:`partition`.  Smaller blocks make many more small numpy calls, for which 16 threads queue
 #: on Python's global lock (2^16-key blocks were 4-5x slower on the H100 machine: experiments/README.md).
 BLOCK = 1 << 20
-#: Fill a device piece to at most this fraction of what fits, so that a sample's error rarely overflows it.
-PIECE_FILL = 0.75
 
 
 def choose_splitters(a: np.ndarray, fractions: Sequence[float], *, seed: int = 0,
@@ -308,7 +307,7 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
 
     Notes
     -----
-    A device's range larger than :data:`PIECE_FILL` of what one device run
+    A device's range larger than :data:`hpu.sorting.costs.PIECE_FILL` of what one device run
     may hold (:func:`hpu.sorting.pipeline.max_device_elements`, which the
     runtime's ``device_memory_limit`` caps) is split into that many more
     key ranges, sorted on the device one after another; a piece the sample

@@ -287,7 +287,8 @@ def _split_memo(rt: Runtime) -> Callable[[int, int, str, bool], Split]:
         def split(n: int, itemsize: int, strategy: str, usable: bool) -> Split:
             return fast_split(n, profile, strategy=strategy, device=usable, itemsize=itemsize,
                               shared_cores=usable and rt.device_shares_host_cores,
-                              devices=[u.profile for u in rt.units])
+                              devices=[u.profile for u in rt.units],
+                              capacity=[max_device_elements(u, itemsize) for u in rt.units] if usable else None)
         return split
 
     return rt.resources.get(("sort", "fast_split", id(profile)), make)

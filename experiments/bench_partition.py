@@ -3,7 +3,8 @@
 For blocks of 2^--log keys (int32 and int64) in --buckets random buckets (uniform bucket numbers, so every
 bucket's mask is as unpredictable as it gets), times on one thread (median of --repeats after a warm-up call), and
 with --threads threads each grouping a block of its own at once (the blocks' total over the wall time, against one
-thread's: numpy must release Python's global lock for the threads to gain), ``method="compress"`` (``numpy.compress`` of each bucket's keys in turn) and ``method="argsort"`` (a gather through
+thread's: numpy must release Python's global lock for the threads to gain), ``method="compress"``
+(``numpy.compress`` of each bucket's keys in turn) and ``method="argsort"`` (a gather through
 numpy's stable argsort of the bucket numbers), checks that both give the same result, and prints which is faster;
 ``"auto"`` takes the first up to :data:`hpu.sorting.cpu.COMPRESS_MAX_BUCKETS` buckets.  The key-range split's
 partition (:func:`hpu.sorting.keyrange.partition`) and :func:`hpu.dask.partition_block` group their blocks so.

@@ -126,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
         print(f"{'n':>10} {'chunk':>6} {'tasks':>5} {'wave':>4} {'waves':>5} {'median':>7} {'wall':>7} {'stage':>13} "
               f"{'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end of the fastest run)")
-        configs = [(float(x), setting(k), setting(p), w) for x in args.chunks_mib.split(",") for k in args.tasks.split(",")
-                   for p in args.wave_pieces.split(",") for w in args.waves.split(",")]
+        configs = [(float(x), setting(k), setting(p), w) for x in args.chunks_mib.split(",")
+                   for k in args.tasks.split(",") for p in args.wave_pieces.split(",") for w in args.waves.split(",")]
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
             a, values, refs = inputs(args.part, n, rng)
@@ -142,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
                              "waves": options.sort_waves, "median_wall": median, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h")]
-                print(f"{n:>10} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} {waves:>5} {median:7.2f} {s['wall']:7.2f} "
-                      + " ".join(cells) + "   device: " + ", ".join(f"{k} {a:.2f}-{b:.2f}" for k, a, b in steps),
+                print(f"{n:>10} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} {waves:>5} {median:7.2f} "
+                      f"{s['wall']:7.2f} " + " ".join(cells) + "   device: "
+                      + ", ".join(f"{k} {a:.2f}-{b:.2f}" for k, a, b in steps),
                       flush=True)
     if args.json:
         write_json(args.json, {"meta": meta, "rows": rows})

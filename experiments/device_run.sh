@@ -127,8 +127,8 @@ for stage in "$@"; do
     pipeline-waves)
         for part in sort kv; do
             python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 \
-                --max-log "$([ $part = kv ] && echo 24 || echo 26)" --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" \
-                --wave-pieces auto,4,2,1 --waves on --repeats 15
+                --max-log "$([ $part = kv ] && echo 24 || echo 26)" \
+                --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" --wave-pieces auto,4,2,1 --waves on --repeats 15
         done 2>&1 | tee "$OUT/pipeline_waves.log"
         ;;
     sort)
@@ -198,7 +198,8 @@ for stage in "$@"; do
             --min-log 24 --max-log 24 --slow 5 --json "$OUT/bench_argsort_rows.json" 2>&1 | tee "$OUT/bench_argsort_rows.log"
         ;;
     bus)
-        timeout 300 python3 experiments/bench_bus.py --device gpu --json "$OUT/bench_bus.json" 2>&1 | tee "$OUT/bench_bus.log"
+        timeout 300 python3 experiments/bench_bus.py --device gpu --json "$OUT/bench_bus.json" 2>&1 \
+            | tee "$OUT/bench_bus.log"
         timeout 300 python3 experiments/bench_bus.py --device gpu --pause 0 --json "$OUT/bench_bus_back_to_back.json" \
             2>&1 | tee "$OUT/bench_bus_back_to_back.log"
         ;;

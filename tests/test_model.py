@@ -241,7 +241,7 @@ def test_cost_curves_grow_at_least_linearly_beyond_the_largest_size():
     last = sizes[-1]
     assert curves.cost("sublinear", 4 * last) == pytest.approx(4 * 4e-3)  # the last slope, 0.5, would give 8e-3
     steeper = curves.cost("nlogn", 4 * last) / curves.cost("nlogn", last)
-    assert steeper == pytest.approx((24 * 16 / (22 * 4)) ** 1)  # the last segment's own ratio over a factor of 4
+    assert steeper == pytest.approx(24 * 16 / (22 * 4))  # the last segment's own ratio over a factor of 4
     assert curves.cost("sublinear", last // 4) == pytest.approx(2e-3)  # interpolation below is unchanged
 
 

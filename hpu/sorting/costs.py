@@ -261,7 +261,8 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
     if not math.isfinite(units.predicted_time):
         raise ValueError("no unit has the cost curves of a key-range split; run python -m hpu.calibrate")
     curves = profile.cost_curves("sort")
-    buckets = int(units.counts[0] > 0) + sum(int(ranges(c, cap)) for c, cap in zip(units.counts[1:], caps) if c)
+    runs = [int(ranges(c, cap)) if c else 0 for c, cap in zip(units.counts[1:], caps)]  # each device's key ranges
+    buckets = int(units.counts[0] > 0) + sum(runs)
     part = float(partition_cost(profile, n, buckets, itemsize)) if curves is not None and "partition" in curves else 0.0
     busy = sum(units.times) if shared_cores else units.predicted_time
     total = part + busy
@@ -276,8 +277,8 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
         gpu_work_fraction=1.0 - alpha,
         predicted_cpu_time=part + units.times[0],
         predicted_gpu_time=max(units.times[1:], default=0.0),
-        predicted_transfer_time=sum(float(ranges(c, cap) * fast_cost(p, "transfer", c / ranges(c, cap), itemsize))
-                                    for p, c, cap in zip(devices, units.counts[1:], caps) if c),
+        predicted_transfer_time=sum(k * float(fast_cost(p, "transfer", c / k, itemsize))
+                                    for p, c, k in zip(devices, units.counts[1:], runs) if c),
         predicted_time=total,
         predicted_speedup=one_core / total,
         case="keyrange",

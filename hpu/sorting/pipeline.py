@@ -802,11 +802,14 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
     # holds the GIL that the calling thread needs to queue them.  From a pool worker they would run at once, before
     # the device share: there cpu_share runs them, beside the feeder.
     t0, tasks = rec.now(), rt.threads if cpu_rows == r else max(1, rt.threads - staging)
-    queue_first = cpu_rows > 0 and not rt.pool.in_worker()
-    cpu_tasks = _rows_in_pool(rt, rows_in[:cpu_rows], rows_out[:cpu_rows], sort_into, tasks) if queue_first else []
+
+    def queue_cpu_share() -> list[Future]:
+        return _rows_in_pool(rt, rows_in[:cpu_rows], rows_out[:cpu_rows], sort_into, tasks)
+
+    queued = queue_cpu_share() if cpu_rows > 0 and not rt.pool.in_worker() else None
 
     def cpu_share() -> None:
-        for f in cpu_tasks or _rows_in_pool(rt, rows_in[:cpu_rows], rows_out[:cpu_rows], sort_into, tasks):
+        for f in queued if queued is not None else queue_cpu_share():
             f.result()
         rec.add("cpu:pool", "sort", 0, t0, rec.now(), 1, split, split * dt.itemsize)
 

@@ -16,6 +16,8 @@
  * SYMMETRIC (1 when A and B are both symmetric).
  */
 
+#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
+
 #define MOVE_BY_INDEX 1
 #define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm, __global long *D
 #define PROBLEM_ARGS , A, Bp, perm, D
@@ -44,10 +46,11 @@ static inline int move_tabu(const ulong n, const ulong m, __global const int *ta
  * (a_kr for a_rk), so that work-items taking moves (r, s) of consecutive s
  * read consecutive addresses.  The sum runs over every k, less its k = r and
  * k = s terms (no branch in the loop). */
-static inline long move_delta(const ulong n, const uint r, const uint s PROBLEM_PARAMS)
+static inline long delta_sum(const ulong n, const uint r, const uint s, const ulong k0, const ulong k1
+                             PROBLEM_PARAMS)
 {
     long d = 0;
-    for (ulong k = 0; k < n; k++) {
+    for (ulong k = k0; k < k1; k++) {
 #if SYMMETRIC
         d += (long)(A[k * n + r] - A[k * n + s]) * (long)(Bp[k * n + s] - Bp[k * n + r]);
 #else
@@ -55,9 +58,18 @@ static inline long move_delta(const ulong n, const uint r, const uint s PROBLEM_
         d += (long)(A[k * n + r] - A[k * n + s]) * (long)(Bp[k * n + s] - Bp[k * n + r]);
 #endif
     }
+#if SYMMETRIC
+    d *= 2;
+#endif
+    return d;
+}
+
+/* The terms of Delta(p, r, s) outside the sum over k (delta_sum over [0, n) is the rest). */
+static inline long delta_rest(const ulong n, const uint r, const uint s PROBLEM_PARAMS)
+{
     __global const MAT_T *ar = A + r * n, *as = A + s * n;
     __global const MAT_T *br = Bp + r * n, *bs = Bp + s * n;
-    d -= (long)(ar[r] - as[r]) * (long)(bs[r] - br[r]) + (long)(ar[s] - as[s]) * (long)(bs[s] - br[s]);
+    long d = -((long)(ar[r] - as[r]) * (long)(bs[r] - br[r]) + (long)(ar[s] - as[s]) * (long)(bs[s] - br[s]));
 #if SYMMETRIC
     d *= 2;
 #else
@@ -65,8 +77,12 @@ static inline long move_delta(const ulong n, const uint r, const uint s PROBLEM_
        + (long)(A[s * n + r] - A[s * n + s]) * (long)(Bp[s * n + s] - Bp[s * n + r]);
     d += (long)(ar[s] - as[r]) * (long)(bs[r] - br[s]);
 #endif
-    d += (long)(ar[r] - as[s]) * (long)(bs[s] - br[r]);
-    return d;
+    return d + (long)(ar[r] - as[s]) * (long)(bs[s] - br[r]);
+}
+
+static inline long move_delta(const ulong n, const uint r, const uint s PROBLEM_PARAMS)
+{
+    return delta_sum(n, r, s, 0, n PROBLEM_ARGS) + delta_rest(n, r, s PROBLEM_ARGS);
 }
 
 /* Move m's delta: read from D (every move is feasible). */
@@ -74,6 +90,21 @@ static inline int move_eval(const ulong n, const ulong m, long *delta PROBLEM_PA
 {
     *delta = D[m];
     return 1;
+}
+
+/* Index and pair (u, v) of the a-th of the 2n - 3 moves that share a facility with (r, s) (see apply_move). */
+static inline ulong shared_move(const ulong n, const uint r, const uint s, const ulong a, uint *u, uint *v)
+{
+    *u = r;
+    *v = s;
+    if (a < 2 * n - 4) {
+        const uint f = a < n - 2 ? r : s;
+        uint w = (uint)(a < n - 2 ? a : a - (n - 2));
+        w += (w >= r) + (w + 1 >= s && w >= r);
+        *u = min(f, w);
+        *v = max(f, w);
+    }
+    return pair_index(n, *u, *v);
 }
 
 /* Apply move (r, s) in place, in one work-group: mark its attributes tabu
@@ -125,18 +156,29 @@ static inline void apply_move(const ulong n, const uint r, const uint s, const u
 #endif
         D[m] += d;
     }
-    /* The 2n - 3 moves that share a facility with (r, s), one work-item each:
-     * a < n - 2: (r, w), a < 2n - 4: (s, w), w the (a mod (n - 2))-th facility
-     * other than r and s; a = 2n - 4: (r, s) itself. */
-    for (ulong a = get_local_id(0); a < 2 * n - 3; a += get_local_size(0)) {
-        uint u = r, v = s;
-        if (a < 2 * n - 4) {
-            const uint f = a < n - 2 ? r : s;
-            uint w = (uint)(a < n - 2 ? a : a - (n - 2));
-            w += (w >= r) + (w + 1 >= s && w >= r);
-            u = min(f, w);
-            v = max(f, w);
+    /* The 2n - 3 moves that share a facility with (r, s): move a < n - 2 is
+     * (r, w), a < 2n - 4 (s, w), w the (a mod (n - 2))-th facility other than
+     * r and s; a = 2n - 4 is (r, s) itself.  Where the work-group has at least
+     * two work-items a move, each move's sum over k is cut into `parts` slices
+     * of work-items of their own: slice 0 stores its sum with delta_rest, the
+     * others add theirs after a barrier (atomically). */
+    const ulong moves = 2 * n - 3, parts = max(get_local_size(0) / moves, (ulong)1);
+    const ulong a = get_local_id(0) / parts, part = get_local_id(0) % parts;
+    ulong idx = 0;
+    long d = 0;
+    uint u, v;
+    if (parts == 1) {
+        for (ulong b = get_local_id(0); b < moves; b += get_local_size(0)) {
+            idx = shared_move(n, r, s, b, &u, &v);
+            D[idx] = move_delta(n, u, v PROBLEM_ARGS);
         }
-        D[pair_index(n, u, v)] = move_delta(n, u, v PROBLEM_ARGS);
+    } else if (a < moves) {
+        idx = shared_move(n, r, s, a, &u, &v);
+        d = delta_sum(n, u, v, part * n / parts, (part + 1) * n / parts PROBLEM_ARGS);
+        if (part == 0)
+            D[idx] = d + delta_rest(n, u, v PROBLEM_ARGS);
     }
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (parts > 1 && a < moves && part != 0)
+        atom_add(D + idx, d);
 }

@@ -386,7 +386,7 @@ class Evaluator:
         self.work_group_size = w
         lease = self._lease = self.runtime.acquire_lease()
         program = self._program = lease.build(program_source(st, w))
-        self._select = None  # the resident kernels (run_block), made on first use
+        self._select = self._group_k = None  # the resident kernels (run_block), made on first use
         ctx, mf = lease.context, cl.mem_flags
         self._queue = lease.queue
         self._profiling = bool(self._queue.properties & cl.command_queue_properties.PROFILING_ENABLE)
@@ -703,7 +703,6 @@ class Evaluator:
             self._trail_d, self._trail = None, np.empty(0, dtype=np.int64)
             self._eval_res = cl.Kernel(self._program, "tabu_evaluate_resident")
             self._select = cl.Kernel(self._program, "tabu_select")
-            self._group_k, self._group_size = self._group_kernel()
         if self._trail.size < 2 * capacity:
             self._trail = np.empty(2 * capacity, dtype=np.int64)
             self._trail_d = cl.Buffer(ctx, mf.READ_WRITE, size=self._trail.nbytes)
@@ -712,20 +711,36 @@ class Evaluator:
                                 self._ctrl_d, *self._pargs)
         self._select.set_args(n, np.uint32(self.groups), i32, i32, i32, i64, i32, self._partial_d, self._ctrl_d,
                               self._trail_d, self._tabu_d, self._best_d, *self._pargs)
-        self._group_k.set_args(n, N, i32, i32, i32, i64, i32, *self._tie_args, self._partial_d, self._ctrl_d,
-                               self._trail_d, self._tabu_d, self._best_d, *self._pargs)
+        group_args = (n, N, i32, i32, i32, i64, i32, *self._tie_args, self._partial_d, self._ctrl_d, self._trail_d,
+                      self._tabu_d, self._best_d, *self._pargs)
+        if self._group_k is None:
+            self._group_k, self._group_size = self._group_kernel(group_args)
+        self._group_k.set_args(*group_args)
 
-    def _group_kernel(self) -> tuple[Any, int]:
-        """``tabu_run_group`` and its work-group size: :func:`group_work_group_size`, at most what the compiled
-        kernel can run (its registers bound it: 256 work-items on the H100), else the fused kernel's."""
+    def _group_kernel(self, args: tuple) -> tuple[Any, int]:
+        """``tabu_run_group`` and its work-group size: :func:`group_work_group_size` where the device runs it, else
+        the largest power of two the compiled kernel reports it can run, at least the fused kernel's.
+
+        The device's word is a launch: NVIDIA's driver reports 256 work-items for every kernel, even one that adds
+        one to each element, and runs these kernels in work-groups of 1024 (H100, 2026-11-26).  So a larger
+        work-group is tried with ``args`` and no iteration (``steps`` 0: nothing changes) and kept when the
+        launch succeeds.
+        """
         w, info = self.work_group_size, cl.kernel_work_group_info.WORK_GROUP_SIZE
         kernel = cl.Kernel(self._program, "tabu_run_group")
         fits = int(kernel.get_work_group_info(info, self.runtime.device))
-        wg = min(group_work_group_size(self.runtime.device, self.num_moves, w), 1 << (fits.bit_length() - 1))
-        if wg > w:
+        want = group_work_group_size(self.runtime.device, self.num_moves, w)
+        for wg in sorted({want, min(want, 1 << (fits.bit_length() - 1))}, reverse=True):
+            if wg <= w:
+                break
             bigger = cl.Kernel(self._lease.build(program_source(self.state, wg)), "tabu_run_group")
-            if bigger.get_work_group_info(info, self.runtime.device) >= wg:
-                return bigger, wg
+            bigger.set_args(*args)
+            try:
+                cl.enqueue_nd_range_kernel(self._queue, bigger, (wg,), (wg,)).wait()
+            except cl.Error as e:
+                log.debug("tabu_run_group in %d work-items: %s", wg, e)
+                continue
+            return bigger, wg
         return kernel, w
 
     def run_block(self, first: int, count: int, tenure: int, control: np.ndarray, target: int | None,

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import numpy as np
+import pyopencl as cl
 import pytest
 
 from hpu.tabu import PFSP, PPP, QAP, HWSWPartitioning, tabu_search
@@ -111,4 +112,26 @@ def test_level_0_work_group_size(most, moves, fused, size):
 
 def test_the_wide_group_instance_takes_a_larger_work_group():
     assert group_work_group_size(_Device(4096), PROBLEMS["qap-wide-group"]().num_moves, 128) > 128
+
+
+def test_a_work_group_the_device_refuses_falls_back_to_the_fused_kernels(rt, monkeypatch):
+    """The level-0 work-group is tried by a launch; one the device refuses is not used, and the search is right."""
+    problem = PROBLEMS["qap-wide-group"]()
+    kw = dict(iterations=200, tenure=7, seed=3, runtime=rt, strategy="gpu", transfer_level=0)
+    host = tabu_search(problem, block_iterations=1, **kw)
+    real, sizes = cl.enqueue_nd_range_kernel, []
+
+    def refuse_wide_groups(queue, kernel, global_size, local_size=None, *args, **kwargs):
+        if kernel.function_name == "tabu_run_group":
+            sizes.append(local_size[0])
+            if local_size[0] > 128:
+                raise cl.LogicError("clEnqueueNDRangeKernel: INVALID_WORK_GROUP_SIZE (refused by the test)")
+        return real(queue, kernel, global_size, local_size, *args, **kwargs)
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", refuse_wide_groups)
+    res = tabu_search(problem, block_iterations=64, **kw)
+    assert sizes[0] == group_work_group_size(rt.device, problem.num_moves, 128) > 128  # tried first, refused
+    assert set(sizes[1:]) == {128} and len(sizes) > 2  # then every block in the fused kernel's 128
+    assert res.fallback == "" and res.split.transfer_level == 0
+    same(res, host)
 

@@ -12,6 +12,10 @@
  * tabu_until[facility * n + location] (Taillard's robust tabu search): a
  * swap is tabu when both facilities would return to locations still tabu.
  *
+ * pairs[m] = r << 16 | s is move m's pair (tabu_pairs.cl's numbering, n < 2^16),
+ * read where the kernels need a move's pair every iteration: one load where
+ * pair_from_index is a square root and some fifty integer instructions.
+ *
  * Requires MAT_T (int when every entry has |x| < 2^30, else long) and
  * SYMMETRIC (1 when A and B are both symmetric).
  */
@@ -19,9 +23,11 @@
 #pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
 
 #define MOVE_BY_INDEX 1
-#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm, __global long *D
-#define PROBLEM_ARGS , A, Bp, perm, D
-#define PROBLEM_BATCH_PARAMS , __global MAT_T *A, __global MAT_T *Bp_all, __global int *perm_all, __global long *D_all
+#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm, __global long *D, \
+    __global const uint *pairs
+#define PROBLEM_ARGS , A, Bp, perm, D, pairs
+#define PROBLEM_BATCH_PARAMS , __global MAT_T *A, __global MAT_T *Bp_all, __global int *perm_all, __global long *D_all, \
+    __global const uint *pairs
 #define PROBLEM_BATCH_SELECT(s) __global MAT_T *Bp = Bp_all + (s) * n * n; __global int *perm = perm_all + (s) * n; \
     __global long *D = D_all + (s) * (n * (n - 1) / 2);
 #define SOLUTION perm
@@ -30,8 +36,7 @@
 static inline int move_tabu(const ulong n, const ulong m, __global const int *tabu_until, const int iteration
                             PROBLEM_PARAMS)
 {
-    uint r, s;
-    pair_from_index(n, m, &r, &s);
+    const uint r = pairs[m] >> 16, s = pairs[m] & 0xFFFF;
     return tabu_until[r * n + perm[s]] > iteration && tabu_until[s * n + perm[r]] > iteration;
 }
 #endif
@@ -143,8 +148,7 @@ static inline void apply_move(const ulong n, const uint r, const uint s, const u
     barrier(CLK_GLOBAL_MEM_FENCE);
     __global const MAT_T *ar = A + r * n, *as = A + s * n, *br = Bp + r * n, *bs = Bp + s * n;
     for (ulong m = get_local_id(0); m < n * (n - 1) / 2; m += get_local_size(0)) {
-        uint u, v;
-        pair_from_index(n, m, &u, &v);
+        const uint u = pairs[m] >> 16, v = pairs[m] & 0xFFFF;
         if (u == r || u == s || v == r || v == s)
             continue;
         long d = (long)(ar[u] - ar[v] + as[v] - as[u]) * (long)(bs[u] - bs[v] + br[v] - br[u]);

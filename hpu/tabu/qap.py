@@ -141,6 +141,7 @@ class QAP(TabuProblem):
         self.symmetric = bool(np.array_equal(a, a.T) and np.array_equal(b, b.T))
         self._max_entry = max(amax, bmax)
         self._delta_bound = 4 * n * amax * bmax  # bound on any partial sum of a delta
+        self._pair_table: np.ndarray | None = None  # the device's table of move pairs, made on first use
 
     @staticmethod
     def _matrix(m: Any, what: str) -> np.ndarray:
@@ -373,6 +374,11 @@ class _QAPState(NeighbourhoodState):
     def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
         dt = self._device_dtype
         moves = self.deltas(0, self.problem.num_moves)[0].astype(np.int64)  # Taillard's matrix of move values
+        if self.problem._pair_table is None:  # each move's pair, r << 16 | s (kernels_cl/tabu_qap.cl)
+            if self.problem.n >= 1 << 16:
+                raise ValueError(f"the device evaluates QAPs of n < 65536 facilities, got n = {self.problem.n}")
+            r, s = pair_block(self.problem.n, 0, self.problem.num_moves)
+            self.problem._pair_table = ((r.astype(np.uint32) << 16) | s.astype(np.uint32)).astype(np.uint32)
         return [(np.ascontiguousarray(self.problem.flow, dtype=dt), False),
                 (np.ascontiguousarray(self._bp, dtype=dt), True), (self._perm.astype(np.int32), True),
-                (moves, True)]
+                (moves, True), (self.problem._pair_table, False)]

@@ -164,10 +164,12 @@ static inline void apply_move(const ulong n, const uint r, const uint s, const u
      * (r, w), a < 2n - 4 (s, w), w the (a mod (n - 2))-th facility other than
      * r and s; a = 2n - 4 is (r, s) itself.  Where the work-group has at least
      * two work-items a move, each move's sum over k is cut into `parts` slices
-     * of work-items of their own: slice 0 stores its sum with delta_rest, the
-     * others add theirs after a barrier (atomically). */
+     * of work-items of their own: work-item t takes slice t div (2n - 3) of
+     * move t mod (2n - 3), so that consecutive work-items read consecutive
+     * columns; slice 0 stores its sum with delta_rest, the others add theirs
+     * after a barrier (atomically). */
     const ulong moves = 2 * n - 3, parts = max(get_local_size(0) / moves, (ulong)1);
-    const ulong a = get_local_id(0) / parts, part = get_local_id(0) % parts;
+    const ulong a = get_local_id(0) % moves, part = get_local_id(0) / moves;
     ulong idx = 0;
     long d = 0;
     uint u, v;
@@ -176,13 +178,13 @@ static inline void apply_move(const ulong n, const uint r, const uint s, const u
             idx = shared_move(n, r, s, b, &u, &v);
             D[idx] = move_delta(n, u, v PROBLEM_ARGS);
         }
-    } else if (a < moves) {
+    } else if (part < parts) {
         idx = shared_move(n, r, s, a, &u, &v);
         d = delta_sum(n, u, v, part * n / parts, (part + 1) * n / parts PROBLEM_ARGS);
         if (part == 0)
             D[idx] = d + delta_rest(n, u, v PROBLEM_ARGS);
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
-    if (parts > 1 && a < moves && part != 0)
+    if (parts > 1 && part < parts && part != 0)
         atom_add(D + idx, d);
 }

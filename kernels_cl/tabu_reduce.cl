@@ -195,30 +195,48 @@ void tabu_evaluate_resident(const ulong n, const ulong hi, const ulong chunk, co
                    tabu_until, partial, best_delta, best_key PROBLEM_ARGS);
 }
 
-/* Take the best move (delta bd, key bk) at `iteration` (work-item 0): its
- * value, the best, the trail and the stop rules of hpu.tabu.tabu_search
+/* Take the best move (delta bd, key bk) at `iteration` in c, a copy of
+ * ctrl[0 .. 4]: its value, the best, the stop rules of hpu.tabu.tabu_search
  * (target, then max_no_improve; 0: none); returns the move, or -1 when no
- * move is feasible (ctrl[3] = HALT_NO_FEASIBLE_MOVE). */
+ * move is feasible (c[3] = HALT_NO_FEASIBLE_MOVE). */
+static inline long take_move_state(const long bd, const long bk, const int iteration, const long stop_target,
+                                   const int max_no_improve, long *c)
+{
+    if ((bk >> CLASS_SHIFT) >= 2) {
+        c[3] = HALT_NO_FEASIBLE_MOVE;
+        return -1;
+    }
+    c[0] += bd;
+    if (c[0] < c[1]) {
+        c[1] = c[0];
+        c[2] = iteration;
+    }
+    c[4] = iteration;
+    c[3] = (stop_target != NO_TARGET && c[1] <= stop_target) ? 1
+         : (max_no_improve > 0 && iteration - c[2] >= max_no_improve) ? 2 : 0;
+    return bk & (((long)1 << TIE_SHIFT) - 1);
+}
+
+/* Work-item 0's record of a taken move: ctrl[0 .. 4] = c, and the move and its value in the trail. */
+static inline void record_move(const long m, const int iteration, const int first, const long *c,
+                               __global long *ctrl, __global long *trail)
+{
+    for (int k = 0; k < 5; k++)
+        ctrl[k] = c[k];
+    if (m >= 0) {
+        trail[2 * (iteration - first)] = m;
+        trail[2 * (iteration - first) + 1] = c[0];
+    }
+}
+
+/* take_move_state on ctrl itself, recorded (work-item 0). */
 static inline long take_move(const long bd, const long bk, const int iteration, const int first,
                              const long stop_target, const int max_no_improve, __global long *ctrl,
                              __global long *trail)
 {
-    if ((bk >> CLASS_SHIFT) >= 2) {
-        ctrl[3] = HALT_NO_FEASIBLE_MOVE;
-        return -1;
-    }
-    const long m = bk & (((long)1 << TIE_SHIFT) - 1);
-    const long value = ctrl[0] + bd;
-    ctrl[0] = value;
-    trail[2 * (iteration - first)] = m;
-    trail[2 * (iteration - first) + 1] = value;
-    if (value < ctrl[1]) {
-        ctrl[1] = value;
-        ctrl[2] = iteration;
-    }
-    ctrl[4] = iteration;
-    ctrl[3] = (stop_target != NO_TARGET && ctrl[1] <= stop_target) ? 1
-            : (max_no_improve > 0 && iteration - ctrl[2] >= max_no_improve) ? 2 : 0;
+    long c[5] = {ctrl[0], ctrl[1], ctrl[2], ctrl[3], ctrl[4]};
+    const long m = take_move_state(bd, bk, iteration, stop_target, max_no_improve, c);
+    record_move(m, iteration, first, c, ctrl, trail);
     return m;
 }
 
@@ -243,12 +261,12 @@ static inline int take_and_apply(const ulong n, const int iteration, const int f
 
 /* After iteration `iteration`'s move: the work-group copies SOLUTION (the
  * problem file's solution array of n ints) to best when the move gave a new
- * best. */
-static inline void keep_best(const ulong n, const int iteration, __global const long *ctrl, __global int *best
+ * best (last_best, ctrl[2], is the iteration). */
+static inline void keep_best(const ulong n, const int iteration, const long last_best, __global int *best
                              PROBLEM_PARAMS)
 {
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-    if (ctrl[2] == iteration)
+    if (last_best == iteration)
         for (ulong k = get_local_id(0); k < n; k += WG)
             best[k] = SOLUTION[k];
 }
@@ -278,29 +296,38 @@ void tabu_select(const ulong n, const uint groups, const int iteration, const in
     reduce_local(bd, bk, best_delta, best_key);
     if (take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until,
                        best_delta, best_key, &chosen PROBLEM_ARGS))
-        keep_best(n, iteration, ctrl, best PROBLEM_ARGS);
+        keep_best(n, iteration, ctrl[2], best PROBLEM_ARGS);
 }
 
 /* `steps` iterations of one search in one work-group (the neighbourhood in
- * one chunk), with barriers between evaluation, choice and move, so that no
- * launch separates iterations; the solution kept in best after every move
- * that gives a new best (keep_best). */
+ * one chunk), with barriers between evaluation and move, so that no launch
+ * separates iterations; the solution kept in best after every move that
+ * gives a new best (keep_best).  Every work-item keeps a copy of ctrl[0 .. 4]
+ * and takes the work-group's best move itself (take_move_state, the same
+ * for all), so that no barrier and no read of global memory hand the move
+ * over; work-item 0 records each (record_move). */
 static inline void run_iterations(const ulong n, const ulong hi, const int first, const int steps,
                                   const int tenure, const long stop_target, const int max_no_improve,
                                   const uint tie_seed, const uint tie_mask, __global long *partial,
                                   __global long *ctrl, __global long *trail, __global int *tabu_until,
-                                  __global int *best, __local long *best_delta, __local long *best_key,
-                                  __local long *chosen PROBLEM_PARAMS)
+                                  __global int *best, __local long *best_delta, __local long *best_key
+                                  PROBLEM_PARAMS)
 {
+    long c[5] = {ctrl[0], ctrl[1], ctrl[2], ctrl[3], ctrl[4]};
     for (int iteration = first; iteration < first + steps; iteration++) {
-        if (ctrl[3])
+        if (c[3])
             return;
-        evaluate_chunk(n, 0, 0, hi, hi, resident_aspiration(ctrl), iteration, tie_seed, tie_mask, tabu_until,
-                       partial, best_delta, best_key PROBLEM_ARGS);
-        if (!take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until,
-                            best_delta, best_key, chosen PROBLEM_ARGS))
+        evaluate_chunk(n, 0, 0, hi, hi, c[1] == LONG_MAX ? LONG_MAX : c[1] - c[0], iteration, tie_seed, tie_mask,
+                       tabu_until, partial, best_delta, best_key PROBLEM_ARGS);
+        const long m = take_move_state(best_delta[0], best_key[0], iteration, stop_target, max_no_improve, c);
+        if (get_local_id(0) == 0)
+            record_move(m, iteration, first, c, ctrl, trail);
+        if (m < 0)
             return;
-        keep_best(n, iteration, ctrl, best PROBLEM_ARGS);
+        uint i, j;
+        MOVE_PARAMS(n, (ulong)m, &i, &j);
+        apply_move(n, i, j, (ulong)m, iteration + tenure, tabu_until PROBLEM_ARGS);
+        keep_best(n, iteration, c[2], best PROBLEM_ARGS);
     }
 }
 
@@ -313,9 +340,8 @@ void tabu_run_group(const ulong n, const ulong hi, const int first, const int st
 {
     __local long best_delta[WG];
     __local long best_key[WG];
-    __local long chosen;
     run_iterations(n, hi, first, steps, tenure, stop_target, max_no_improve, tie_seed, tie_mask, partial, ctrl,
-                   trail, tabu_until, best, best_delta, best_key, &chosen PROBLEM_ARGS);
+                   trail, tabu_until, best, best_delta, best_key PROBLEM_ARGS);
 }
 
 /* Many independent searches of one problem at once, work-group s running
@@ -336,12 +362,11 @@ void tabu_run_batch(const ulong n, const ulong hi, const int block, const int la
 {
     __local long best_delta[WG];
     __local long best_key[WG];
-    __local long chosen;
     const ulong s = get_group_id(0);
     __global long *ctrl = ctrl_all + 5 * s;
     const int first = (int)ctrl[4] + 1; /* read by every work-item before work-item 0 first writes it */
     PROBLEM_BATCH_SELECT(s)
     run_iterations(n, hi, first, min(block, last - first + 1), tenure, stop_target, max_no_improve, tie_seeds[s],
                    tie_mask, partial_all + 2 * s, ctrl, trail_all + trail_stride * s, tabu_all + attributes * s,
-                   best_all + n * s, best_delta, best_key, &chosen PROBLEM_ARGS);
+                   best_all + n * s, best_delta, best_key PROBLEM_ARGS);
 }

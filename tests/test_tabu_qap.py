@@ -175,6 +175,19 @@ def test_cpu_delta_of_every_move_equals_brute_force(symmetric, diagonal):
 
 
 @pytest.mark.parametrize("symmetric, diagonal", CASES)
+@pytest.mark.parametrize("high", [9, 2**25], ids=["matrix-products", "too-large-for-float64"])
+def test_all_deltas_at_once_equal_brute_force(symmetric, diagonal, high):
+    """The device's initial move values (one matrix product, or deltas() past float64's exact range)."""
+    rng = np.random.default_rng(17)
+    for n in (2, 3, 9, 14):
+        q = random_qap(rng, n, symmetric=symmetric, diagonal=diagonal, low=-high, high=high)
+        p = rng.permutation(n)
+        got = q.state(p).all_deltas()
+        assert got.dtype == np.int64 and got.shape == (q.num_moves,)
+        np.testing.assert_array_equal(got, brute_force_deltas(q, p))
+
+
+@pytest.mark.parametrize("symmetric, diagonal", CASES)
 def test_device_delta_of_every_move_equals_brute_force(rt, symmetric, diagonal):
     rng = np.random.default_rng(11)
     for n in (2, 4, 9, 14):

@@ -322,21 +322,55 @@ class _QAPState(NeighbourhoodState):
         return self._perm.copy()
 
     def deltas(self, lo: int, hi: int) -> tuple[np.ndarray, None]:
-        a, bp = self._a, self._bp
         r, s = pair_block(self.problem.n, lo, hi)
-        # Row part of Taillard's formula: sum_k (a_rk - a_sk)(b'_sk - b'_rk), k = r and s included ...
-        d = np.einsum("ij,ij->i", a[r] - a[s], bp[s] - bp[r])
-        # ... less its k = r and k = s terms.
-        d -= (a[r, r] - a[s, r]) * (bp[s, r] - bp[r, r]) + (a[r, s] - a[s, s]) * (bp[s, s] - bp[r, s])
-        if self._at is None:
-            d *= 2
-        else:  # column part, and the (r, s) / (s, r) term of the asymmetric formula
+        a, bp = self._a, self._bp
+        # Row part of Taillard's formula: sum_k (a_rk - a_sk)(b'_sk - b'_rk), k = r and s included.
+        row = np.einsum("ij,ij->i", a[r] - a[s], bp[s] - bp[r])
+        col = None
+        if self._at is not None:  # the column part of the asymmetric formula: the same of A^T and Bp^T
             at, bpt = self._at, self._bpt
-            d += np.einsum("ij,ij->i", at[r] - at[s], bpt[s] - bpt[r])
+            col = np.einsum("ij,ij->i", at[r] - at[s], bpt[s] - bpt[r])
+        return self._taillard(r, s, row, col), None
+
+    def all_deltas(self) -> np.ndarray:
+        """Every move's delta, ``deltas(0, num_moves)``, with the sums over k as matrix products.
+
+        With ``C = A Bp^T`` the row part of Taillard's formula is
+        ``C[r, s] - C[r, r] - C[s, s] + C[s, r]`` (and with ``A^T Bp`` the
+        column part of the asymmetric one), one product of n x n matrices
+        in float64 where every sum is exact there (``4 n max|A| max|B| <
+        2^53``), else :meth:`deltas`.
+
+        Returns
+        -------
+        numpy.ndarray of int64, shape (num_moves,)
+        """
+        n, moves = self.problem.n, self.problem.num_moves
+        if self.problem._delta_bound >= 2**53:
+            return self.deltas(0, moves)[0].astype(np.int64)
+        r, s = pair_block(n, 0, moves)
+        a, bp = self._a.astype(np.float64), self._bp.astype(np.float64)
+
+        def part(c: np.ndarray) -> np.ndarray:
+            c = np.rint(c).astype(np.int64)
+            return c[r, s] - c[r, r] - c[s, s] + c[s, r]
+
+        return self._taillard(r, s, part(a @ bp.T), None if self._at is None else part(a.T @ bp)).astype(np.int64)
+
+    def _taillard(self, r: np.ndarray, s: np.ndarray, row: np.ndarray, col: np.ndarray | None) -> np.ndarray:
+        """Delta(p, r, s) of Taillard (1991) from the sums over every k of its row part and (asymmetric) column part:
+        each less its k = r and k = s terms, doubled when A and B are symmetric, plus the terms outside the sums."""
+        a, bp = self._a, self._bp
+        d = row - ((a[r, r] - a[s, r]) * (bp[s, r] - bp[r, r]) + (a[r, s] - a[s, s]) * (bp[s, s] - bp[r, s]))
+        if col is None:
+            d *= 2
+        else:
+            at, bpt = self._at, self._bpt
+            d += col
             d -= (at[r, r] - at[s, r]) * (bpt[s, r] - bpt[r, r]) + (at[r, s] - at[s, s]) * (bpt[s, s] - bpt[r, s])
             d += (a[r, s] - a[s, r]) * (bp[s, r] - bp[r, s])
         d += (a[r, r] - a[s, s]) * (bp[s, s] - bp[r, r])
-        return d, None
+        return d
 
     def _attribute_count(self) -> int:
         """``n * n`` (facility, location) pairs, row-major."""
@@ -373,7 +407,7 @@ class _QAPState(NeighbourhoodState):
 
     def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
         dt = self._device_dtype
-        moves = self.deltas(0, self.problem.num_moves)[0].astype(np.int64)  # Taillard's matrix of move values
+        moves = self.all_deltas()  # Taillard's matrix of move values
         if self.problem._pair_table is None:  # each move's pair, r << 16 | s (kernels_cl/tabu_qap.cl)
             if self.problem.n >= 1 << 16:
                 raise ValueError(f"the device evaluates QAPs of n < 65536 facilities, got n = {self.problem.n}")

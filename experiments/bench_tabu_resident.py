@@ -11,7 +11,10 @@ in shuffled rounds after a warm-up search each (kernel builds and the
 calibration are not timed); it checks that every run takes the host loop's
 trajectory, and reports the median time per iteration, the measured best K
 and level beside the model's, and the ratios to one numpy core
-(``strategy="cpu"`` on a one-thread runtime, fewer iterations).
+(``strategy="cpu"`` on a one-thread runtime, fewer iterations).  Two times
+per iteration: the whole call over the iterations (its setup, the move
+values made and the buffers filled, included), and the search's own
+(``TabuResult.time_per_iteration``: setup excluded, as numpy's is measured).
 
     python experiments/bench_tabu_resident.py --device gpu --json experiments/results/h100/bench_tabu_resident.json
     python experiments/bench_tabu_resident.py --instances tai12a --iterations 200 --rounds 2   # a quick check
@@ -55,17 +58,31 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime, one: hpu.Runtime
     runs = {(k, level): (lambda k=k, level=level: tabu_search(problem, block_iterations=k, transfer_level=level, **kw))
             for k in blocks for level in levels}
     runs[0, None] = lambda: tabu_search(problem, **kw)  # K = 0 stands for the model's K (and level)
+    loop: dict = {}  # (K, level) -> the searches' own seconds per iteration (setup excluded)
+
+    def kept(key, run):
+        def call():
+            res = run()
+            loop.setdefault(key, []).append(res.time_per_iteration)
+            return res
+        return call
+
+    runs = {key: kept(key, run) for key, run in runs.items()}
     ref = runs[1, None]()
     used = {}  # (K, level asked) -> level used (the model's: the host loop's at K = 1, the resident blocks' above)
     for key, run in runs.items():  # warm-up (kernel builds) and the trajectory check
         res = run()
         assert np.array_equal(res.moves, ref.moves), f"{name}: K={key[0]} left the host loop's trajectory"
         used[key] = res.split.transfer_level
+    loop.clear()  # the warm-up's
     keys = {f"{k}/{lv}": (k, lv) for k, lv in runs}  # shuffled_rounds shuffles its keys as strings
     samples = shuffled_rounds({s: runs[key] for s, key in keys.items()}, args.rounds, np.random.default_rng(0),
                               pause=0.05)
     per_it = {keys[s]: statistics.median(v) / args.iterations for s, v in samples.items()}
     model = per_it.pop((0, None))
+    loop_it = {key: statistics.median(v) for key, v in loop.items()}
+    model_loop = loop_it.pop((0, None))
+    best_loop = min(loop_it, key=loop_it.get)
     chosen = runs[0, None]()
     cpu_iters = max(args.iterations // 20, 5)
     cpu = tabu_search(problem, iterations=cpu_iters, tenure=args.tenure, seed=1, runtime=one, strategy="cpu")
@@ -80,7 +97,12 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime, one: hpu.Runtime
                ratio_model_vs_numpy=cpu_it / model, model_vs_best=model / per_it[best_k, best_level],
                numpy_one_core_ms=cpu_it * 1e3, ratio_default_vs_numpy=cpu_it / per_it[default_k, None],
                ratio_best_vs_numpy=cpu_it / per_it[best_k, best_level],
-               ratio_host_loop_vs_numpy=cpu_it / per_it[1, None])
+               ratio_host_loop_vs_numpy=cpu_it / per_it[1, None],
+               loop_ms_per_iteration={f"K={k},level={used[k, lv]}{'' if lv == 0 else ' (model)'}": v * 1e3
+                                      for (k, lv), v in loop_it.items()},
+               model_loop_ms_per_iteration=model_loop * 1e3, ratio_model_loop_vs_numpy=cpu_it / model_loop,
+               best_loop_k=best_loop[0], best_loop_level=used[best_loop],
+               ratio_best_loop_vs_numpy=cpu_it / loop_it[best_loop])
     for lv in levels:
         print(f"{name:>12} level {'model' if lv is None else 0:>5} "
               + " ".join(f"{per_it[k, lv] * 1e3:8.4f}" for k in blocks)
@@ -91,6 +113,9 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime, one: hpu.Runtime
     print(f"{'':>12} model: K={row['model_k']} level {row['model_level']}, {model * 1e3:.4f} ms (predicted "
           f"{row['model_predicted_ms_per_iteration']:.4f}), x{row['model_vs_best']:.2f} the best measured, "
           f"x{row['ratio_model_vs_numpy']:.0f} numpy 1 core", flush=True)
+    print(f"{'':>12} the searches' own time (setup excluded, as numpy's): model {model_loop * 1e3:.4f} ms, "
+          f"x{row['ratio_model_loop_vs_numpy']:.0f} numpy 1 core; best K={best_loop[0]} level {used[best_loop]} "
+          f"{loop_it[best_loop] * 1e3:.4f} ms, x{row['ratio_best_loop_vs_numpy']:.0f}", flush=True)
     return row
 
 

@@ -23,8 +23,30 @@
 #pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
 
 #define MOVE_BY_INDEX 1
-#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm, __global long *D, \
+#if GROUP_LOCAL_D
+/* The group build (hpu.tabu.engine.program_source) of an instance whose move
+ * values fit in int and in local memory: tabu_run_group keeps D there, as
+ * int, for its whole block (the values change every iteration, and global
+ * memory would take each read and write through L2), read in from D_global
+ * at the start and written back at the end. */
+#define D_PARAM __local int *D
+#define D_ADD(p, v) atomic_add(p, (int)(v))
+#define PROBLEM_GROUP_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm, __global long *D_global, \
     __global const uint *pairs
+#define PROBLEM_GROUP_ENTER \
+    __local int D[NUM_MOVES]; \
+    for (ulong m_ = get_local_id(0); m_ < NUM_MOVES; m_ += WG) \
+        D[m_] = (int)D_global[m_]; \
+    barrier(CLK_LOCAL_MEM_FENCE);
+#define PROBLEM_GROUP_LEAVE \
+    barrier(CLK_LOCAL_MEM_FENCE); \
+    for (ulong m_ = get_local_id(0); m_ < NUM_MOVES; m_ += WG) \
+        D_global[m_] = D[m_];
+#else
+#define D_PARAM __global long *D
+#define D_ADD(p, v) atom_add(p, v)
+#endif
+#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm, D_PARAM, __global const uint *pairs
 #define PROBLEM_ARGS , A, Bp, perm, D, pairs
 #define PROBLEM_BATCH_PARAMS , __global MAT_T *A, __global MAT_T *Bp_all, __global int *perm_all, __global long *D_all, \
     __global const uint *pairs
@@ -186,5 +208,5 @@ static inline void apply_move(const ulong n, const uint r, const uint s, const u
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
     if (parts > 1 && part < parts && part != 0)
-        atom_add(D + idx, d);
+        D_ADD(D + idx, d);
 }

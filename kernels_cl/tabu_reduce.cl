@@ -142,6 +142,7 @@ static inline void evaluate_chunk(const ulong n, const ulong group, const ulong 
     }
 }
 
+#if !GROUP_BUILD  /* the group build (hpu.tabu.engine.program_source) has tabu_run_group only */
 /* One iteration's neighbourhood, aspiration given by the host. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const ulong chunk,
@@ -162,6 +163,7 @@ __kernel void tabu_apply(const ulong n, const ulong move, const int until, __glo
     MOVE_PARAMS(n, move, &i, &j);
     apply_move(n, i, j, move, until, tabu_until PROBLEM_ARGS);
 }
+#endif
 
 /* Iterations resident on the device: tabu_evaluate_resident and tabu_select,
  * one pair per iteration, enqueued K iterations at a time, keep the search's
@@ -182,6 +184,7 @@ static inline long resident_aspiration(__global const long *ctrl)
     return ctrl[1] == LONG_MAX ? LONG_MAX : ctrl[1] - ctrl[0];
 }
 
+#if !GROUP_BUILD
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_evaluate_resident(const ulong n, const ulong hi, const ulong chunk, const int iteration, const uint tie_seed,
                             const uint tie_mask, __global const int *tabu_until, __global long *partial,
@@ -194,6 +197,7 @@ void tabu_evaluate_resident(const ulong n, const ulong hi, const ulong chunk, co
     evaluate_chunk(n, get_group_id(0), 0, hi, chunk, resident_aspiration(ctrl), iteration, tie_seed, tie_mask,
                    tabu_until, partial, best_delta, best_key PROBLEM_ARGS);
 }
+#endif
 
 /* Take the best move (delta bd, key bk) at `iteration` in c, a copy of
  * ctrl[0 .. 4]: its value, the best, the stop rules of hpu.tabu.tabu_search
@@ -271,6 +275,7 @@ static inline void keep_best(const ulong n, const int iteration, const long last
             best[k] = SOLUTION[k];
 }
 
+#if !GROUP_BUILD
 /* One work-group: reduce the groups' partial minima, take the move (its
  * value, the best, the stop rules of hpu.tabu.tabu_search: target, then
  * max_no_improve (0: none)), apply it, and keep the solution in best when it
@@ -298,6 +303,7 @@ void tabu_select(const ulong n, const uint groups, const int iteration, const in
                        best_delta, best_key, &chosen PROBLEM_ARGS))
         keep_best(n, iteration, ctrl[2], best PROBLEM_ARGS);
 }
+#endif
 
 /* `steps` iterations of one search in one work-group (the neighbourhood in
  * one chunk), with barriers between evaluation and move, so that no launch
@@ -332,18 +338,26 @@ static inline void run_iterations(const ulong n, const ulong hi, const int first
 }
 
 /* A whole block of one search in one work-group (run_iterations); its best solution kept in best. */
+#ifndef PROBLEM_GROUP_PARAMS  /* a problem file may keep state of its own in local memory for the block */
+#define PROBLEM_GROUP_PARAMS PROBLEM_PARAMS
+#define PROBLEM_GROUP_ENTER
+#define PROBLEM_GROUP_LEAVE
+#endif
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_run_group(const ulong n, const ulong hi, const int first, const int steps, const int tenure,
                     const long stop_target, const int max_no_improve, const uint tie_seed, const uint tie_mask,
                     __global long *partial, __global long *ctrl, __global long *trail, __global int *tabu_until,
-                    __global int *best PROBLEM_PARAMS)
+                    __global int *best PROBLEM_GROUP_PARAMS)
 {
     __local long best_delta[WG];
     __local long best_key[WG];
+    PROBLEM_GROUP_ENTER
     run_iterations(n, hi, first, steps, tenure, stop_target, max_no_improve, tie_seed, tie_mask, partial, ctrl,
                    trail, tabu_until, best, best_delta, best_key PROBLEM_ARGS);
+    PROBLEM_GROUP_LEAVE
 }
 
+#if !GROUP_BUILD
 /* Many independent searches of one problem at once, work-group s running
  * search s (run_iterations) on its own slices of the buffers: ctrl_all[5 s ..],
  * partial_all[2 s ..], trail_all[trail_stride s ..], tabu_all[attributes s ..],
@@ -370,3 +384,4 @@ void tabu_run_batch(const ulong n, const ulong hi, const int block, const int la
                    tie_mask, partial_all + 2 * s, ctrl, trail_all + trail_stride * s, tabu_all + attributes * s,
                    best_all + n * s, best_delta, best_key PROBLEM_ARGS);
 }
+#endif

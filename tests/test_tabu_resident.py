@@ -18,6 +18,7 @@ PROBLEMS = {
     "qap-move-attribute": lambda: QAP.from_qaplib(DATA / "tai12a.dat", tabu_attribute="move"),
     "qap-wide-group": lambda: QAP.from_qaplib(DATA / "tai40a.dat"),  # 780 moves: level 0 in a larger work-group
     "qap-asymmetric": lambda: _asymmetric_qap(14),  # the general delta formula of the move values
+    "qap-wide-values": lambda: _asymmetric_qap(14, 2**14),  # move values past int: level 0 keeps them in global memory
     "hwsw": lambda: HWSWPartitioning.random(30, edges=60, ccr=1.0, constraint="low", seed=4),
     "pfsp-insertion": lambda: PFSP.taillard("ta001"),
     "pfsp-swap": lambda: PFSP.taillard("ta001", neighbourhood="swap"),
@@ -27,9 +28,9 @@ PROBLEMS = {
 }
 
 
-def _asymmetric_qap(n: int) -> QAP:
+def _asymmetric_qap(n: int, high: int = 9) -> QAP:
     rng = np.random.default_rng(5)
-    return QAP(rng.integers(-6, 9, (n, n)), rng.integers(0, 9, (n, n)))
+    return QAP(rng.integers(-6, high, (n, n)), rng.integers(0, high, (n, n)))
 
 
 def same(a, b) -> None:

@@ -218,7 +218,7 @@ def _columns(parts: list[tuple[int, int, int]]) -> list[np.ndarray]:
     return [np.array(v, dtype=np.int64) for v in zip(*parts)]
 
 
-def program_source(state: NeighbourhoodState, work_group_size: int) -> str:
+def program_source(state: NeighbourhoodState, work_group_size: int, group_local_bytes: int = 0) -> str:
     """OpenCL C of the tabu kernels for ``state``'s problem.
 
     The defines, then ``tabu_pairs.cl``, the problem's file and ``tabu_reduce.cl``.
@@ -230,10 +230,16 @@ def program_source(state: NeighbourhoodState, work_group_size: int) -> str:
         defines and the tabu attribute.
     work_group_size : int
         ``WG`` (a power of two).
+    group_local_bytes : int, optional
+        Above 0: the group build, ``tabu_run_group`` alone (``GROUP_BUILD``),
+        with the problem's :meth:`~NeighbourhoodState.group_defines` for a
+        work-group with that many bytes of local memory.
     """
     defines = {"WG": work_group_size, "TABU_BY_ATTRIBUTE": int(state.problem.tabu_attribute != "move"),
                "CLASS_SHIFT": _CLASS_SHIFT, "TIE_SHIFT": _TIE_SHIFT, "HALT_NO_FEASIBLE_MOVE": HALT_NO_FEASIBLE_MOVE,
                **state.defines()}
+    if group_local_bytes > 0:
+        defines.update(GROUP_BUILD=1, **state.group_defines(work_group_size, group_local_bytes))
     return define_header(defines) + "".join(kernel_source(name) for name in ("tabu_pairs", state.kernel, "tabu_reduce"))
 
 
@@ -726,14 +732,15 @@ class Evaluator:
         work-group is tried with ``args`` and no iteration (``steps`` 0: nothing changes) and kept when the
         launch succeeds.
         """
-        w, info = self.work_group_size, cl.kernel_work_group_info.WORK_GROUP_SIZE
-        kernel = cl.Kernel(self._program, "tabu_run_group")
-        fits = int(kernel.get_work_group_info(info, self.runtime.device))
-        want = group_work_group_size(self.runtime.device, self.num_moves, w)
+        w, info, dev = self.work_group_size, cl.kernel_work_group_info.WORK_GROUP_SIZE, self.runtime.device
+        local = int(dev.local_mem_size)
+        kernel = cl.Kernel(self._lease.build(program_source(self.state, w, local)), "tabu_run_group")
+        fits = int(kernel.get_work_group_info(info, dev))
+        want = group_work_group_size(dev, self.num_moves, w)
         for wg in sorted({want, min(want, 1 << (fits.bit_length() - 1))}, reverse=True):
             if wg <= w:
                 break
-            bigger = cl.Kernel(self._lease.build(program_source(self.state, wg)), "tabu_run_group")
+            bigger = cl.Kernel(self._lease.build(program_source(self.state, wg, local)), "tabu_run_group")
             bigger.set_args(*args)
             try:
                 cl.enqueue_nd_range_kernel(self._queue, bigger, (wg,), (wg,)).wait()

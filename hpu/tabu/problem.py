@@ -224,6 +224,11 @@ class NeighbourhoodState(abc.ABC):
         """``#define`` values the OpenCL file needs besides ``WG``."""
         return {}
 
+    def group_defines(self, work_group_size: int, local_bytes: int) -> dict[str, Any]:
+        """More ``#define`` values for the group build (``tabu_run_group`` alone, one work-group of
+        ``work_group_size`` work-items with ``local_bytes`` of local memory); none by default."""
+        return {}
+
     @abc.abstractmethod
     def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
         """The host values of the OpenCL file's ``PROBLEM_PARAMS``, in order, each with whether the search owns it.

@@ -115,9 +115,10 @@ def test_the_wide_group_instance_takes_a_larger_work_group():
     assert group_work_group_size(_Device(4096), PROBLEMS["qap-wide-group"]().num_moves, 128) > 128
 
 
-def test_a_work_group_the_device_refuses_falls_back_to_the_fused_kernels(rt, monkeypatch):
-    """The level-0 work-group is tried by a launch; one the device refuses is not used, and the search is right."""
-    problem = PROBLEMS["qap-wide-group"]()
+def test_a_work_group_the_device_refuses_falls_back_to_the_fused_kernels(fresh, monkeypatch):
+    """The level-0 work-group is tried by a launch (once per lease); one the device refuses is not used, and the
+    searches are right."""
+    problem, rt = PROBLEMS["qap-wide-group"](), fresh
     kw = dict(iterations=200, tenure=7, seed=3, runtime=rt, strategy="gpu", transfer_level=0)
     host = tabu_search(problem, block_iterations=1, **kw)
     real, sizes = cl.enqueue_nd_range_kernel, []
@@ -135,4 +136,7 @@ def test_a_work_group_the_device_refuses_falls_back_to_the_fused_kernels(rt, mon
     assert set(sizes[1:]) == {128} and len(sizes) > 2  # then every block in the fused kernel's 128
     assert res.fallback == "" and res.split.transfer_level == 0
     same(res, host)
+    sizes.clear()
+    same(tabu_search(problem, block_iterations=64, **kw), host)  # the same lease: no second trial
+    assert set(sizes) == {128} and len(sizes) == 4  # 200 iterations in blocks of 64
 

@@ -399,10 +399,10 @@ class Evaluator:
         self._pargs = st.device_args(ctx)
         self._tabu_d = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self.tabu_until)
         self._partial_d = None
-        self._eval = cl.Kernel(program, "tabu_evaluate_reduce")
+        self._eval = self._kernel(program, "tabu_evaluate_reduce")
         self._eval.set_args(np.uint64(self.n), np.uint64(0), np.uint64(0), np.uint64(1), np.int64(0), np.int32(0),
                             *self._tie_args, self._tabu_d, None, *self._pargs)
-        self._apply_k = cl.Kernel(program, "tabu_apply")
+        self._apply_k = self._kernel(program, "tabu_apply")
         self._apply_k.set_args(np.uint64(self.n), np.uint64(0), np.int32(0), self._tabu_d, *self._pargs)
         self._apply_range = st.apply_range(w)
 
@@ -707,8 +707,8 @@ class Evaluator:
             self._ctrl_d = cl.Buffer(ctx, mf.READ_WRITE, size=5 * 8)
             self._best_d = cl.Buffer(ctx, mf.READ_WRITE, size=4 * self.n)
             self._trail_d, self._trail = None, np.empty(0, dtype=np.int64)
-            self._eval_res = cl.Kernel(self._program, "tabu_evaluate_resident")
-            self._select = cl.Kernel(self._program, "tabu_select")
+            self._eval_res = self._kernel(self._program, "tabu_evaluate_resident")
+            self._select = self._kernel(self._program, "tabu_select")
         if self._trail.size < 2 * capacity:
             self._trail = np.empty(2 * capacity, dtype=np.int64)
             self._trail_d = cl.Buffer(ctx, mf.READ_WRITE, size=self._trail.nbytes)
@@ -723,6 +723,11 @@ class Evaluator:
             self._group_k, self._group_size = self._group_kernel(group_args)
         self._group_k.set_args(*group_args)
 
+    def _kernel(self, program: Any, name: str) -> Any:
+        """Kernel ``name`` of ``program``, one object per lease, reused by every search on it (pyopencl prepares
+        each new kernel object's argument handling anew)."""
+        return self._lease.cached(("tabu-kernel", program.int_ptr, name), lambda: cl.Kernel(program, name))
+
     def _group_kernel(self, args: tuple) -> tuple[Any, int]:
         """``tabu_run_group`` and its work-group size: :func:`group_work_group_size` where the device runs it, else
         the largest power of two the compiled kernel reports it can run, at least the fused kernel's.
@@ -730,13 +735,19 @@ class Evaluator:
         The device's word is a launch: NVIDIA's driver reports 256 work-items for every kernel, even one that adds
         one to each element, and runs these kernels in work-groups of 1024 (H100, 2026-11-26).  So a larger
         work-group is tried with ``args`` and no iteration (``steps`` 0: nothing changes) and kept when the
-        launch succeeds.
+        launch succeeds; the choice is kept on the lease for the searches after.
         """
-        w, info, dev = self.work_group_size, cl.kernel_work_group_info.WORK_GROUP_SIZE, self.runtime.device
+        w, dev = self.work_group_size, self.runtime.device
         local = int(dev.local_mem_size)
-        kernel = cl.Kernel(self._lease.build(program_source(self.state, w, local)), "tabu_run_group")
+        source, want = program_source(self.state, w, local), group_work_group_size(dev, self.num_moves, w)
+        return self._lease.cached(("tabu-group", source, want), lambda: self._try_group(args, source, want, local))
+
+    def _try_group(self, args: tuple, source: str, want: int, local: int) -> tuple[Any, int]:
+        """:meth:`_group_kernel`'s choice, made once per lease and program: ``want`` work-items, else what the
+        kernel built from ``source`` (``self.work_group_size`` work-items) reports, else that size."""
+        w, info, dev = self.work_group_size, cl.kernel_work_group_info.WORK_GROUP_SIZE, self.runtime.device
+        kernel = cl.Kernel(self._lease.build(source), "tabu_run_group")
         fits = int(kernel.get_work_group_info(info, dev))
-        want = group_work_group_size(dev, self.num_moves, w)
         for wg in sorted({want, min(want, 1 << (fits.bit_length() - 1))}, reverse=True):
             if wg <= w:
                 break

@@ -25,34 +25,42 @@
 #define MOVE_BY_INDEX 1
 #if GROUP_LOCAL_D
 /* The group build (hpu.tabu.engine.program_source) of an instance whose move
- * values fit in int and in local memory: tabu_run_group keeps D there, as
- * int, for its whole block (the values change every iteration, and global
- * memory would take each read and write through L2), read in from D_global
- * at the start and written back at the end. */
+ * values fit in int and, with perm, in local memory: tabu_run_group keeps D
+ * (as int) and perm there for its whole block (both change every iteration,
+ * and global memory would take each read after a write through L2), read in
+ * from D_global and perm_global at the start and written back at the end. */
 #define D_PARAM __local int *D
+#define PERM_PARAM __local int *perm
 #define D_ADD(p, v) atomic_add(p, (int)(v))
-#define PROBLEM_GROUP_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm, __global long *D_global, \
-    __global const uint *pairs
+#define PROBLEM_GROUP_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm_global, \
+    __global long *D_global, __global const uint *pairs
 #define PROBLEM_GROUP_ENTER \
     __local int D[NUM_MOVES]; \
+    __local int perm[FACILITIES]; \
     for (ulong m_ = get_local_id(0); m_ < NUM_MOVES; m_ += WG) \
         D[m_] = (int)D_global[m_]; \
+    for (ulong k_ = get_local_id(0); k_ < FACILITIES; k_ += WG) \
+        perm[k_] = perm_global[k_]; \
     barrier(CLK_LOCAL_MEM_FENCE);
 #define PROBLEM_GROUP_LEAVE \
     barrier(CLK_LOCAL_MEM_FENCE); \
     for (ulong m_ = get_local_id(0); m_ < NUM_MOVES; m_ += WG) \
-        D_global[m_] = D[m_];
+        D_global[m_] = D[m_]; \
+    for (ulong k_ = get_local_id(0); k_ < FACILITIES; k_ += WG) \
+        perm_global[k_] = perm[k_];
 #else
 #define D_PARAM __global long *D
+#define PERM_PARAM __global int *perm
 #define D_ADD(p, v) atom_add(p, v)
 #endif
-#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm, D_PARAM, __global const uint *pairs
+#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, PERM_PARAM, D_PARAM, __global const uint *pairs
 #define PROBLEM_ARGS , A, Bp, perm, D, pairs
 #define PROBLEM_BATCH_PARAMS , __global MAT_T *A, __global MAT_T *Bp_all, __global int *perm_all, __global long *D_all, \
     __global const uint *pairs
 #define PROBLEM_BATCH_SELECT(s) __global MAT_T *Bp = Bp_all + (s) * n * n; __global int *perm = perm_all + (s) * n; \
     __global long *D = D_all + (s) * (n * (n - 1) / 2);
 #define SOLUTION perm
+#define MOVE_PARAMS(n, m, i, j) (*(i) = pairs[m] >> 16, *(j) = pairs[m] & 0xFFFF)
 
 #if TABU_BY_ATTRIBUTE
 static inline int move_tabu(const ulong n, const ulong m, __global const int *tabu_until, const int iteration

@@ -406,11 +406,11 @@ class _QAPState(NeighbourhoodState):
         return {"MAT_T": "int" if self._device_dtype == np.int32 else "long", "SYMMETRIC": int(self.problem.symmetric)}
 
     def group_defines(self, work_group_size: int, local_bytes: int) -> dict[str, Any]:
-        """``GROUP_LOCAL_D``, the move values in local memory as int for a block, where every value fits in int
-        (``4 n max|A| max|B| < 2^31``) and they fit beside the reduction's 16 bytes a work-item."""
-        moves = self.problem.num_moves
-        if self.problem._delta_bound < _INT32_SAFE and 4 * moves + 16 * work_group_size + 64 <= local_bytes:
-            return {"GROUP_LOCAL_D": 1, "NUM_MOVES": moves}
+        """``GROUP_LOCAL_D``, the move values (as int) and the permutation in local memory for a block, where every
+        value fits in int (``4 n max|A| max|B| < 2^31``) and they fit beside the reduction's 16 bytes a work-item."""
+        moves, n = self.problem.num_moves, self.problem.n
+        if self.problem._delta_bound < _INT32_SAFE and 4 * (moves + n) + 16 * work_group_size + 64 <= local_bytes:
+            return {"GROUP_LOCAL_D": 1, "NUM_MOVES": moves, "FACILITIES": n}
         return {}
 
     def device_arrays(self) -> list[tuple[np.ndarray, bool]]:

@@ -30,6 +30,12 @@
  *   PROBLEM_BATCH_SELECT(s)  declarations of the PROBLEM_PARAMS names as
  *                   search s's slices of those;
  *   SOLUTION        the array of n ints that holds the current solution;
+ * and, optionally, for the group build (GROUP_BUILD 1: tabu_run_group alone)
+ *   PROBLEM_GROUP_PARAMS  tabu_run_group's parameters in place of
+ *                   PROBLEM_PARAMS, and PROBLEM_GROUP_ENTER / _LEAVE, code
+ *                   at the start and end of its block that declares the
+ *                   PROBLEM_PARAMS names in local memory from those and
+ *                   writes them back (e.g. tabu_qap.cl's move values);
  * with WG (the work-group size, a power of two) and TABU_BY_ATTRIBUTE
  * defined.  With TABU_BY_ATTRIBUTE 0 move m is tabu while tabu_until[m] >
  * iteration; with 1 the problem file defines

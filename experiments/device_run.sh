@@ -6,7 +6,7 @@
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
 #                                            pipeline-waves | glibc | bus | model-check |
-#                                            keyrange-cap)
+#                                            keyrange-cap | work-group)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -51,6 +51,7 @@
 #             1301-1317 with Hamming 1 (256 iterations), then Hamming 2 and ta111 (64 iterations, 280 s each).
 # bus: bench_bus (the PCIe copies from and to pinned and pageable memory and the staging copies, cupy's copies
 #      beside), 64 MiB, after idle pauses and back to back.
+# work-group: kernel_work_group (the largest work-group the driver reports for a kernel, against a launch).
 # keyrange-cap: bench_mergesort of 2^30 int32 on the device with hpu allowed 1 GiB of it (sorted in key ranges).
 # model-check: calibrate (fresh unless PROFILE), then bench_mergesort's default, device, CPU and key-range
 #              strategies, 2^16-2^28, each beside the model's prediction.
@@ -196,6 +197,10 @@ for stage in "$@"; do
         calibrate
         python3 experiments/bench_argsort.py --device gpu --profile "$profile" --parts rows,kv --dtypes int32 \
             --min-log 24 --max-log 24 --slow 5 --json "$OUT/bench_argsort_rows.json" 2>&1 | tee "$OUT/bench_argsort_rows.log"
+        ;;
+    work-group)
+        python3 experiments/kernel_work_group.py --device gpu --json "$OUT/kernel_work_group.json" 2>&1 \
+            | tee "$OUT/kernel_work_group.log"
         ;;
     bus)
         timeout 300 python3 experiments/bench_bus.py --device gpu --json "$OUT/bench_bus.json" 2>&1 \

@@ -12,9 +12,10 @@
  * tabu_until[facility * n + location] (Taillard's robust tabu search): a
  * swap is tabu when both facilities would return to locations still tabu.
  *
- * pairs[m] = r << 16 | s is move m's pair (tabu_pairs.cl's numbering, n < 2^16),
- * read where the kernels need a move's pair every iteration: one load where
- * pair_from_index is a square root and some fifty integer instructions.
+ * pairs[m] = r << 16 | s is move m's pair (tabu_pairs.cl's numbering, n < 2^16;
+ * hpu.tabu.pairs.packed_pairs), read where the kernels need a move's pair
+ * every iteration: one load in place of pair_from_index's square root and
+ * integer corrections.
  *
  * Requires MAT_T (int when every entry has |x| < 2^30, else long) and
  * SYMMETRIC (1 when A and B are both symmetric).

@@ -184,10 +184,10 @@ __kernel void tabu_apply(const ulong n, const ulong move, const int until, __glo
  * kernels return at once, so the iterations enqueued after a stop do nothing. */
 #define NO_TARGET LONG_MIN
 
-/* Best value found - current value (LONG_MAX before any best). */
-static inline long resident_aspiration(__global const long *ctrl)
+/* The aspiration threshold: best value found - current value (LONG_MAX before any best). */
+static inline long aspiration_of(const long value, const long best)
 {
-    return ctrl[1] == LONG_MAX ? LONG_MAX : ctrl[1] - ctrl[0];
+    return best == LONG_MAX ? LONG_MAX : best - value;
 }
 
 #if !GROUP_BUILD
@@ -200,7 +200,7 @@ void tabu_evaluate_resident(const ulong n, const ulong hi, const ulong chunk, co
     __local long best_key[WG];
     if (ctrl[3])
         return;
-    evaluate_chunk(n, get_group_id(0), 0, hi, chunk, resident_aspiration(ctrl), iteration, tie_seed, tie_mask,
+    evaluate_chunk(n, get_group_id(0), 0, hi, chunk, aspiration_of(ctrl[0], ctrl[1]), iteration, tie_seed, tie_mask,
                    tabu_until, partial, best_delta, best_key PROBLEM_ARGS);
 }
 #endif
@@ -329,7 +329,7 @@ static inline void run_iterations(const ulong n, const ulong hi, const int first
     for (int iteration = first; iteration < first + steps; iteration++) {
         if (c[3])
             return;
-        evaluate_chunk(n, 0, 0, hi, hi, c[1] == LONG_MAX ? LONG_MAX : c[1] - c[0], iteration, tie_seed, tie_mask,
+        evaluate_chunk(n, 0, 0, hi, hi, aspiration_of(c[0], c[1]), iteration, tie_seed, tie_mask,
                        tabu_until, partial, best_delta, best_key PROBLEM_ARGS);
         const long m = take_move_state(best_delta[0], best_key[0], iteration, stop_target, max_no_improve, c);
         if (get_local_id(0) == 0)
@@ -343,12 +343,13 @@ static inline void run_iterations(const ulong n, const ulong hi, const int first
     }
 }
 
-/* A whole block of one search in one work-group (run_iterations); its best solution kept in best. */
 #ifndef PROBLEM_GROUP_PARAMS  /* a problem file may keep state of its own in local memory for the block */
 #define PROBLEM_GROUP_PARAMS PROBLEM_PARAMS
 #define PROBLEM_GROUP_ENTER
 #define PROBLEM_GROUP_LEAVE
 #endif
+
+/* A whole block of one search in one work-group (run_iterations); its best solution kept in best. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_run_group(const ulong n, const ulong hi, const int first, const int steps, const int tenure,
                     const long stop_target, const int max_no_improve, const uint tie_seed, const uint tie_mask,

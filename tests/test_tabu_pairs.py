@@ -123,3 +123,16 @@ def test_opencl_mapping_is_a_bijection(rt, n):
     cl.enqueue_copy(rt.queue, rows, rows_d)
     assert bad[0] == 0
     np.testing.assert_array_equal(rows, n - 1 - np.arange(n))
+
+
+@pytest.mark.parametrize("n", [2, 3, 17, 100])
+def test_packed_pairs_hold_each_moves_pair(n):
+    from hpu.tabu.pairs import packed_pairs
+
+    table = packed_pairs(n)
+    i, j = pair_from_index(n, np.arange(num_pairs(n)))
+    assert table.dtype == np.uint32 and not table.flags.writeable
+    np.testing.assert_array_equal(table >> 16, i)
+    np.testing.assert_array_equal(table & 0xFFFF, j)
+    with pytest.raises(ValueError, match="65536"):
+        packed_pairs(1 << 16)

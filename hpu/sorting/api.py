@@ -338,9 +338,10 @@ def _sort_rows_into(block: np.ndarray, out: np.ndarray) -> None:
 
     Equal keys of different bits exist only among floats (-0.0 and +0.0, NaN
     payloads): rows holding a negative zero or a NaN (NaN sorts last) are
-    sorted again stably, found by one check of the whole block, the least of
-    each row's bits as signed integers (checked chunk by chunk, the small
-    numpy calls hold the GIL, which many threads then wait for).  For bool
+    sorted again stably, found by one check of the whole block (not chunk by
+    chunk: small numpy calls hold the GIL, which many threads then wait for):
+    a row's last key is NaN, or the least of its bits as signed integers is
+    -0.0's.  For bool
     and 8- and 16-bit integers numpy's stable sort is a radix sort, the
     fastest.  ``block`` and ``out``: shape ``(k, m)``, ``m >= 1``, one dtype,
     rows contiguous, not overlapping.

@@ -136,6 +136,9 @@ def default_work_group_size(device: Any) -> int:
 
 #: Most work-items of the one work-group that runs a whole block of iterations (transfer level 0).
 GROUP_MAX_WORK_GROUP_SIZE = 1024
+#: Bytes of local memory a work-item of ``tabu_run_group`` takes for the reduction (``tabu_reduce.cl``: a delta
+#: and a key, two longs).
+GROUP_REDUCTION_BYTES = 16
 #: Moves per work-item that size the one work-group of transfer level 0 (see :func:`group_work_group_size`).
 GROUP_MOVES_PER_ITEM = 4
 
@@ -233,13 +236,15 @@ def program_source(state: NeighbourhoodState, work_group_size: int, group_local_
     group_local_bytes : int, optional
         Above 0: the group build, ``tabu_run_group`` alone (``GROUP_BUILD``),
         with the problem's :meth:`~NeighbourhoodState.group_defines` for a
-        work-group with that many bytes of local memory.
+        work-group with that many bytes of local memory, less the
+        reduction's (:data:`GROUP_REDUCTION_BYTES` a work-item, and 64).
     """
     defines = {"WG": work_group_size, "TABU_BY_ATTRIBUTE": int(state.problem.tabu_attribute != "move"),
                "CLASS_SHIFT": _CLASS_SHIFT, "TIE_SHIFT": _TIE_SHIFT, "HALT_NO_FEASIBLE_MOVE": HALT_NO_FEASIBLE_MOVE,
                **state.defines()}
     if group_local_bytes > 0:
-        defines.update(GROUP_BUILD=1, **state.group_defines(work_group_size, group_local_bytes))
+        free = group_local_bytes - GROUP_REDUCTION_BYTES * work_group_size - 64
+        defines.update(GROUP_BUILD=1, **state.group_defines(work_group_size, free))
     return define_header(defines) + "".join(kernel_source(name) for name in ("tabu_pairs", state.kernel, "tabu_reduce"))
 
 
@@ -732,10 +737,12 @@ class Evaluator:
         """``tabu_run_group`` and its work-group size: :func:`group_work_group_size` where the device runs it, else
         the largest power of two the compiled kernel reports it can run, at least the fused kernel's.
 
-        The device's word is a launch: NVIDIA's driver reports 256 work-items for every kernel, even one that adds
-        one to each element, and runs these kernels in work-groups of 1024 (H100, 2026-11-26).  So a larger
-        work-group is tried with ``args`` and no iteration (``steps`` 0: nothing changes) and kept when the
-        launch succeeds; the choice is kept on the lease for the searches after.
+        The device's word is a launch: on the H100 NVIDIA's driver reports 256 work-items for every kernel, one
+        that adds one to each element and ``tabu_run_group`` alike, and runs a kernel with a barrier and local
+        memory in work-groups of 1024, right (``experiments/kernel_work_group.py``,
+        ``experiments/results/h100/kernel_work_group.json``).  So a larger work-group is tried with ``args`` and no
+        iteration (``steps`` 0: nothing changes) and kept when the launch succeeds; the choice is kept on the lease
+        for the searches after.
         """
         w, dev = self.work_group_size, self.runtime.device
         local = int(dev.local_mem_size)

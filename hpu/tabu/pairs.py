@@ -14,11 +14,12 @@ The OpenCL version, with the same correction, is ``kernels_cl/tabu_pairs.cl``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-__all__ = ["num_pairs", "pair_index", "pair_from_index", "pair_block"]
+__all__ = ["num_pairs", "pair_index", "pair_from_index", "pair_block", "packed_pairs"]
 
 
 def _check_n(n: int) -> int:
@@ -158,3 +159,28 @@ def pair_block(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     i = np.repeat(rows, counts)
     j = np.arange(lo, hi, dtype=np.int64) - np.repeat(offset - 1, counts)
     return i, j
+
+
+@functools.lru_cache(maxsize=16)
+def packed_pairs(n: int) -> np.ndarray:
+    """Every move's pair packed as ``i << 16 | j``, the table the device reads a move's pair from (``pairs`` in
+    ``kernels_cl/tabu_qap.cl``) in place of Luong et al.'s proposition 2 per move and iteration.
+
+    Made once per ``n`` (cached; read-only).
+
+    Returns
+    -------
+    numpy.ndarray of uint32, shape ``(n (n - 1) / 2,)``
+
+    Raises
+    ------
+    ValueError
+        If ``n < 2`` or ``n >= 2**16`` (``j`` takes 16 bits).
+    """
+    n = _check_n(n)
+    if n >= 1 << 16:
+        raise ValueError(f"packed pairs need n < 65536 elements, got n = {n}")
+    i, j = pair_block(n, 0, n * (n - 1) // 2)
+    out = (i.astype(np.uint32) << 16) | j.astype(np.uint32)
+    out.flags.writeable = False
+    return out

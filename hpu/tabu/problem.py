@@ -226,7 +226,8 @@ class NeighbourhoodState(abc.ABC):
 
     def group_defines(self, work_group_size: int, local_bytes: int) -> dict[str, Any]:
         """More ``#define`` values for the group build (``tabu_run_group`` alone, one work-group of
-        ``work_group_size`` work-items with ``local_bytes`` of local memory); none by default."""
+        ``work_group_size`` work-items), whose problem state may take ``local_bytes`` of local memory (what
+        ``tabu_reduce.cl`` leaves); none by default."""
         return {}
 
     @abc.abstractmethod

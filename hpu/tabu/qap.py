@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .pairs import pair_block, pair_from_index
+from .pairs import packed_pairs, pair_block, pair_from_index
 from .problem import NeighbourhoodState, TabuProblem
 
 __all__ = ["QAP", "QAPSolution"]
@@ -141,7 +141,6 @@ class QAP(TabuProblem):
         self.symmetric = bool(np.array_equal(a, a.T) and np.array_equal(b, b.T))
         self._max_entry = max(amax, bmax)
         self._delta_bound = 4 * n * amax * bmax  # bound on any partial sum of a delta
-        self._pair_table: np.ndarray | None = None  # the device's table of move pairs, made on first use
 
     @staticmethod
     def _matrix(m: Any, what: str) -> np.ndarray:
@@ -335,7 +334,10 @@ class _QAPState(NeighbourhoodState):
     def all_deltas(self) -> np.ndarray:
         """Every move's delta, ``deltas(0, num_moves)``, with the sums over k as matrix products.
 
-        With ``C = A Bp^T`` the row part of Taillard's formula is
+        Taillard's matrix of move values (Taillard, "Robust taboo search for
+        the quadratic assignment problem", Parallel Computing 17, 1991,
+        section 3), which the device keeps and updates.  With ``C = A Bp^T``
+        the row part of his formula is
         ``C[r, s] - C[r, r] - C[s, s] + C[s, r]`` (and with ``A^T Bp`` the
         column part of the asymmetric one), one product of n x n matrices
         in float64 where every sum is exact there (``4 n max|A| max|B| <
@@ -407,20 +409,14 @@ class _QAPState(NeighbourhoodState):
 
     def group_defines(self, work_group_size: int, local_bytes: int) -> dict[str, Any]:
         """``GROUP_LOCAL_D``, the move values (as int) and the permutation in local memory for a block, where every
-        value fits in int (``4 n max|A| max|B| < 2^31``) and they fit beside the reduction's 16 bytes a work-item."""
+        value fits in int (``4 n max|A| max|B| < 2^31``) and both fit in ``local_bytes``."""
         moves, n = self.problem.num_moves, self.problem.n
-        if self.problem._delta_bound < _INT32_SAFE and 4 * (moves + n) + 16 * work_group_size + 64 <= local_bytes:
+        if self.problem._delta_bound < _INT32_SAFE and 4 * (moves + n) <= local_bytes:
             return {"GROUP_LOCAL_D": 1, "NUM_MOVES": moves, "FACILITIES": n}
         return {}
 
     def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
         dt = self._device_dtype
-        moves = self.all_deltas()  # Taillard's matrix of move values
-        if self.problem._pair_table is None:  # each move's pair, r << 16 | s (kernels_cl/tabu_qap.cl)
-            if self.problem.n >= 1 << 16:
-                raise ValueError(f"the device evaluates QAPs of n < 65536 facilities, got n = {self.problem.n}")
-            r, s = pair_block(self.problem.n, 0, self.problem.num_moves)
-            self.problem._pair_table = ((r.astype(np.uint32) << 16) | s.astype(np.uint32)).astype(np.uint32)
         return [(np.ascontiguousarray(self.problem.flow, dtype=dt), False),
                 (np.ascontiguousarray(self._bp, dtype=dt), True), (self._perm.astype(np.int32), True),
-                (moves, True), (self.problem._pair_table, False)]
+                (self.all_deltas(), True), (packed_pairs(self.problem.n), False)]  # Taillard's move values, pairs

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                    add_one_reqd=reported(ctx, dev, ADD.format(attr=reqd), "add_one"),
                    reverse=reported(ctx, dev, REVERSE.format(attr="", wg=most), "reverse"),
                    reverse_reqd=reported(ctx, dev, REVERSE.format(attr=reqd, wg=most), "reverse"),
-                   tabu_run_group_tai100a=reported(ctx, dev, program_source(state, most, int(dev.local_mem_size)),
+                   tabu_run_group_tai100a=reported(ctx, dev, program_source(state, most, dev, group=True),
                                                    "tabu_run_group"),
                    reverse_runs_at_device_max=reverse_runs(ctx, dev, most))
     for key, value in row.items():

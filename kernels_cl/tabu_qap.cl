@@ -29,33 +29,69 @@
  * values fit in int and, with perm, in local memory: tabu_run_group keeps D
  * (as int) and perm there for its whole block (both change every iteration,
  * and global memory would take each read after a write through L2), read in
- * from D_global and perm_global at the start and written back at the end. */
+ * from D_global and perm_global at the start and written back at the end.
+ * In a grid (tabu_grid.cl) work-group g keeps the values of its own moves
+ * only (move m in D[m / GRID_GROUPS]), its own copy of perm, and its own copy
+ * of Bp in its GRID_SCRATCH (Bp_global copied in at the start; work-group 0's
+ * copied back at the end); shared_own lists the moves of apply_move's O(n)
+ * update that are its own. */
 #define D_PARAM __local int *D
 #define PERM_PARAM __local int *perm
 #define D_ADD(p, v) atomic_add(p, (int)(v))
-#define PROBLEM_GROUP_PARAMS , __global MAT_T *A, __global MAT_T *Bp, __global int *perm_global, \
+#define D_SLOT(m) ((m) / GRID_GROUPS)
+#define OWN_MOVES ((NUM_MOVES + GRID_GROUPS - 1) / GRID_GROUPS)
+#if GRID_GROUPS > 1
+#define BP_GROUP_PARAM __global MAT_T *Bp_global
+#define BP_ENTER \
+    __global MAT_T *Bp = GRID_SCRATCH(MAT_T, GRID_RANK); \
+    for (ulong k_ = get_local_id(0); k_ < FACILITIES * FACILITIES; k_ += WG) \
+        Bp[k_] = Bp_global[k_]; \
+    __local uint shared_own[2 * FACILITIES]; \
+    if (get_local_id(0) == 0) \
+        shared_own[0] = 0;
+#define BP_LEAVE \
+    if (GRID_LEADER) \
+        for (ulong k_ = get_local_id(0); k_ < FACILITIES * FACILITIES; k_ += WG) \
+            Bp_global[k_] = Bp[k_];
+#define SHARED_PARAM , __local uint *shared_own
+#define SHARED_ARG , shared_own
+#else
+#define BP_GROUP_PARAM __global MAT_T *Bp
+#define BP_ENTER
+#define BP_LEAVE
+#endif
+#define PROBLEM_GROUP_PARAMS , __global MAT_T *A, BP_GROUP_PARAM, __global int *perm_global, \
     __global long *D_global, __global const uint *pairs
 #define PROBLEM_GROUP_ENTER \
-    __local int D[NUM_MOVES]; \
+    __local int D[OWN_MOVES]; \
     __local int perm[FACILITIES]; \
-    for (ulong m_ = get_local_id(0); m_ < NUM_MOVES; m_ += WG) \
-        D[m_] = (int)D_global[m_]; \
+    for (ulong m_ = GRID_RANK + get_local_id(0) * GRID_GROUPS; m_ < NUM_MOVES; m_ += WG * GRID_GROUPS) \
+        D[D_SLOT(m_)] = (int)D_global[m_]; \
     for (ulong k_ = get_local_id(0); k_ < FACILITIES; k_ += WG) \
         perm[k_] = perm_global[k_]; \
-    barrier(CLK_LOCAL_MEM_FENCE);
+    BP_ENTER \
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
 #define PROBLEM_GROUP_LEAVE \
-    barrier(CLK_LOCAL_MEM_FENCE); \
-    for (ulong m_ = get_local_id(0); m_ < NUM_MOVES; m_ += WG) \
-        D_global[m_] = D[m_]; \
-    for (ulong k_ = get_local_id(0); k_ < FACILITIES; k_ += WG) \
-        perm_global[k_] = perm[k_];
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE); \
+    for (ulong m_ = GRID_RANK + get_local_id(0) * GRID_GROUPS; m_ < NUM_MOVES; m_ += WG * GRID_GROUPS) \
+        D_global[m_] = D[D_SLOT(m_)]; \
+    if (GRID_LEADER) \
+        for (ulong k_ = get_local_id(0); k_ < FACILITIES; k_ += WG) \
+            perm_global[k_] = perm[k_]; \
+    BP_LEAVE
 #else
 #define D_PARAM __global long *D
 #define PERM_PARAM __global int *perm
 #define D_ADD(p, v) atom_add(p, v)
+#define D_SLOT(m) (m)
 #endif
-#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, PERM_PARAM, D_PARAM, __global const uint *pairs
-#define PROBLEM_ARGS , A, Bp, perm, D, pairs
+#ifndef SHARED_PARAM
+#define SHARED_PARAM
+#define SHARED_ARG
+#endif
+#define PROBLEM_PARAMS , __global MAT_T *A, __global MAT_T *Bp, PERM_PARAM, D_PARAM, __global const uint *pairs \
+    SHARED_PARAM
+#define PROBLEM_ARGS , A, Bp, perm, D, pairs SHARED_ARG
 #define PROBLEM_BATCH_PARAMS , __global MAT_T *A, __global MAT_T *Bp_all, __global int *perm_all, __global long *D_all, \
     __global const uint *pairs
 #define PROBLEM_BATCH_SELECT(s) __global MAT_T *Bp = Bp_all + (s) * n * n; __global int *perm = perm_all + (s) * n; \
@@ -124,7 +160,7 @@ static inline long move_delta(const ulong n, const uint r, const uint s PROBLEM_
 /* Move m's delta: read from D (every move is feasible). */
 static inline int move_eval(const ulong n, const ulong m, long *delta PROBLEM_PARAMS)
 {
-    *delta = D[m];
+    *delta = D[D_SLOT(m)];
     return 1;
 }
 
@@ -143,6 +179,12 @@ static inline ulong shared_move(const ulong n, const uint r, const uint s, const
     return pair_index(n, *u, *v);
 }
 
+#if GRID_GROUPS > 1
+#define OWN_SHARED(b) shared_own[1 + (b)]
+#else
+#define OWN_SHARED(b) (b)
+#endif
+
 /* Apply move (r, s) in place, in one work-group: mark its attributes tabu
  * until iteration `until` (the move, or (r, p(r)) and (s, p(s))), swap
  * perm[r] and perm[s], and swap rows and columns r, s of Bp (the work-items
@@ -158,7 +200,7 @@ static inline void apply_move(const ulong n, const uint r, const uint s, const u
                               __global int *tabu_until PROBLEM_PARAMS)
 {
     MAT_T t;
-    for (ulong k = get_local_id(0); k < n; k += get_local_size(0)) {
+    for (ulong k = get_local_id(0); k < n; k += WG) {
         if (k == r) {
 #if TABU_BY_ATTRIBUTE
             tabu_until[r * n + perm[r]] = until;
@@ -176,9 +218,22 @@ static inline void apply_move(const ulong n, const uint r, const uint s, const u
             t = Bp[k * n + r]; Bp[k * n + r] = Bp[k * n + s]; Bp[k * n + s] = t;
         }
     }
+    const ulong moves = 2 * n - 3;
+#if GRID_GROUPS > 1
+    /* The shared moves this work-group owns, listed (in any order) in shared_own[1 ..]. */
+    for (ulong a = get_local_id(0); a < moves; a += WG) {
+        uint u, v;
+        if (shared_move(n, r, s, a, &u, &v) % GRID_GROUPS == GRID_RANK)
+            shared_own[1 + atomic_inc(shared_own)] = (uint)a;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    const ulong own = shared_own[0];
+#else
     barrier(CLK_GLOBAL_MEM_FENCE);
+    const ulong own = moves;
+#endif
     __global const MAT_T *ar = A + r * n, *as = A + s * n, *br = Bp + r * n, *bs = Bp + s * n;
-    for (ulong m = get_local_id(0); m < n * (n - 1) / 2; m += get_local_size(0)) {
+    for (ulong m = GRID_RANK + get_local_id(0) * GRID_GROUPS; m < n * (n - 1) / 2; m += WG * GRID_GROUPS) {
         const uint u = pairs[m] >> 16, v = pairs[m] & 0xFFFF;
         if (u == r || u == s || v == r || v == s)
             continue;
@@ -189,33 +244,38 @@ static inline void apply_move(const ulong n, const uint r, const uint s, const u
         d += (long)(A[u * n + r] - A[v * n + r] + A[v * n + s] - A[u * n + s])
            * (long)(Bp[u * n + s] - Bp[v * n + s] + Bp[v * n + r] - Bp[u * n + r]);
 #endif
-        D[m] += d;
+        D[D_SLOT(m)] += d;
     }
     /* The 2n - 3 moves that share a facility with (r, s): move a < n - 2 is
      * (r, w), a < 2n - 4 (s, w), w the (a mod (n - 2))-th facility other than
-     * r and s; a = 2n - 4 is (r, s) itself.  Where the work-group has at least
-     * two work-items a move, each move's sum over k is cut into `parts` slices
-     * of work-items of their own: work-item t takes slice t div (2n - 3) of
-     * move t mod (2n - 3), so that consecutive work-items read consecutive
-     * columns; slice 0 stores its sum with delta_rest, the others add theirs
-     * after a barrier (atomically). */
-    const ulong moves = 2 * n - 3, parts = max(get_local_size(0) / moves, (ulong)1);
-    const ulong a = get_local_id(0) % moves, part = get_local_id(0) / moves;
+     * r and s; a = 2n - 4 is (r, s) itself (in a grid, the `own` of them this
+     * work-group owns: b-th shared_own[1 + b]).  Where the work-group has at
+     * least two work-items a move, each move's sum over k is cut into `parts`
+     * slices of work-items of their own: work-item t takes slice t div own of
+     * move t mod own, so that consecutive work-items read consecutive columns;
+     * slice 0 stores its sum with delta_rest, the others add theirs after a
+     * barrier (atomically). */
+    const ulong parts = own ? max(WG / own, (ulong)1) : 0;
+    const ulong b = own ? get_local_id(0) % own : 0, part = own ? get_local_id(0) / own : 0;
     ulong idx = 0;
     long d = 0;
     uint u, v;
     if (parts == 1) {
-        for (ulong b = get_local_id(0); b < moves; b += get_local_size(0)) {
-            idx = shared_move(n, r, s, b, &u, &v);
-            D[idx] = move_delta(n, u, v PROBLEM_ARGS);
+        for (ulong c = get_local_id(0); c < own; c += WG) {
+            idx = shared_move(n, r, s, OWN_SHARED(c), &u, &v);
+            D[D_SLOT(idx)] = move_delta(n, u, v PROBLEM_ARGS);
         }
     } else if (part < parts) {
-        idx = shared_move(n, r, s, a, &u, &v);
+        idx = shared_move(n, r, s, OWN_SHARED(b), &u, &v);
         d = delta_sum(n, u, v, part * n / parts, (part + 1) * n / parts PROBLEM_ARGS);
         if (part == 0)
-            D[idx] = d + delta_rest(n, u, v PROBLEM_ARGS);
+            D[D_SLOT(idx)] = d + delta_rest(n, u, v PROBLEM_ARGS);
     }
-    barrier(CLK_GLOBAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+#if GRID_GROUPS > 1
+    if (get_local_id(0) == 0)
+        shared_own[0] = 0;  /* the next iteration's list; no work-item reads it before the barriers between */
+#endif
     if (parts > 1 && part < parts && part != 0)
-        D_ADD(D + idx, d);
+        D_ADD(D + D_SLOT(idx), d);
 }

@@ -35,8 +35,12 @@
  *                   PROBLEM_PARAMS, and PROBLEM_GROUP_ENTER / _LEAVE, code
  *                   at the start and end of its block that declares the
  *                   PROBLEM_PARAMS names in local memory from those and
- *                   writes them back (e.g. tabu_qap.cl's move values);
- * with WG (the work-group size, a power of two) and TABU_BY_ATTRIBUTE
+ *                   writes them back (e.g. tabu_qap.cl's move values); in
+ *                   a grid (GRID_GROUPS > 1, tabu_grid.cl) work-group
+ *                   GRID_RANK's own moves (m mod GRID_GROUPS = GRID_RANK)
+ *                   only, in apply_move as well;
+ * with WG (the work-group size, a power of two), TABU_BY_ATTRIBUTE and
+ * WARP_SHUFFLE (1: reduce_local shuffles within warps; hpu.tabu.engine.warp_shuffle)
  * defined.  With TABU_BY_ATTRIBUTE 0 move m is tabu while tabu_until[m] >
  * iteration; with 1 the problem file defines
  *   static inline int move_tabu(ulong n, ulong m, __global const int *tabu_until,
@@ -96,10 +100,59 @@ static inline int move_eval(const ulong n, const ulong m, long *delta PROBLEM_PA
 }
 #endif
 
-/* The work-group's minimum of the work-items' (bd, bk) into best_delta[0], best_key[0]. */
-static inline void reduce_local(const long bd, const long bk, __local long *best_delta, __local long *best_key)
+#if WARP_SHUFFLE
+#define REDUCE_SLOTS (WG / 32)  /* reduce_local's entries of local memory: one a warp */
+#else
+#define REDUCE_SLOTS WG  /* one a work-item */
+#endif
+
+#if WARP_SHUFFLE
+/* v of the work-item whose lane is this one's xor `mask`, in the same warp
+ * (NVIDIA's PTX shfl.sync.bfly, 32 lanes: the engine defines WARP_SHUFFLE
+ * only for such devices and work-groups of whole warps). */
+static inline long shuffle_xor(const long v, const int mask)
+{
+    uint lo = (uint)v, hi = (uint)((ulong)v >> 32);
+    __asm__ volatile("shfl.sync.bfly.b32 %0, %0, %1, 0x1f, 0xffffffff;" : "+r"(lo) : "r"(mask));
+    __asm__ volatile("shfl.sync.bfly.b32 %0, %0, %1, 0x1f, 0xffffffff;" : "+r"(hi) : "r"(mask));
+    return (long)(((ulong)hi << 32) | lo);
+}
+
+/* The warp's minimum of its lanes' (bd, bk), in every lane (a butterfly: five exchanges, no barrier). */
+static inline void warp_min(long *bd, long *bk)
+{
+    for (int mask = 16; mask > 0; mask >>= 1) {
+        const long d = shuffle_xor(*bd, mask), k = shuffle_xor(*bk, mask);
+        if (precedes(d, k, *bd, *bk)) {
+            *bd = d;
+            *bk = k;
+        }
+    }
+}
+#endif
+
+/* The work-group's minimum of the work-items' (bd, bk), returned to every
+ * work-item in *out_delta, *out_key.  With WARP_SHUFFLE each warp reduces
+ * its lanes (warp_min), lane 0 of each stores the warp's minimum, and after
+ * one barrier every warp reduces those; else a tree in local memory (a
+ * barrier a level).  best_delta and best_key hold REDUCE_SLOTS entries;
+ * the caller puts a barrier between two calls. */
+static inline void reduce_local(long bd, long bk, __local long *best_delta, __local long *best_key,
+                                long *out_delta, long *out_key)
 {
     const uint lid = get_local_id(0);
+#if WARP_SHUFFLE
+    warp_min(&bd, &bk);
+    if ((lid & 31) == 0) {
+        best_delta[lid >> 5] = bd;
+        best_key[lid >> 5] = bk;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint lane = lid & 31;
+    bd = lane < WG / 32 ? best_delta[lane] : LONG_MAX;
+    bk = lane < WG / 32 ? best_key[lane] : EMPTY_KEY;
+    warp_min(&bd, &bk);
+#else
     best_delta[lid] = bd;
     best_key[lid] = bk;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -110,24 +163,30 @@ static inline void reduce_local(const long bd, const long bk, __local long *best
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+    bd = best_delta[0];
+    bk = best_key[0];
+#endif
+    *out_delta = bd;
+    *out_key = bk;
 }
 
 /* Chunk g's best move of [lo + g chunk, min(lo + (g + 1) chunk, hi)),
- * reduced in local memory; work-item 0 writes partial[2 g] = its delta,
- * partial[2 g + 1] = its key.  A tabu move (move_tabu) is still admissible
+ * every stride-th move from its first (1: all), reduced in local memory
+ * (reduce_local): its delta and key in *out_delta, *out_key of every
+ * work-item.  A tabu move (move_tabu) is still admissible
  * when delta < aspiration (= best value found - current value). */
 static inline void evaluate_chunk(const ulong n, const ulong group, const ulong lo, const ulong hi,
-                                  const ulong chunk, const long aspiration, const int iteration,
+                                  const ulong chunk, const ulong stride, const long aspiration, const int iteration,
                                   const uint tie_seed, const uint tie_mask, __global const int *tabu_until,
-                                  __global long *partial, __local long *best_delta, __local long *best_key
-                                  PROBLEM_PARAMS)
+                                  __local long *best_delta, __local long *best_key, long *out_delta,
+                                  long *out_key PROBLEM_PARAMS)
 {
     const uint lid = get_local_id(0);
     const ulong start = lo + group * chunk;
     const ulong end = min(start + chunk, hi);
 
     long bd = LONG_MAX, bk = EMPTY_KEY;
-    for (ulong m = start + lid; m < end; m += WG) {
+    for (ulong m = start + lid * stride; m < end; m += WG * stride) {
         long delta;
         const int feasible = move_eval(n, m, &delta PROBLEM_ARGS);
         if ((bk >> CLASS_SHIFT) == 0 && (!feasible || delta > bd))
@@ -141,12 +200,53 @@ static inline void evaluate_chunk(const ulong n, const ulong group, const ulong 
             bk = key;
         }
     }
-    reduce_local(bd, bk, best_delta, best_key);
-    if (lid == 0) {
-        partial[2 * group] = best_delta[0];
-        partial[2 * group + 1] = best_key[0];
+    reduce_local(bd, bk, best_delta, best_key, out_delta, out_key);
+}
+
+/* Work-item 0 stores work-group g's best (bd, bk) in partial[2 g], partial[2 g + 1]. */
+static inline void store_partial(const ulong group, const long bd, const long bk, __global long *partial)
+{
+    if (get_local_id(0) == 0) {
+        partial[2 * group] = bd;
+        partial[2 * group + 1] = bk;
     }
 }
+
+#if GRID_GROUPS > 1
+/* The best of the grid's work-groups' bests (*bd, *bk) at the launch's
+ * step-th iteration, returned to every work-item of every work-group: each
+ * work-group's work-item 0 stores its own in the step's set of slots and
+ * waits for the others (grid_arrive); then every work-item combines them
+ * (with WARP_SHUFFLE, each lane reads one and each warp combines them). */
+static inline void grid_best(long *bd, long *bk, const int step, __global long *grid)
+{
+    volatile __global long *slot = grid + GRID_SLOTS + 2 * GRID_GROUPS * (step & 1);
+    if (get_local_id(0) == 0) {
+        slot[2 * get_group_id(0)] = *bd;
+        slot[2 * get_group_id(0) + 1] = *bk;
+        grid_arrive(grid, step);
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE);
+#if WARP_SHUFFLE && GRID_GROUPS <= 32
+    /* lane l reads work-group l mod GRID_GROUPS's best: one read of global memory a work-item, then the warp's
+     * minimum (every warp holds every work-group's) */
+    const uint h = get_local_id(0) % GRID_GROUPS;
+    long d = slot[2 * h], k = slot[2 * h + 1];
+    warp_min(&d, &k);
+#else
+    long d = LONG_MAX, k = EMPTY_KEY;
+    for (uint h = 0; h < GRID_GROUPS; h++) {
+        const long dh = slot[2 * h], kh = slot[2 * h + 1];
+        if (precedes(dh, kh, d, k)) {
+            d = dh;
+            k = kh;
+        }
+    }
+#endif
+    *bd = d;
+    *bk = k;
+}
+#endif
 
 #if !GROUP_BUILD  /* the group build (hpu.tabu.engine.program_source) has tabu_run_group only */
 /* One iteration's neighbourhood, aspiration given by the host. */
@@ -156,10 +256,12 @@ void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const u
                           __global const int *tabu_until, __global long *partial
                           PROBLEM_PARAMS)
 {
-    __local long best_delta[WG];
-    __local long best_key[WG];
-    evaluate_chunk(n, get_group_id(0), lo, hi, chunk, aspiration, iteration, tie_seed, tie_mask, tabu_until,
-                   partial, best_delta, best_key PROBLEM_ARGS);
+    __local long best_delta[REDUCE_SLOTS];
+    __local long best_key[REDUCE_SLOTS];
+    long bd, bk;
+    evaluate_chunk(n, get_group_id(0), lo, hi, chunk, 1, aspiration, iteration, tie_seed, tie_mask, tabu_until,
+                   best_delta, best_key, &bd, &bk PROBLEM_ARGS);
+    store_partial(get_group_id(0), bd, bk, partial);
 }
 
 /* Apply move `move` (the host loop's apply, one work-group). */
@@ -196,12 +298,14 @@ void tabu_evaluate_resident(const ulong n, const ulong hi, const ulong chunk, co
                             const uint tie_mask, __global const int *tabu_until, __global long *partial,
                             __global const long *ctrl PROBLEM_PARAMS)
 {
-    __local long best_delta[WG];
-    __local long best_key[WG];
+    __local long best_delta[REDUCE_SLOTS];
+    __local long best_key[REDUCE_SLOTS];
+    long bd, bk;
     if (ctrl[3])
         return;
-    evaluate_chunk(n, get_group_id(0), 0, hi, chunk, aspiration_of(ctrl[0], ctrl[1]), iteration, tie_seed, tie_mask,
-                   tabu_until, partial, best_delta, best_key PROBLEM_ARGS);
+    evaluate_chunk(n, get_group_id(0), 0, hi, chunk, 1, aspiration_of(ctrl[0], ctrl[1]), iteration, tie_seed, tie_mask,
+                   tabu_until, best_delta, best_key, &bd, &bk PROBLEM_ARGS);
+    store_partial(get_group_id(0), bd, bk, partial);
 }
 #endif
 
@@ -250,15 +354,16 @@ static inline long take_move(const long bd, const long bk, const int iteration, 
     return m;
 }
 
-/* Work-item 0 takes the work-group's best move (take_move), then the
- * work-group applies it; returns 0 when there is none (the search halted). */
+/* Work-item 0 takes the work-group's best move (delta bd, key bk: take_move),
+ * then the work-group applies it; returns 0 when there is none (the search
+ * halted). */
 static inline int take_and_apply(const ulong n, const int iteration, const int first, const int tenure,
                                  const long stop_target, const int max_no_improve, __global long *ctrl,
-                                 __global long *trail, __global int *tabu_until, __local long *best_delta,
-                                 __local long *best_key, __local long *chosen PROBLEM_PARAMS)
+                                 __global long *trail, __global int *tabu_until, const long bd, const long bk,
+                                 __local long *chosen PROBLEM_PARAMS)
 {
     if (get_local_id(0) == 0)
-        *chosen = take_move(best_delta[0], best_key[0], iteration, first, stop_target, max_no_improve, ctrl, trail);
+        *chosen = take_move(bd, bk, iteration, first, stop_target, max_no_improve, ctrl, trail);
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
     const long m = *chosen;
     if (m < 0)
@@ -276,7 +381,7 @@ static inline void keep_best(const ulong n, const int iteration, const long last
                              PROBLEM_PARAMS)
 {
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-    if (last_best == iteration)
+    if (last_best == iteration && GRID_LEADER)
         for (ulong k = get_local_id(0); k < n; k += WG)
             best[k] = SOLUTION[k];
 }
@@ -292,8 +397,8 @@ void tabu_select(const ulong n, const uint groups, const int iteration, const in
                  __global long *ctrl, __global long *trail, __global int *tabu_until, __global int *best
                  PROBLEM_PARAMS)
 {
-    __local long best_delta[WG];
-    __local long best_key[WG];
+    __local long best_delta[REDUCE_SLOTS];
+    __local long best_key[REDUCE_SLOTS];
     __local long chosen;
     const uint lid = get_local_id(0);
     if (ctrl[3])
@@ -304,35 +409,39 @@ void tabu_select(const ulong n, const uint groups, const int iteration, const in
             bd = partial[2 * g];
             bk = partial[2 * g + 1];
         }
-    reduce_local(bd, bk, best_delta, best_key);
-    if (take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until,
-                       best_delta, best_key, &chosen PROBLEM_ARGS))
+    reduce_local(bd, bk, best_delta, best_key, &bd, &bk);
+    if (take_and_apply(n, iteration, first, tenure, stop_target, max_no_improve, ctrl, trail, tabu_until, bd, bk,
+                       &chosen PROBLEM_ARGS))
         keep_best(n, iteration, ctrl[2], best PROBLEM_ARGS);
 }
 #endif
 
 /* `steps` iterations of one search in one work-group (the neighbourhood in
- * one chunk), with barriers between evaluation and move, so that no launch
- * separates iterations; the solution kept in best after every move that
+ * one chunk), or in a grid (tabu_grid.cl: each work-group its own moves,
+ * the bests combined by grid_best), with barriers between evaluation and
+ * move, so that no launch separates iterations; the solution kept in best after every move that
  * gives a new best (keep_best).  Every work-item keeps a copy of ctrl[0 .. 4]
  * and takes the work-group's best move itself (take_move_state, the same
  * for all), so that no barrier and no read of global memory hand the move
  * over; work-item 0 records each (record_move). */
 static inline void run_iterations(const ulong n, const ulong hi, const int first, const int steps,
                                   const int tenure, const long stop_target, const int max_no_improve,
-                                  const uint tie_seed, const uint tie_mask, __global long *partial,
-                                  __global long *ctrl, __global long *trail, __global int *tabu_until,
-                                  __global int *best, __local long *best_delta, __local long *best_key
-                                  PROBLEM_PARAMS)
+                                  const uint tie_seed, const uint tie_mask, __global long *ctrl,
+                                  __global long *trail, __global int *tabu_until, __global int *best,
+                                  __local long *best_delta, __local long *best_key GRID_PARAMS PROBLEM_PARAMS)
 {
     long c[5] = {ctrl[0], ctrl[1], ctrl[2], ctrl[3], ctrl[4]};
     for (int iteration = first; iteration < first + steps; iteration++) {
         if (c[3])
             return;
-        evaluate_chunk(n, 0, 0, hi, hi, aspiration_of(c[0], c[1]), iteration, tie_seed, tie_mask,
-                       tabu_until, partial, best_delta, best_key PROBLEM_ARGS);
-        const long m = take_move_state(best_delta[0], best_key[0], iteration, stop_target, max_no_improve, c);
-        if (get_local_id(0) == 0)
+        long bd, bk;
+        evaluate_chunk(n, 0, GRID_RANK, hi, hi, GRID_GROUPS, aspiration_of(c[0], c[1]), iteration, tie_seed,
+                       tie_mask, tabu_until, best_delta, best_key, &bd, &bk PROBLEM_ARGS);
+#if GRID_GROUPS > 1
+        grid_best(&bd, &bk, iteration - first, grid);
+#endif
+        const long m = take_move_state(bd, bk, iteration, stop_target, max_no_improve, c);
+        if (GRID_LEADER && get_local_id(0) == 0)
             record_move(m, iteration, first, c, ctrl, trail);
         if (m < 0)
             return;
@@ -349,25 +458,26 @@ static inline void run_iterations(const ulong n, const ulong hi, const int first
 #define PROBLEM_GROUP_LEAVE
 #endif
 
-/* A whole block of one search in one work-group (run_iterations); its best solution kept in best. */
+/* A whole block of one search in one work-group, or in a grid of GRID_GROUPS
+ * (tabu_grid.cl), by run_iterations; its best solution kept in best. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_run_group(const ulong n, const ulong hi, const int first, const int steps, const int tenure,
                     const long stop_target, const int max_no_improve, const uint tie_seed, const uint tie_mask,
-                    __global long *partial, __global long *ctrl, __global long *trail, __global int *tabu_until,
-                    __global int *best PROBLEM_GROUP_PARAMS)
+                    __global long *ctrl, __global long *trail, __global int *tabu_until, __global int *best
+                    GRID_PARAMS PROBLEM_GROUP_PARAMS)
 {
-    __local long best_delta[WG];
-    __local long best_key[WG];
+    __local long best_delta[REDUCE_SLOTS];
+    __local long best_key[REDUCE_SLOTS];
     PROBLEM_GROUP_ENTER
-    run_iterations(n, hi, first, steps, tenure, stop_target, max_no_improve, tie_seed, tie_mask, partial, ctrl,
-                   trail, tabu_until, best, best_delta, best_key PROBLEM_ARGS);
+    run_iterations(n, hi, first, steps, tenure, stop_target, max_no_improve, tie_seed, tie_mask, ctrl,
+                   trail, tabu_until, best, best_delta, best_key GRID_ARGS PROBLEM_ARGS);
     PROBLEM_GROUP_LEAVE
 }
 
 #if !GROUP_BUILD
 /* Many independent searches of one problem at once, work-group s running
  * search s (run_iterations) on its own slices of the buffers: ctrl_all[5 s ..],
- * partial_all[2 s ..], trail_all[trail_stride s ..], tabu_all[attributes s ..],
+ * trail_all[trail_stride s ..], tabu_all[attributes s ..],
  * best_all[n s ..], tie_seeds[s], and the problem's state as the problem file's
  * PROBLEM_BATCH_SELECT(s) slices it from the PROBLEM_BATCH_PARAMS (its
  * PROBLEM_PARAMS with each search's own state stacked search after search;
@@ -377,18 +487,18 @@ void tabu_run_group(const ulong n, const ulong hi, const int first, const int st
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_run_batch(const ulong n, const ulong hi, const int block, const int last, const int tenure,
                     const long stop_target, const int max_no_improve, const uint tie_mask, const ulong attributes,
-                    const ulong trail_stride, __global const uint *tie_seeds, __global long *partial_all,
+                    const ulong trail_stride, __global const uint *tie_seeds,
                     __global long *ctrl_all, __global long *trail_all, __global int *tabu_all,
                     __global int *best_all PROBLEM_BATCH_PARAMS)
 {
-    __local long best_delta[WG];
-    __local long best_key[WG];
+    __local long best_delta[REDUCE_SLOTS];
+    __local long best_key[REDUCE_SLOTS];
     const ulong s = get_group_id(0);
     __global long *ctrl = ctrl_all + 5 * s;
     const int first = (int)ctrl[4] + 1; /* read by every work-item before work-item 0 first writes it */
     PROBLEM_BATCH_SELECT(s)
     run_iterations(n, hi, first, min(block, last - first + 1), tenure, stop_target, max_no_improve, tie_seeds[s],
-                   tie_mask, partial_all + 2 * s, ctrl, trail_all + trail_stride * s, tabu_all + attributes * s,
+                   tie_mask, ctrl, trail_all + trail_stride * s, tabu_all + attributes * s,
                    best_all + n * s, best_delta, best_key PROBLEM_ARGS);
 }
 #endif

@@ -7,7 +7,8 @@ import pyopencl as cl
 import pytest
 
 from hpu.tabu import PFSP, PPP, QAP, HWSWPartitioning, tabu_search
-from hpu.tabu.engine import GROUP_MAX_WORK_GROUP_SIZE, group_work_group_size
+import hpu.tabu.engine as engine
+from hpu.tabu.engine import GROUP_MAX_WORK_GROUP_SIZE, grid_shape, group_work_group_size, warp_shuffle
 
 DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
 GPU = dict(strategy="gpu", transfer_level=2)
@@ -109,6 +110,64 @@ class _Device:
 ])
 def test_level_0_work_group_size(most, moves, fused, size):
     assert group_work_group_size(_Device(most), moves, fused) == size
+
+
+class _GPU:
+    """What grid_shape and warp_shuffle read of a device."""
+
+    def __init__(self, nvidia: bool = True, units: int = 132, most: int = 1024, warp: int = 32):
+        self.type, self.max_compute_units, self.max_work_group_size = cl.device_type.GPU, units, most
+        self.extensions = "cl_khr_fp64 cl_nv_device_attribute_query" if nvidia else "cl_khr_fp64"
+        self.warp_size_nv = warp
+
+
+@pytest.mark.parametrize("device, moves, shape", [
+    (_GPU(), 4950, (32, 256)),  # tai100a: 4950 / 256 = 19.3 work-items of 256 a move, rounded up to a power of two
+    (_GPU(), 4097, (32, 256)),  # just past one work-group's 4 moves a work-item at 1024
+    (_GPU(), 4096, (1, 0)),  # one work-group takes it
+    (_GPU(), 1770, (1, 0)),  # tai60a
+    (_GPU(), 100_000, (32, 256)),  # at most GRID_MAX_GROUPS
+    (_GPU(units=12), 4950, (12, 256)),  # at most the compute units: all resident at once
+    (_GPU(most=512), 2500, (16, 256)),  # past 4 moves a work-item of the device's largest work-group
+    (_GPU(most=128), 4950, (1, 0)),  # work-groups smaller than a grid's
+    (_GPU(nvidia=False), 4950, (1, 0)),  # the fences are PTX
+    (None, 4950, (1, 0)),
+])
+def test_grid_shape(device, moves, shape):
+    assert grid_shape(device, moves) == shape
+
+
+def test_warp_shuffle_only_on_nvidia_gpus_of_32_lanes(rt):
+    assert warp_shuffle(_GPU(), 1024) and warp_shuffle(_GPU(), 32)
+    assert not warp_shuffle(_GPU(), 16) and not warp_shuffle(_GPU(nvidia=False), 1024)
+    assert not warp_shuffle(_GPU(warp=64), 1024) and not warp_shuffle(None, 1024)
+    if not rt.device.type & cl.device_type.GPU:
+        assert not warp_shuffle(rt.device, 1024)
+
+
+@pytest.mark.parametrize("name", ["qap", "qap-move-attribute", "qap-asymmetric", "qap-wide-group"])
+def test_a_grid_of_work_groups_takes_the_host_loops_trajectory(rt, name, monkeypatch):
+    """Level 0 in a grid of two work-groups (each its own moves, one exchange an iteration: tabu_grid.cl), forced
+    on any device of two or more compute units, where both are resident at once."""
+    if rt.device.max_compute_units < 2:
+        pytest.skip("a grid of two work-groups needs two compute units")
+    problem = PROBLEMS[name]()
+    kw = dict(iterations=500, tenure=7, seed=3, runtime=rt, strategy="gpu", transfer_level=0)
+    host = tabu_search(problem, block_iterations=1, **kw)
+    monkeypatch.setattr(engine, "grid_shape", lambda device, moves: (2, 64))
+    real, launches = cl.enqueue_nd_range_kernel, []
+
+    def spy(queue, kernel, global_size, local_size=None, *args, **kwargs):
+        if kernel.function_name == "tabu_run_group":
+            launches.append((global_size[0], local_size[0]))
+        return real(queue, kernel, global_size, local_size, *args, **kwargs)
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", spy)
+    for k in (7, 64):
+        res = tabu_search(problem, block_iterations=k, **kw)
+        assert res.fallback == "" and res.split.transfer_level == 0
+        same(res, host)
+    assert set(launches) == {(128, 64)}  # every block in the grid
 
 
 def test_the_wide_group_instance_takes_a_larger_work_group():

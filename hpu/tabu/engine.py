@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -56,7 +56,7 @@ except Exception:  # pragma: no cover
 
 __all__ = ["ADMISSIBLE", "TABU", "INFEASIBLE", "HALT_NO_FEASIBLE_MOVE", "HALT_STOPS", "NO_BEST", "NO_TARGET",
            "TIE_BREAKS", "Evaluator", "evaluate_neighbourhood", "default_work_group_size", "program_source", "tie_hash",
-           "tie_kernel_args"]
+           "tie_kernel_args", "warp_shuffle", "grid_shape"]
 
 log = logging.getLogger("hpu")
 
@@ -136,11 +136,82 @@ def default_work_group_size(device: Any) -> int:
 
 #: Most work-items of the one work-group that runs a whole block of iterations (transfer level 0).
 GROUP_MAX_WORK_GROUP_SIZE = 1024
-#: Bytes of local memory a work-item of ``tabu_run_group`` takes for the reduction (``tabu_reduce.cl``: a delta
-#: and a key, two longs).
+#: Bytes of local memory a slot of ``tabu_reduce.cl``'s reduction takes (a delta and a key, two longs): one slot a
+#: work-item, or one a warp where the reduction shuffles within warps (:func:`warp_shuffle`).
 GROUP_REDUCTION_BYTES = 16
 #: Moves per work-item that size the one work-group of transfer level 0 (see :func:`group_work_group_size`).
 GROUP_MOVES_PER_ITEM = 4
+
+
+def _nvidia_gpu(device: Any) -> bool:
+    """Whether ``device`` is an NVIDIA GPU with warps of 32 work-items (``cl_nv_device_attribute_query``)."""
+    if device is None or not device.type & cl.device_type.GPU:
+        return False
+    return "cl_nv_device_attribute_query" in device.extensions and int(device.warp_size_nv) == 32
+
+
+def warp_shuffle(device: Any, work_group_size: int) -> bool:
+    """Whether ``tabu_reduce.cl`` reduces within warps of 32 work-items by NVIDIA's ``shfl.sync`` (``WARP_SHUFFLE``).
+
+    True for a GPU whose driver has ``cl_nv_device_attribute_query`` and a
+    warp of 32 work-items (``CL_DEVICE_WARP_SIZE_NV``), for work-groups of
+    whole warps; the reduction then takes one barrier, not one a level of a
+    tree (a barrier in a work-group of 1024 work-items halts 32 warps).
+    Other devices (PoCL, AMD, Intel) keep the tree in local memory.
+
+    Parameters
+    ----------
+    device : pyopencl.Device or None
+    work_group_size : int
+        Work-items of the work-group (a power of two).
+    """
+    return work_group_size >= 32 and _nvidia_gpu(device)
+
+
+#: Most work-groups of a grid that runs one search's block of iterations (``tabu_grid.cl``; its warps combine the
+#: work-groups' bests, one a lane).
+GRID_MAX_GROUPS = 32
+#: Work-items of each work-group of a grid.
+GRID_WORK_GROUP_SIZE = 256
+#: Moves per work-item that size a grid (see :func:`grid_shape`).
+GRID_MOVES_PER_ITEM = 1
+
+
+def grid_shape(device: Any, num_moves: int) -> tuple[int, int]:
+    """Work-groups, and work-items of each, of the grid that runs one search's block at transfer level 0
+    (``kernels_cl/tabu_grid.cl``); ``(1, 0)`` for one work-group (:func:`group_work_group_size`).
+
+    One work-group takes up to :data:`GROUP_MOVES_PER_ITEM` moves a
+    work-item at the device's largest size (or
+    :data:`GROUP_MAX_WORK_GROUP_SIZE`); a larger neighbourhood takes a grid
+    of work-groups of :data:`GRID_WORK_GROUP_SIZE` work-items that split the
+    moves and meet once an iteration: the smallest power of two that gives
+    each work-item at most :data:`GRID_MOVES_PER_ITEM` moves, at most
+    :data:`GRID_MAX_GROUPS` and the device's compute units (a barrier across
+    work-groups needs them all resident at once).  Only on an NVIDIA GPU,
+    whose fences ``tabu_grid.cl`` writes in PTX.  The constants are the
+    H100's best of those timed on tai60a and tai100a
+    (``experiments/README.md``, *a grid of work-groups*).
+
+    Parameters
+    ----------
+    device : pyopencl.Device or None
+    num_moves : int
+        Moves of the neighbourhood.
+    """
+    most = min(GROUP_MAX_WORK_GROUP_SIZE, int(device.max_work_group_size)) if device is not None else 0
+    if not _nvidia_gpu(device) or num_moves <= GROUP_MOVES_PER_ITEM * most or most < GRID_WORK_GROUP_SIZE:
+        return 1, 0
+    want = 1 << max(-(-num_moves // (GRID_MOVES_PER_ITEM * GRID_WORK_GROUP_SIZE)) - 1, 0).bit_length()
+    groups = min(want, GRID_MAX_GROUPS, int(device.max_compute_units))
+    return (groups, GRID_WORK_GROUP_SIZE) if groups > 1 else (1, 0)
+
+
+def _group_local_bytes(device: Any, work_group_size: int) -> int:
+    """Local memory the problem's state may take in the group build: the device's, less the reduction's
+    (:data:`GROUP_REDUCTION_BYTES` a slot) and 64 bytes."""
+    slots = work_group_size // 32 if warp_shuffle(device, work_group_size) else work_group_size
+    return int(device.local_mem_size) - GROUP_REDUCTION_BYTES * slots - 64
 
 
 def group_work_group_size(device: Any, num_moves: int, work_group_size: int) -> int:
@@ -221,10 +292,11 @@ def _columns(parts: list[tuple[int, int, int]]) -> list[np.ndarray]:
     return [np.array(v, dtype=np.int64) for v in zip(*parts)]
 
 
-def program_source(state: NeighbourhoodState, work_group_size: int, group_local_bytes: int = 0) -> str:
+def program_source(state: NeighbourhoodState, work_group_size: int, device: Any = None, *, group: bool = False,
+                   grid: int = 1) -> str:
     """OpenCL C of the tabu kernels for ``state``'s problem.
 
-    The defines, then ``tabu_pairs.cl``, the problem's file and ``tabu_reduce.cl``.
+    The defines, then ``tabu_grid.cl``, ``tabu_pairs.cl``, the problem's file and ``tabu_reduce.cl``.
 
     Parameters
     ----------
@@ -233,19 +305,51 @@ def program_source(state: NeighbourhoodState, work_group_size: int, group_local_
         defines and the tabu attribute.
     work_group_size : int
         ``WG`` (a power of two).
-    group_local_bytes : int, optional
-        Above 0: the group build, ``tabu_run_group`` alone (``GROUP_BUILD``),
-        with the problem's :meth:`~NeighbourhoodState.group_defines` for a
-        work-group with that many bytes of local memory, less the
-        reduction's (:data:`GROUP_REDUCTION_BYTES` a work-item, and 64).
+    device : pyopencl.Device, optional
+        The device it is built for: where :func:`warp_shuffle` says so, the
+        reduction shuffles within warps (``WARP_SHUFFLE``).
+    group : bool, optional
+        The group build, ``tabu_run_group`` alone (``GROUP_BUILD``), with the
+        problem's :meth:`~NeighbourhoodState.group_defines` for the local
+        memory ``device`` leaves it.
+    grid : int, optional
+        The group build's work-groups (``GRID_GROUPS``, ``tabu_grid.cl``).
+
+    Raises
+    ------
+    ValueError
+        ``grid`` above 1 for a problem whose group build does not run in a grid of that many work-groups.
     """
     defines = {"WG": work_group_size, "TABU_BY_ATTRIBUTE": int(state.problem.tabu_attribute != "move"),
                "CLASS_SHIFT": _CLASS_SHIFT, "TIE_SHIFT": _TIE_SHIFT, "HALT_NO_FEASIBLE_MOVE": HALT_NO_FEASIBLE_MOVE,
-               **state.defines()}
-    if group_local_bytes > 0:
-        free = group_local_bytes - GROUP_REDUCTION_BYTES * work_group_size - 64
-        defines.update(GROUP_BUILD=1, **state.group_defines(work_group_size, free))
-    return define_header(defines) + "".join(kernel_source(name) for name in ("tabu_pairs", state.kernel, "tabu_reduce"))
+               "WARP_SHUFFLE": int(warp_shuffle(device, work_group_size)), **state.defines()}
+    if group:
+        extra = state.group_defines(work_group_size, _group_local_bytes(device, work_group_size), grid)
+        if extra.get("GRID_GROUPS", 1) != grid:
+            raise ValueError(f"the {state.problem.kind} group build does not run in a grid of {grid} work-groups")
+        defines.update(GROUP_BUILD=1, PTX_FENCE=int(_nvidia_gpu(device)), **extra)
+    names = ("tabu_grid", "tabu_pairs", state.kernel, "tabu_reduce")
+    return define_header(defines) + "".join(kernel_source(name) for name in names)
+
+
+#: Longs of the grid buffer before the work-groups' bests (``GRID_SLOTS`` in ``tabu_grid.cl``).
+_GRID_SLOTS = 16
+#: Position of ``tabu_run_group``'s grid buffer among its arguments (after ``best``; ``GRID_PARAMS``).
+_GRID_ARG = 13
+
+
+class _GroupKernel(NamedTuple):
+    """``tabu_run_group`` as :meth:`Evaluator._group_kernel` chose it: the kernel, its work-group size, its
+    work-groups (the grid, ``tabu_grid.cl``) and their buffer (None for one work-group)."""
+
+    kernel: Any
+    size: int
+    grid: int
+    buffer: Any
+
+    def args(self, args: tuple) -> tuple:
+        """The kernel's arguments: ``args`` with the grid's buffer in its place."""
+        return args if self.buffer is None else (*args[:_GRID_ARG], self.buffer, *args[_GRID_ARG:])
 
 
 class Evaluator:
@@ -396,7 +500,7 @@ class Evaluator:
             raise ValueError(f"work_group_size must be a power of two, got {w}")
         self.work_group_size = w
         lease = self._lease = self.runtime.acquire_lease()
-        program = self._program = lease.build(program_source(st, w))
+        program = self._program = lease.build(program_source(st, w, self.runtime.device))
         self._select = self._group_k = None  # the resident kernels (run_block), made on first use
         ctx, mf = lease.context, cl.mem_flags
         self._queue = lease.queue
@@ -722,51 +826,77 @@ class Evaluator:
                                 self._ctrl_d, *self._pargs)
         self._select.set_args(n, np.uint32(self.groups), i32, i32, i32, i64, i32, self._partial_d, self._ctrl_d,
                               self._trail_d, self._tabu_d, self._best_d, *self._pargs)
-        group_args = (n, N, i32, i32, i32, i64, i32, *self._tie_args, self._partial_d, self._ctrl_d, self._trail_d,
-                      self._tabu_d, self._best_d, *self._pargs)
+        group_args = (n, N, i32, i32, i32, i64, i32, *self._tie_args, self._ctrl_d, self._trail_d, self._tabu_d,
+                      self._best_d, *self._pargs)
         if self._group_k is None:
-            self._group_k, self._group_size = self._group_kernel(group_args)
-        self._group_k.set_args(*group_args)
+            self._group = self._group_kernel(group_args)
+            self._group_k = self._group.kernel
+        self._group_k.set_args(*self._group.args(group_args))
 
     def _kernel(self, program: Any, name: str) -> Any:
         """Kernel ``name`` of ``program``, one object per lease, reused by every search on it (pyopencl prepares
         each new kernel object's argument handling anew)."""
         return self._lease.cached(("tabu-kernel", program.int_ptr, name), lambda: cl.Kernel(program, name))
 
-    def _group_kernel(self, args: tuple) -> tuple[Any, int]:
-        """``tabu_run_group`` and its work-group size: :func:`group_work_group_size` where the device runs it, else
-        the largest power of two the compiled kernel reports it can run, at least the fused kernel's.
+    def _group_kernel(self, args: tuple) -> _GroupKernel:
+        """``tabu_run_group``, its work-group size and grid: :func:`group_work_group_size` work-items where the
+        device runs them, else the largest power of two the compiled kernel reports it can run, at least the fused
+        kernel's; in a grid of :func:`grid_shape` where the problem and the device run one.
 
         The device's word is a launch: on the H100 NVIDIA's driver reports 256 work-items for every kernel, one
         that adds one to each element and ``tabu_run_group`` alike, and runs a kernel with a barrier and local
         memory in work-groups of 1024, right (``experiments/kernel_work_group.py``,
-        ``experiments/results/h100/kernel_work_group.json``).  So a larger work-group is tried with ``args`` and no
-        iteration (``steps`` 0: nothing changes) and kept when the launch succeeds; the choice is kept on the lease
-        for the searches after.
+        ``experiments/results/h100/kernel_work_group.json``).  So a larger work-group, and a grid, is tried with
+        ``args`` and no iteration (``steps`` 0: nothing changes) and kept when the launch succeeds; the choice is
+        kept on the lease for the searches after.
         """
         w, dev = self.work_group_size, self.runtime.device
-        local = int(dev.local_mem_size)
-        source, want = program_source(self.state, w, local), group_work_group_size(dev, self.num_moves, w)
-        return self._lease.cached(("tabu-group", source, want), lambda: self._try_group(args, source, want, local))
+        want = group_work_group_size(dev, self.num_moves, w)
+        grid = grid_shape(dev, self.num_moves)
+        if grid[0] > 1 and "GRID_GROUPS" not in self.state.group_defines(grid[1], _group_local_bytes(dev, grid[1]),
+                                                                          grid[0]):
+            grid = (1, 0)
+        source = program_source(self.state, w, dev, group=True)
+        return self._lease.cached(("tabu-group", source, want, grid),
+                                  lambda: self._try_group(args, source, want, grid))
 
-    def _try_group(self, args: tuple, source: str, want: int, local: int) -> tuple[Any, int]:
-        """:meth:`_group_kernel`'s choice, made once per lease and program: ``want`` work-items, else what the
-        kernel built from ``source`` (``self.work_group_size`` work-items) reports, else that size."""
+    def _try_group(self, args: tuple, source: str, want: int, grid: tuple[int, int]) -> _GroupKernel:
+        """:meth:`_group_kernel`'s choice, made once per lease and program: the grid (work-groups, work-items),
+        else one work-group of ``want`` work-items, else of what the kernel built from ``source``
+        (``self.work_group_size`` work-items) reports, else that size."""
         w, info, dev = self.work_group_size, cl.kernel_work_group_info.WORK_GROUP_SIZE, self.runtime.device
         kernel = cl.Kernel(self._lease.build(source), "tabu_run_group")
         fits = int(kernel.get_work_group_info(info, dev))
-        for wg in sorted({want, min(want, 1 << (fits.bit_length() - 1))}, reverse=True):
-            if wg <= w:
+        tries = [(grid[1], grid[0])] * (grid[0] > 1)
+        tries += [(wg, 1) for wg in sorted({want, min(want, 1 << (fits.bit_length() - 1))}, reverse=True)]
+        for wg, groups in tries:
+            if wg <= w and groups == 1:
                 break
-            bigger = cl.Kernel(self._lease.build(program_source(self.state, wg, local)), "tabu_run_group")
-            bigger.set_args(*args)
-            try:
-                cl.enqueue_nd_range_kernel(self._queue, bigger, (wg,), (wg,)).wait()
-            except cl.Error as e:
-                log.debug("tabu_run_group in %d work-items: %s", wg, e)
-                continue
-            return bigger, wg
-        return kernel, w
+            found = self._launch_group(args, wg, groups)
+            if found is not None:
+                return found
+        return _GroupKernel(kernel, w, 1, None)
+
+    def _launch_group(self, args: tuple, wg: int, groups: int) -> _GroupKernel | None:
+        """``tabu_run_group`` in ``groups`` work-groups of ``wg`` work-items, launched with ``args`` (no iteration);
+        None when the device refuses it."""
+        dev = self.runtime.device
+        kernel = cl.Kernel(self._lease.build(program_source(self.state, wg, dev, group=True, grid=groups)),
+                           "tabu_run_group")
+        buffer = None
+        if groups > 1:
+            scratch = self.state.group_defines(wg, _group_local_bytes(dev, wg), groups)["GRID_SCRATCH_BYTES"]
+            buffer = cl.Buffer(self._lease.context, cl.mem_flags.READ_WRITE,
+                               size=8 * (_GRID_SLOTS + 4 * groups) + groups * scratch)
+            cl.enqueue_fill_buffer(self._queue, buffer, np.int32(0), 0, 4)
+        found = _GroupKernel(kernel, wg, groups, buffer)
+        kernel.set_args(*found.args(args))
+        try:
+            cl.enqueue_nd_range_kernel(self._queue, kernel, (groups * wg,), (wg,)).wait()
+        except cl.Error as e:
+            log.debug("tabu_run_group in %d work-groups of %d work-items: %s", groups, wg, e)
+            return None
+        return found
 
     def run_block(self, first: int, count: int, tenure: int, control: np.ndarray, target: int | None,
                   max_no_improve: int | None) -> np.ndarray | None:
@@ -838,8 +968,10 @@ class Evaluator:
         t0 = time.perf_counter()
         w = self.work_group_size
         if self.groups == 1:
-            self._record_device(cl.enqueue_nd_range_kernel(q, grp, (self._group_size,), (self._group_size,)),
-                                "device", "block")
+            g = self._group
+            if g.grid > 1:  # the grid's arrival counter (tabu_grid.cl)
+                cl.enqueue_fill_buffer(q, g.buffer, np.int32(0), 0, 4)
+            self._record_device(cl.enqueue_nd_range_kernel(q, grp, (g.grid * g.size,), (g.size,)), "device", "block")
         else:
             for it in range(first, first + count):
                 ev.set_arg(3, np.int32(it))

@@ -283,7 +283,7 @@ class _DeviceBatch:
         """Borrow a lease; build the kernels; stack the searches' state into the batch's buffers."""
         lease = self.lease = self.rt.acquire_lease()
         w = self.work_group_size = default_work_group_size(self.rt.device)
-        kernel = cl.Kernel(lease.build(program_source(self.states[0], w)), "tabu_run_batch")
+        kernel = cl.Kernel(lease.build(program_source(self.states[0], w, self.rt.device)), "tabu_run_batch")
         ctx, mf, S, N = lease.context, cl.mem_flags, len(self.states), self.problem.num_moves
         pargs = self._pargs = self.states[0].device_args(ctx, self.states[1:])
         ctrl = self.ctrl = np.zeros((S, 5), dtype=np.int64)
@@ -300,7 +300,7 @@ class _DeviceBatch:
         self._best_d = cl.Buffer(ctx, mf.READ_WRITE, size=4 * S * self.problem.n)
         stops = self.stops
         # kept referenced while the batch lives: a kernel argument does not keep its buffer alive
-        self._buffers = [buf(seeds), cl.Buffer(ctx, mf.READ_WRITE, size=16 * S), self._ctrl_d, self._trail_d,
+        self._buffers = [buf(seeds), self._ctrl_d, self._trail_d,
                          buf(np.zeros(S * attributes, dtype=np.int32)), self._best_d, *pargs]
         kernel.set_args(np.uint64(self.problem.n), np.uint64(N), np.int32(self.block), np.int32(stops.iterations),
                         np.int32(stops.tenure), np.int64(NO_TARGET if stops.target is None else stops.target),

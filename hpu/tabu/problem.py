@@ -224,10 +224,12 @@ class NeighbourhoodState(abc.ABC):
         """``#define`` values the OpenCL file needs besides ``WG``."""
         return {}
 
-    def group_defines(self, work_group_size: int, local_bytes: int) -> dict[str, Any]:
+    def group_defines(self, work_group_size: int, local_bytes: int, groups: int = 1) -> dict[str, Any]:
         """More ``#define`` values for the group build (``tabu_run_group`` alone, one work-group of
         ``work_group_size`` work-items), whose problem state may take ``local_bytes`` of local memory (what
-        ``tabu_reduce.cl`` leaves); none by default."""
+        ``tabu_reduce.cl`` leaves); none by default.  With ``groups`` above 1, for a grid of that many
+        work-groups (``kernels_cl/tabu_grid.cl``): ``GRID_GROUPS`` and ``GRID_SCRATCH_BYTES`` (global memory of
+        each work-group's own) where the problem's file runs in one, else no ``GRID_GROUPS``."""
         return {}
 
     @abc.abstractmethod

@@ -407,13 +407,20 @@ class _QAPState(NeighbourhoodState):
     def defines(self) -> dict[str, Any]:
         return {"MAT_T": "int" if self._device_dtype == np.int32 else "long", "SYMMETRIC": int(self.problem.symmetric)}
 
-    def group_defines(self, work_group_size: int, local_bytes: int) -> dict[str, Any]:
+    def group_defines(self, work_group_size: int, local_bytes: int, groups: int = 1) -> dict[str, Any]:
         """``GROUP_LOCAL_D``, the move values (as int) and the permutation in local memory for a block, where every
-        value fits in int (``4 n max|A| max|B| < 2^31``) and both fit in ``local_bytes``."""
+        value fits in int (``4 n max|A| max|B| < 2^31``) and both fit in ``local_bytes``; in a grid of ``groups``
+        work-groups (``kernels_cl/tabu_grid.cl``) each work-group's share of the values and a list of up to 2n
+        shared moves, with its own copy of Bp (``GRID_SCRATCH_BYTES``)."""
         moves, n = self.problem.num_moves, self.problem.n
-        if self.problem._delta_bound < _INT32_SAFE and 4 * (moves + n) <= local_bytes:
-            return {"GROUP_LOCAL_D": 1, "NUM_MOVES": moves, "FACILITIES": n}
-        return {}
+        own = -(-moves // groups) + (2 * n if groups > 1 else 0)
+        if self.problem._delta_bound >= _INT32_SAFE or 4 * (own + n) > local_bytes:
+            return {}
+        defines = {"GROUP_LOCAL_D": 1, "NUM_MOVES": moves, "FACILITIES": n}
+        if groups > 1:
+            defines.update(GRID_GROUPS=groups, GRID_SCRATCH_BYTES=-(-n * n * np.dtype(self._device_dtype).itemsize
+                                                                     // 256) * 256)
+        return defines
 
     def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
         dt = self._device_dtype

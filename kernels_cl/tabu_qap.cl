@@ -26,8 +26,9 @@
 #define MOVE_BY_INDEX 1
 #if GROUP_LOCAL_D
 /* The group build (hpu.tabu.engine.program_source) of an instance whose move
- * values fit in int and, with perm, in local memory: tabu_run_group keeps D
- * (as int) and perm there for its whole block (both change every iteration,
+ * values fit in int and, with perm, in local memory: tabu_run_group (and
+ * each work-group of tabu_run_batch) keeps D (as int) and perm there for its
+ * whole block (both change every iteration,
  * and global memory would take each read after a write through L2), read in
  * from D_global and perm_global at the start and written back at the end.
  * In a grid (tabu_grid.cl) work-group g keeps the values of its own moves
@@ -94,8 +95,13 @@
 #define PROBLEM_ARGS , A, Bp, perm, D, pairs SHARED_ARG
 #define PROBLEM_BATCH_PARAMS , __global MAT_T *A, __global MAT_T *Bp_all, __global int *perm_all, __global long *D_all, \
     __global const uint *pairs
+#if GROUP_LOCAL_D  /* search s's slices as PROBLEM_GROUP_ENTER reads them */
+#define PROBLEM_BATCH_SELECT(s) __global MAT_T *Bp = Bp_all + (s) * n * n; \
+    __global int *perm_global = perm_all + (s) * n; __global long *D_global = D_all + (s) * (n * (n - 1) / 2);
+#else
 #define PROBLEM_BATCH_SELECT(s) __global MAT_T *Bp = Bp_all + (s) * n * n; __global int *perm = perm_all + (s) * n; \
     __global long *D = D_all + (s) * (n * (n - 1) / 2);
+#endif
 #define SOLUTION perm
 #define MOVE_PARAMS(n, m, i, j) (*(i) = pairs[m] >> 16, *(j) = pairs[m] & 0xFFFF)
 

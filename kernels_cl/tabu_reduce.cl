@@ -30,11 +30,14 @@
  *   PROBLEM_BATCH_SELECT(s)  declarations of the PROBLEM_PARAMS names as
  *                   search s's slices of those;
  *   SOLUTION        the array of n ints that holds the current solution;
- * and, optionally, for the group build (GROUP_BUILD 1: tabu_run_group alone)
+ * and, optionally, for the group build (GROUP_BUILD 1: tabu_run_group and
+ * tabu_run_batch, the kernels that run blocks of iterations in work-groups)
  *   PROBLEM_GROUP_PARAMS  tabu_run_group's parameters in place of
  *                   PROBLEM_PARAMS, and PROBLEM_GROUP_ENTER / _LEAVE, code
- *                   at the start and end of its block that declares the
- *                   PROBLEM_PARAMS names in local memory from those and
+ *                   at the start and end of its block (and of each
+ *                   search's in tabu_run_batch, after PROBLEM_BATCH_SELECT)
+ *                   that declares the PROBLEM_PARAMS names in local memory
+ *                   from those and
  *                   writes them back (e.g. tabu_qap.cl's move values); in
  *                   a grid (GRID_GROUPS > 1, tabu_grid.cl) work-group
  *                   GRID_RANK's own moves (m mod GRID_GROUPS = GRID_RANK)
@@ -248,7 +251,7 @@ static inline void grid_best(long *bd, long *bk, const int step, __global long *
 }
 #endif
 
-#if !GROUP_BUILD  /* the group build (hpu.tabu.engine.program_source) has tabu_run_group only */
+#if !GROUP_BUILD  /* the group build (hpu.tabu.engine.program_source) has tabu_run_group and tabu_run_batch */
 /* One iteration's neighbourhood, aspiration given by the host. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_evaluate_reduce(const ulong n, const ulong lo, const ulong hi, const ulong chunk,
@@ -474,7 +477,7 @@ void tabu_run_group(const ulong n, const ulong hi, const int first, const int st
     PROBLEM_GROUP_LEAVE
 }
 
-#if !GROUP_BUILD
+#if GRID_GROUPS == 1  /* a grid build (tabu_grid.cl) has tabu_run_group alone */
 /* Many independent searches of one problem at once, work-group s running
  * search s (run_iterations) on its own slices of the buffers: ctrl_all[5 s ..],
  * trail_all[trail_stride s ..], tabu_all[attributes s ..],
@@ -497,8 +500,10 @@ void tabu_run_batch(const ulong n, const ulong hi, const int block, const int la
     __global long *ctrl = ctrl_all + 5 * s;
     const int first = (int)ctrl[4] + 1; /* read by every work-item before work-item 0 first writes it */
     PROBLEM_BATCH_SELECT(s)
+    PROBLEM_GROUP_ENTER
     run_iterations(n, hi, first, min(block, last - first + 1), tenure, stop_target, max_no_improve, tie_seeds[s],
                    tie_mask, ctrl, trail_all + trail_stride * s, tabu_all + attributes * s,
                    best_all + n * s, best_delta, best_key PROBLEM_ARGS);
+    PROBLEM_GROUP_LEAVE
 }
 #endif

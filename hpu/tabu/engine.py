@@ -309,7 +309,7 @@ def program_source(state: NeighbourhoodState, work_group_size: int, device: Any 
         The device it is built for: where :func:`warp_shuffle` says so, the
         reduction shuffles within warps (``WARP_SHUFFLE``).
     group : bool, optional
-        The group build, ``tabu_run_group`` alone (``GROUP_BUILD``), with the
+        The group build, ``tabu_run_group`` and ``tabu_run_batch`` alone (``GROUP_BUILD``), with the
         problem's :meth:`~NeighbourhoodState.group_defines` for the local
         memory ``device`` leaves it.
     grid : int, optional

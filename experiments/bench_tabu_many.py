@@ -4,7 +4,8 @@ For each instance, ``--searches`` searches (seeds 0, 1, ...) of
 ``--iterations`` iterations run
 
 - one after another on the device (``tabu_search(strategy="gpu")``, iterations
-  resident on it in blocks of the default K: the best single-search path), once;
+  resident on it at the model's K and level: the best single-search path), once,
+  after a first search (timed apart) that builds the kernels and calibrates;
 - with the model's division (``strategy="auto"``; its prediction beside the
   measurement) and with forced divisions (``device_searches`` = 0: the CPU's
   threads alone, 1/4, 1/2, 3/4, 7/8, 15/16 of the searches, all: the batch
@@ -55,12 +56,13 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime) -> dict:
     problem = instance(name)
     S, kw = args.searches, dict(iterations=args.iterations, tenure=args.tenure, runtime=rt)
     seeds = list(range(S))
+    first_one_s, _ = _timed(lambda: tabu_search(problem, seed=0, strategy="gpu", **kw))  # builds, calibrates
     one_by_one_s, reference = _timed(lambda: [tabu_search(problem, seed=s, strategy="gpu", **kw) for s in seeds])
-    print(f"{name:>10} {S} searches x {args.iterations} it one after another on the device: {one_by_one_s:.3f} s",
-          flush=True)
+    print(f"{name:>10} {S} searches x {args.iterations} it one after another on the device: {one_by_one_s:.3f} s "
+          f"(after a first search of {first_one_s:.3f} s: kernel builds, the model's calibration)", flush=True)
     first_auto_s, auto = _timed(lambda: tabu_search_many(problem, seeds, **kw))  # builds and calibrates
     _check(name, "auto (first call)", auto, reference)
-    costs = calibrate_many(problem, rt, tenure=args.tenure, block_iterations=auto[0].block_iterations)
+    costs = calibrate_many(problem, rt, tenure=args.tenure)  # the rates the call above measured
     split = plan_many(S, args.iterations, costs)
     print(f"{'':>10} first call (auto, calibration included) {first_auto_s:.3f} s; the model: "
           f"{split.device_searches} on the device, predicted {split.predicted_time:.3f} s", flush=True)
@@ -74,7 +76,7 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime) -> dict:
     gpu, cpu = med[f"d={S}"], med["d=0"]
     best_forced = min((f"d={d}" for d in forced), key=med.get)
     row = dict(instance=name, moves=problem.num_moves, searches=S, iterations=args.iterations,
-               one_by_one_device_s=one_by_one_s, first_call_auto_s=first_auto_s, seconds=med,
+               one_by_one_device_s=one_by_one_s, first_search_s=first_one_s, first_call_auto_s=first_auto_s, seconds=med,
                batch_vs_one_by_one=gpu / one_by_one_s,
                model=dict(device_searches=split.device_searches, predicted_s=split.predicted_time,
                           predicted_device_s=split.predicted_device_time, predicted_cpu_s=split.predicted_cpu_time),

@@ -136,3 +136,14 @@ def test_packed_pairs_hold_each_moves_pair(n):
     np.testing.assert_array_equal(table & 0xFFFF, j)
     with pytest.raises(ValueError, match="65536"):
         packed_pairs(1 << 16)
+
+
+@pytest.mark.parametrize("n", [2, 3, 17, 100])
+def test_all_pairs_are_each_moves_pair(n):
+    from hpu.tabu.pairs import all_pairs
+
+    i, j = all_pairs(n)
+    ri, rj = pair_from_index(n, np.arange(num_pairs(n)))
+    np.testing.assert_array_equal(i, ri)
+    np.testing.assert_array_equal(j, rj)
+    assert not i.flags.writeable and not j.flags.writeable and all_pairs(n)[0] is i  # cached, read-only

@@ -68,9 +68,15 @@ try:  # a dependency, but CPU-only installs must import the tabu search
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["MANY_STRATEGIES", "ManyCosts", "ManySplit", "calibrate_many", "plan_many", "tabu_search_many"]
+__all__ = ["MANY_BLOCK_ITERATIONS", "MANY_STRATEGIES", "ManyCosts", "ManySplit", "calibrate_many", "plan_many", "tabu_search_many"]
 
 log = logging.getLogger("hpu")
+
+#: Iterations per launch of the device's batch by default (capped by the iteration budget): more than a single
+#: search's :data:`~hpu.tabu.DEFAULT_BLOCK_ITERATIONS`, since each launch waits for the batch's slowest search and
+#: is read back whole, and the searches stop on the device (``target``, ``max_no_improve``); a search that halts
+#: for a restart waits for the launch's end.
+MANY_BLOCK_ITERATIONS = 512
 
 #: Accepted values of ``tabu_search_many``'s ``strategy``.
 MANY_STRATEGIES = ("auto", "cpu", "gpu")
@@ -209,18 +215,21 @@ def _balanced(searches: int, iterations: int, costs: ManyCosts) -> int:
 
 @dataclasses.dataclass
 class _Start:
-    """Where one search starts; the generator it draws from (the caller's when a Generator was given) and a copy
-    of it from before anything was drawn (to run the search again)."""
+    """Where one search starts; the generator it draws from (the caller's when a Generator was given) and its bit
+    generator's state from before anything was drawn (to run the search again; a state, not a copy of the
+    generator, which would take most of a batch's set-up)."""
 
     solution: np.ndarray
     tie_seed: int | None
     rng: np.random.Generator
-    seed: np.random.Generator
+    seed: dict
     initial: Any
 
     def rerun_seed(self) -> np.random.Generator:
-        """A fresh copy of the generator as it was before the search drew anything."""
-        return copy.deepcopy(self.seed)
+        """A fresh generator as :attr:`rng` was before the search drew anything."""
+        bits = copy.copy(self.rng.bit_generator)
+        bits.state = self.seed
+        return np.random.Generator(bits)
 
     def settle(self, used: np.random.Generator) -> None:
         """Leave :attr:`rng` where ``used`` (a :meth:`rerun_seed` copy that ran the whole search) ended."""
@@ -242,7 +251,7 @@ def _starts(problem: TabuProblem, seeds: Sequence[Any], initials: Sequence[Any] 
     out = []
     for i, seed in enumerate(seeds):
         rng = np.random.default_rng(seed)
-        kept = copy.deepcopy(rng)
+        kept = rng.bit_generator.state
         initial = None if initials is None else initials[i]
         solution = problem.check_solution(initial) if initial is not None else problem.random_solution(rng)
         tie_seed = int(rng.integers(2**32)) if tie_break == "random" else None
@@ -545,7 +554,7 @@ def tabu_search_many(
         Default :func:`hpu.default_runtime`; its ``threads`` run the CPU's searches.
     block_iterations : int, optional
         Iterations per launch of the device's batch (default
-        :data:`hpu.tabu.DEFAULT_BLOCK_ITERATIONS`, capped by ``iterations``).
+        :data:`MANY_BLOCK_ITERATIONS`, capped by ``iterations``).
     costs : ManyCosts, optional
         The model's rates (default :func:`calibrate_many`, measured once per runtime).
     on_device_error : {"fallback", "raise"}
@@ -579,7 +588,7 @@ def tabu_search_many(
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     check_on_device_error(on_device_error)
-    block = min(DEFAULT_BLOCK_ITERATIONS, stops.iterations) if block_iterations is None else \
+    block = min(MANY_BLOCK_ITERATIONS, stops.iterations) if block_iterations is None else \
         check_int("block_iterations", block_iterations, 1, stops.iterations + 1, " (the iteration budget)")
     rt = resolve_runtime(runtime)
     with rt.call():
@@ -601,7 +610,7 @@ def _plan(problem: TabuProblem, searches: int, rt: Runtime, strategy: str, devic
     if strategy == "gpu" or (device_searches is not None and device_searches > 0):
         rt.require_device()
     if costs is None and strategy == "auto" and device_searches is None and rt.has_device:
-        costs = calibrate_many(problem, rt, tenure=stops.tenure, block_iterations=block)
+        costs = calibrate_many(problem, rt, tenure=stops.tenure)  # rates per iteration, at the calibration's block
     return plan_many(searches, stops.iterations, costs, strategy=strategy, device_searches=device_searches,
                      has_device=rt.has_device)
 

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-__all__ = ["num_pairs", "pair_index", "pair_from_index", "pair_block", "packed_pairs"]
+__all__ = ["num_pairs", "pair_index", "pair_from_index", "pair_block", "all_pairs", "packed_pairs"]
 
 
 def _check_n(n: int) -> int:
@@ -162,6 +162,26 @@ def pair_block(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=16)
+def all_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs of every move, ``pair_block(n, 0, n (n - 1) / 2)``, made once per ``n`` (cached; read-only).
+
+    Returns
+    -------
+    (i, j) : tuple of numpy.ndarray of int64, each of shape ``(n (n - 1) / 2,)``
+
+    Raises
+    ------
+    ValueError
+        If ``n < 2``.
+    """
+    n = _check_n(n)
+    pairs = pair_block(n, 0, n * (n - 1) // 2)
+    for a in pairs:
+        a.flags.writeable = False
+    return pairs
+
+
+@functools.lru_cache(maxsize=16)
 def packed_pairs(n: int) -> np.ndarray:
     """Every move's pair packed as ``i << 16 | j``, the table the device reads a move's pair from (``pairs`` in
     ``kernels_cl/tabu_qap.cl``) in place of Luong et al.'s proposition 2 per move and iteration.
@@ -180,7 +200,7 @@ def packed_pairs(n: int) -> np.ndarray:
     n = _check_n(n)
     if n >= 1 << 16:
         raise ValueError(f"packed pairs need n < 65536 elements, got n = {n}")
-    i, j = pair_block(n, 0, n * (n - 1) // 2)
+    i, j = all_pairs(n)
     out = (i.astype(np.uint32) << 16) | j.astype(np.uint32)
     out.flags.writeable = False
     return out

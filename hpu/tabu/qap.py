@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .pairs import packed_pairs, pair_block, pair_from_index
+from .pairs import all_pairs, packed_pairs, pair_block, pair_from_index
 from .problem import NeighbourhoodState, TabuProblem
 
 __all__ = ["QAP", "QAPSolution"]
@@ -312,9 +312,10 @@ class _QAPState(NeighbourhoodState):
     def reset(self, solution: np.ndarray) -> None:
         self._perm = np.array(solution, dtype=np.int64)
         p = self._perm
-        self._bp = self.problem.distance[np.ix_(p, p)].astype(self._dtype)
+        bp = self.problem.distance[np.ix_(p, p)]
+        self._bp = bp.astype(self._dtype)
         self._bpt = None if self.problem.symmetric else np.ascontiguousarray(self._bp.T)
-        self.value = self.problem.objective(p)
+        self.value = int((self.problem.flow * bp).sum())  # QAP.objective of the checked p, from its gather
 
     @property
     def solution(self) -> np.ndarray:
@@ -350,7 +351,7 @@ class _QAPState(NeighbourhoodState):
         n, moves = self.problem.n, self.problem.num_moves
         if self.problem._delta_bound >= 2**53:
             return self.deltas(0, moves)[0].astype(np.int64)
-        r, s = pair_block(n, 0, moves)
+        r, s = all_pairs(n)
         a, bp = self._a.astype(np.float64), self._bp.astype(np.float64)
 
         def part(c: np.ndarray) -> np.ndarray:

@@ -188,6 +188,24 @@ def test_all_deltas_at_once_equal_brute_force(symmetric, diagonal, high):
 
 
 @pytest.mark.parametrize("symmetric, diagonal", CASES)
+@pytest.mark.parametrize("high", [9, 2**25], ids=["matrix-products", "too-large-for-float64"])
+def test_a_batch_of_states_arrays_equal_each_states_own(symmetric, diagonal, high):
+    """batch_arrays (the stacked states of many searches): every state's move values as brute force gives them,
+    its permutation and permuted distances as its own device_arrays."""
+    rng = np.random.default_rng(23)
+    q = random_qap(rng, 9, symmetric=symmetric, diagonal=diagonal, low=-high, high=high)
+    perms = [rng.permutation(9) for _ in range(4)]
+    states = [q.state(p) for p in perms]
+    batch = states[0].batch_arrays(states[1:])
+    assert len(batch) == 4
+    for p, st, arrays in zip(perms, states, batch):
+        np.testing.assert_array_equal(arrays[3][0], brute_force_deltas(q, p))
+        for (got, own), (want, want_own) in zip(arrays, st.device_arrays()):
+            assert own == want_own
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("symmetric, diagonal", CASES)
 def test_device_delta_of_every_move_equals_brute_force(rt, symmetric, diagonal):
     rng = np.random.default_rng(11)
     for n in (2, 4, 9, 14):

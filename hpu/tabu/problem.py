@@ -246,6 +246,11 @@ class NeighbourhoodState(abc.ABC):
             only, shared by every search).
         """
 
+    def batch_arrays(self, batch: Sequence[NeighbourhoodState]) -> list[list[tuple[np.ndarray, bool]]]:
+        """:meth:`device_arrays` of this state and of each of ``batch``'s (states of the same problem), in order; a
+        problem may make them at once."""
+        return [st.device_arrays() for st in (self, *batch)]
+
     def device_args(self, context: Any, batch: Sequence[NeighbourhoodState] = ()) -> list:
         """Create the device copies of the state (:meth:`device_arrays`); the values of ``PROBLEM_PARAMS`` in order.
 
@@ -263,7 +268,7 @@ class NeighbourhoodState(abc.ABC):
         import pyopencl as cl
 
         mf = cl.mem_flags
-        arrays = [st.device_arrays() for st in (self, *batch)]
+        arrays = self.batch_arrays(batch)
         out = []
         for k, (a, own) in enumerate(arrays[0]):
             host = np.concatenate([np.ravel(per_state[k][0]) for per_state in arrays]) if own and batch else a

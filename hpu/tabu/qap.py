@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -330,7 +331,7 @@ class _QAPState(NeighbourhoodState):
         if self._at is not None:  # the column part of the asymmetric formula: the same of A^T and Bp^T
             at, bpt = self._at, self._bpt
             col = np.einsum("ij,ij->i", at[r] - at[s], bpt[s] - bpt[r])
-        return self._taillard(r, s, row, col), None
+        return self._taillard(r, s, row, col, self._bp, self._bpt), None
 
     def all_deltas(self) -> np.ndarray:
         """Every move's delta, ``deltas(0, num_moves)``, with the sums over k as matrix products.
@@ -348,31 +349,44 @@ class _QAPState(NeighbourhoodState):
         -------
         numpy.ndarray of int64, shape (num_moves,)
         """
+        return self._all_deltas([self])[0]
+
+    def _all_deltas(self, states: Sequence[_QAPState]) -> np.ndarray:
+        """:meth:`all_deltas` of each of ``states`` (of this problem), at once: shape (len(states), num_moves)."""
         n, moves = self.problem.n, self.problem.num_moves
         if self.problem._delta_bound >= 2**53:
-            return self.deltas(0, moves)[0].astype(np.int64)
+            return np.stack([st.deltas(0, moves)[0].astype(np.int64) for st in states])
         r, s = all_pairs(n)
-        a, bp = self._a.astype(np.float64), self._bp.astype(np.float64)
+        bp = np.stack([st._bp for st in states])
+        bpt = None if self._at is None else np.stack([st._bpt for st in states])
+        a, bpf = self._a.astype(np.float64), bp.astype(np.float64)
 
         def part(c: np.ndarray) -> np.ndarray:
             c = np.rint(c).astype(np.int64)
-            return c[r, s] - c[r, r] - c[s, s] + c[s, r]
+            return c[..., r, s] - c[..., r, r] - c[..., s, s] + c[..., s, r]
 
-        return self._taillard(r, s, part(a @ bp.T), None if self._at is None else part(a.T @ bp)).astype(np.int64)
+        row = part(a @ np.swapaxes(bpf, -1, -2))
+        col = None if self._at is None else part(a.T @ bpf)
+        return self._taillard(r, s, row, col, bp, bpt).astype(np.int64)
 
-    def _taillard(self, r: np.ndarray, s: np.ndarray, row: np.ndarray, col: np.ndarray | None) -> np.ndarray:
+    def _taillard(self, r: np.ndarray, s: np.ndarray, row: np.ndarray, col: np.ndarray | None, bp: np.ndarray,
+                  bpt: np.ndarray | None) -> np.ndarray:
         """Delta(p, r, s) of Taillard (1991) from the sums over every k of its row part and (asymmetric) column part:
-        each less its k = r and k = s terms, doubled when A and B are symmetric, plus the terms outside the sums."""
-        a, bp = self._a, self._bp
-        d = row - ((a[r, r] - a[s, r]) * (bp[s, r] - bp[r, r]) + (a[r, s] - a[s, s]) * (bp[s, s] - bp[r, s]))
+        each less its k = r and k = s terms, doubled when A and B are symmetric, plus the terms outside the sums.
+        ``bp`` (and ``bpt``, its transpose) is one permuted distance matrix or a stack of them (the result then
+        one row a matrix)."""
+        a = self._a
+        d = row - ((a[r, r] - a[s, r]) * (bp[..., s, r] - bp[..., r, r])
+                   + (a[r, s] - a[s, s]) * (bp[..., s, s] - bp[..., r, s]))
         if col is None:
             d *= 2
         else:
-            at, bpt = self._at, self._bpt
+            at = self._at
             d += col
-            d -= (at[r, r] - at[s, r]) * (bpt[s, r] - bpt[r, r]) + (at[r, s] - at[s, s]) * (bpt[s, s] - bpt[r, s])
-            d += (a[r, s] - a[s, r]) * (bp[s, r] - bp[r, s])
-        d += (a[r, r] - a[s, s]) * (bp[s, s] - bp[r, r])
+            d -= ((at[r, r] - at[s, r]) * (bpt[..., s, r] - bpt[..., r, r])
+                  + (at[r, s] - at[s, s]) * (bpt[..., s, s] - bpt[..., r, s]))
+            d += (a[r, s] - a[s, r]) * (bp[..., s, r] - bp[..., r, s])
+        d += (a[r, r] - a[s, s]) * (bp[..., s, s] - bp[..., r, r])
         return d
 
     def _attribute_count(self) -> int:
@@ -424,7 +438,13 @@ class _QAPState(NeighbourhoodState):
         return defines
 
     def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
-        dt = self._device_dtype
-        return [(np.ascontiguousarray(self.problem.flow, dtype=dt), False),
-                (np.ascontiguousarray(self._bp, dtype=dt), True), (self._perm.astype(np.int32), True),
-                (self.all_deltas(), True), (packed_pairs(self.problem.n), False)]  # Taillard's move values, pairs
+        return self.batch_arrays(())[0]
+
+    def batch_arrays(self, batch: Sequence[NeighbourhoodState]) -> list[list[tuple[np.ndarray, bool]]]:
+        """:meth:`device_arrays` of this state and each of ``batch``'s, the move values of all in one stack of
+        matrix products (:meth:`all_deltas`)."""
+        states, dt = [self, *batch], self._device_dtype
+        flow, pairs = np.ascontiguousarray(self.problem.flow, dtype=dt), packed_pairs(self.problem.n)
+        return [[(flow, False), (np.ascontiguousarray(st._bp, dtype=dt), True), (st._perm.astype(np.int32), True),
+                 (d, True), (pairs, False)]  # Taillard's move values, pairs
+                for st, d in zip(states, self._all_deltas(states))]

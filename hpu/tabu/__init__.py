@@ -28,7 +28,7 @@ from .calibrate import calibrate, costs_path
 from .engine import evaluate_neighbourhood, tie_hash
 from .evolution import EvolutionResult, crossover, hybrid_ea
 from .hwsw import HWSWPartitioning
-from .many import ManyCosts, ManySplit, calibrate_many, plan_many, tabu_search_many
+from .many import MANY_BLOCK_ITERATIONS, ManyCosts, ManySplit, calibrate_many, plan_many, tabu_search_many
 from .pfsp import PFSP
 from .ppp import PPP
 from .pairs import num_pairs, pair_block, pair_from_index, pair_index
@@ -39,6 +39,7 @@ from .split import TabuCosts, TabuSplit, plan_split, transfer_levels
 
 __all__ = [
     "DEFAULT_BLOCK_ITERATIONS",
+    "MANY_BLOCK_ITERATIONS",
     "EvolutionResult",
     "HWSWPartitioning",
     "ManyCosts",

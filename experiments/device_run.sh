@@ -46,7 +46,8 @@
 # tabu-many: tests/test_tabu_many.py on the GPU, then bench_tabu_many (64 searches batched, on the CPU's threads, the
 #            model's division and forced ones, against the same searches one after another on the device);
 #            TABU_MANY_INSTANCES (default tai30a) and TABU_MANY_ROUNDS (default 2).
-# tabu-gantt: sweep_tabu_gantt on tai100a (traced host loop and resident blocks: where an iteration's time goes).
+# tabu-gantt: sweep_tabu_gantt on tai100a (traced host loop and resident blocks: where an iteration's time goes),
+#             2048 iterations in blocks of 1024, then 32 in blocks of 8 (in k8/).
 # tabu-large: bench_tabu_resident on the largest instances of the papers' tables at the model's level only: PPP
 #             1301-1317 with Hamming 1 (256 iterations), then Hamming 2 and ta111 (64 iterations, 280 s each).
 # bus: bench_bus (the PCIe copies from and to pinned and pageable memory and the staging copies, cupy's copies
@@ -232,9 +233,12 @@ for stage in "$@"; do
         python3 experiments/bench_tabu_resident.py --device gpu --rounds 3 --json "$OUT/bench_tabu_resident.json" 2>&1 \
             | tee "$OUT/bench_tabu_resident.log"
         ;;
-    tabu-gantt)
-        python3 experiments/sweep_tabu_gantt.py --device gpu --machine h100 --no-progress --out "$OUT" 2>&1 \
-            | tee "$OUT/tabu_gantt.log"
+    tabu-gantt)  # the model's K (tai100a: 1024) and, in k8/, blocks of 8 (round trips in sight)
+        python3 experiments/sweep_tabu_gantt.py --device gpu --machine h100 --no-progress --iterations 2048 \
+            --block 1024 --out "$OUT" 2>&1 | tee "$OUT/tabu_gantt.log"
+        mkdir -p "$OUT/k8"
+        python3 experiments/sweep_tabu_gantt.py --device gpu --machine h100 --no-progress --out "$OUT/k8" 2>&1 \
+            | tee "$OUT/k8/tabu_gantt.log"
         ;;
     tabu-large)
         python3 experiments/bench_tabu_resident.py --device gpu --instances ppp1301-1317-1 \

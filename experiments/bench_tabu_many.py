@@ -62,7 +62,7 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime) -> dict:
           f"(after a first search of {first_one_s:.3f} s: kernel builds, the model's calibration)", flush=True)
     first_auto_s, auto = _timed(lambda: tabu_search_many(problem, seeds, **kw))  # builds and calibrates
     _check(name, "auto (first call)", auto, reference)
-    costs = calibrate_many(problem, rt, tenure=args.tenure)  # the rates the call above measured
+    costs = calibrate_many(problem, rt, tenure=args.tenure, block_iterations=auto[0].block_iterations)
     split = plan_many(S, args.iterations, costs)
     print(f"{'':>10} first call (auto, calibration included) {first_auto_s:.3f} s; the model: "
           f"{split.device_searches} on the device, predicted {split.predicted_time:.3f} s", flush=True)
@@ -76,7 +76,8 @@ def bench(name: str, args: argparse.Namespace, rt: hpu.Runtime) -> dict:
     gpu, cpu = med[f"d={S}"], med["d=0"]
     best_forced = min((f"d={d}" for d in forced), key=med.get)
     row = dict(instance=name, moves=problem.num_moves, searches=S, iterations=args.iterations,
-               one_by_one_device_s=one_by_one_s, first_search_s=first_one_s, first_call_auto_s=first_auto_s, seconds=med,
+               one_by_one_device_s=one_by_one_s, first_search_s=first_one_s, first_call_auto_s=first_auto_s,
+               seconds=med,
                batch_vs_one_by_one=gpu / one_by_one_s,
                model=dict(device_searches=split.device_searches, predicted_s=split.predicted_time,
                           predicted_device_s=split.predicted_device_time, predicted_cpu_s=split.predicted_cpu_time),

@@ -28,7 +28,9 @@
  *   PROBLEM_BATCH_PARAMS  PROBLEM_PARAMS with each search's own (read-write)
  *                   state stacked search after search (e.g. Bp_all for Bp);
  *   PROBLEM_BATCH_SELECT(s)  declarations of the PROBLEM_PARAMS names as
- *                   search s's slices of those;
+ *                   search s's slices of those (in the group build, of the
+ *                   names PROBLEM_GROUP_ENTER reads, where the problem
+ *                   file has one);
  *   SOLUTION        the array of n ints that holds the current solution;
  * and, optionally, for the group build (GROUP_BUILD 1: tabu_run_group and
  * tabu_run_batch, the kernels that run blocks of iterations in work-groups)
@@ -220,16 +222,20 @@ static inline void store_partial(const ulong group, const long bd, const long bk
  * step-th iteration, returned to every work-item of every work-group: each
  * work-group's work-item 0 stores its own in the step's set of slots and
  * waits for the others (grid_arrive); then every work-item combines them
- * (with WARP_SHUFFLE, each lane reads one and each warp combines them). */
-static inline void grid_best(long *bd, long *bk, const int step, __global long *grid)
+ * (with WARP_SHUFFLE, each lane reads one and each warp combines them).
+ * Returns 0 to every work-item of a work-group whose wait failed (the grid's
+ * flag set: the block's result is not used), else 1. */
+static inline int grid_best(long *bd, long *bk, const int step, __global long *grid, __local int *grid_ok)
 {
     volatile __global long *slot = grid + GRID_SLOTS + 2 * GRID_GROUPS * (step & 1);
     if (get_local_id(0) == 0) {
         slot[2 * get_group_id(0)] = *bd;
         slot[2 * get_group_id(0) + 1] = *bk;
-        grid_arrive(grid, step);
+        *grid_ok = grid_arrive(grid, step);
     }
-    barrier(CLK_GLOBAL_MEM_FENCE);
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    if (!*grid_ok)
+        return 0;
 #if WARP_SHUFFLE && GRID_GROUPS <= 32
     /* lane l reads work-group l mod GRID_GROUPS's best: one read of global memory a work-item, then the warp's
      * minimum (every warp holds every work-group's) */
@@ -248,6 +254,7 @@ static inline void grid_best(long *bd, long *bk, const int step, __global long *
 #endif
     *bd = d;
     *bk = k;
+    return 1;
 }
 #endif
 
@@ -426,7 +433,9 @@ void tabu_select(const ulong n, const uint groups, const int iteration, const in
  * gives a new best (keep_best).  Every work-item keeps a copy of ctrl[0 .. 4]
  * and takes the work-group's best move itself (take_move_state, the same
  * for all), so that no barrier and no read of global memory hand the move
- * over; work-item 0 records each (record_move). */
+ * over (in a grid, grid_best's one barrier and read of the work-groups'
+ * bests); work-item 0 (of work-group 0 in a grid) records each
+ * (record_move). */
 static inline void run_iterations(const ulong n, const ulong hi, const int first, const int steps,
                                   const int tenure, const long stop_target, const int max_no_improve,
                                   const uint tie_seed, const uint tie_mask, __global long *ctrl,
@@ -441,7 +450,8 @@ static inline void run_iterations(const ulong n, const ulong hi, const int first
         evaluate_chunk(n, 0, GRID_RANK, hi, hi, GRID_GROUPS, aspiration_of(c[0], c[1]), iteration, tie_seed,
                        tie_mask, tabu_until, best_delta, best_key, &bd, &bk PROBLEM_ARGS);
 #if GRID_GROUPS > 1
-        grid_best(&bd, &bk, iteration - first, grid);
+        if (!grid_best(&bd, &bk, iteration - first, grid, grid_ok))
+            return;
 #endif
         const long m = take_move_state(bd, bk, iteration, stop_target, max_no_improve, c);
         if (GRID_LEADER && get_local_id(0) == 0)
@@ -467,10 +477,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void tabu_run_group(const ulong n, const ulong hi, const int first, const int steps, const int tenure,
                     const long stop_target, const int max_no_improve, const uint tie_seed, const uint tie_mask,
                     __global long *ctrl, __global long *trail, __global int *tabu_until, __global int *best
-                    GRID_PARAMS PROBLEM_GROUP_PARAMS)
+                    GRID_KERNEL_PARAMS PROBLEM_GROUP_PARAMS)
 {
     __local long best_delta[REDUCE_SLOTS];
     __local long best_key[REDUCE_SLOTS];
+    GRID_ENTER
     PROBLEM_GROUP_ENTER
     run_iterations(n, hi, first, steps, tenure, stop_target, max_no_improve, tie_seed, tie_mask, ctrl,
                    trail, tabu_until, best, best_delta, best_key GRID_ARGS PROBLEM_ARGS);

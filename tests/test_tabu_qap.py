@@ -203,6 +203,22 @@ def test_a_batch_of_states_arrays_equal_each_states_own(symmetric, diagonal, hig
         for (got, own), (want, want_own) in zip(arrays, st.device_arrays()):
             assert own == want_own
             np.testing.assert_array_equal(got, want)
+    other = random_qap(rng, 9, symmetric=symmetric, diagonal=diagonal)
+    with pytest.raises(ValueError, match="one problem"):
+        states[0].batch_arrays([other.state(perms[0])])
+
+
+def test_a_large_batch_is_made_in_stacks(monkeypatch):
+    """More states than a stack takes (forced to 3): the same move values as each state's own."""
+    import hpu.tabu.qap as qap_module
+
+    monkeypatch.setattr(qap_module, "_BATCH_STATES", 3)
+    rng = np.random.default_rng(29)
+    q = random_qap(rng, 8, symmetric=True, diagonal=False)
+    perms = [rng.permutation(8) for _ in range(8)]
+    batch = q.state(perms[0]).batch_arrays([q.state(p) for p in perms[1:]])
+    for p, arrays in zip(perms, batch):
+        np.testing.assert_array_equal(arrays[3][0], brute_force_deltas(q, p))
 
 
 @pytest.mark.parametrize("symmetric, diagonal", CASES)

@@ -7,6 +7,7 @@ import pyopencl as cl
 import pytest
 
 from hpu.tabu import PFSP, PPP, QAP, HWSWPartitioning, tabu_search
+import hpu
 import hpu.tabu.engine as engine
 from hpu.tabu.engine import GROUP_MAX_WORK_GROUP_SIZE, grid_shape, group_work_group_size, warp_shuffle
 
@@ -168,6 +169,81 @@ def test_a_grid_of_work_groups_takes_the_host_loops_trajectory(rt, name, monkeyp
         assert res.fallback == "" and res.split.transfer_level == 0
         same(res, host)
     assert set(launches) == {(128, 64)}  # every block in the grid
+
+
+@pytest.mark.parametrize("name", ["qap-wide-values", "pfsp-insertion", "ppp-2"])
+def test_a_problem_that_does_not_run_in_a_grid_keeps_one_work_group(rt, name, monkeypatch):
+    """A grid asked for (grid_shape forced) where the problem's group build has none (move values past int, or
+    another problem's file): every block in one work-group, on the host loop's trajectory."""
+    problem = PROBLEMS[name]()
+    kw = dict(iterations=200, tenure=7, seed=3, runtime=rt, strategy="gpu", transfer_level=0)
+    host = tabu_search(problem, block_iterations=1, **kw)
+    monkeypatch.setattr(engine, "grid_shape", lambda device, moves: (2, 64))
+    real, launches = cl.enqueue_nd_range_kernel, []
+
+    def spy(queue, kernel, global_size, local_size=None, *args, **kwargs):
+        if kernel.function_name == "tabu_run_group":
+            launches.append(global_size[0] // local_size[0])
+        return real(queue, kernel, global_size, local_size, *args, **kwargs)
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", spy)
+    res = tabu_search(problem, block_iterations=64, **kw)
+    assert res.fallback == "" and res.split.transfer_level == 0
+    same(res, host)
+    assert set(launches) == {1}
+
+
+def test_program_source_refuses_a_group_build_it_cannot_make(rt):
+    state = PROBLEMS["qap"]().state(np.arange(12))
+    with pytest.raises(ValueError, match="needs the device"):
+        engine.program_source(state, 64, None, group=True)
+    with pytest.raises(ValueError, match="is a group build"):
+        engine.program_source(state, 64, rt.device, grid=2)
+    with pytest.raises(ValueError, match="does not run in a grid"):
+        engine.program_source(PROBLEMS["pfsp-insertion"]().state(np.arange(20)), 64, rt.device, group=True, grid=2)
+    assert "#define GRID_GROUPS 2" in engine.program_source(state, 64, rt.device, group=True, grid=2)
+
+
+def test_a_grid_whose_work_groups_do_not_all_run_is_a_device_failure(fresh, monkeypatch):
+    """A grid of three work-groups launched as two (as if the third never ran at once with them): the two give up
+    waiting (GRID_PATIENCE), the host reads the grid's flag and the CPU goes on from the block's start (or
+    DeviceFailure with "raise"); the runtime's later searches take one work-group."""
+    problem, rt = PROBLEMS["qap"](), fresh
+    kw = dict(iterations=100, tenure=7, seed=3, runtime=rt, strategy="gpu", transfer_level=0)
+    host = tabu_search(problem, block_iterations=1, **kw)
+    monkeypatch.setattr(engine, "grid_shape", lambda device, moves: (3, 64))
+    real, launches = cl.enqueue_nd_range_kernel, []
+
+    def two_of_three(queue, kernel, global_size, local_size=None, *args, **kwargs):
+        if kernel.function_name == "tabu_run_group":
+            launches.append(global_size[0] // local_size[0])
+            global_size = (min(global_size[0], 2 * 64),)
+        return real(queue, kernel, global_size, local_size, *args, **kwargs)
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", two_of_three)
+    res = tabu_search(problem, block_iterations=50, **kw)
+    assert "did not all run at once" in res.fallback and 3 in launches
+    same(res, host)
+    launches.clear()
+    res = tabu_search(problem, block_iterations=50, **kw)  # the runtime: one work-group from now on
+    assert res.fallback == "" and launches and 3 not in launches
+    same(res, host)
+
+
+def test_a_grid_that_fails_raises_device_failure_when_asked(fresh, monkeypatch):
+    problem = PROBLEMS["qap"]()
+    monkeypatch.setattr(engine, "grid_shape", lambda device, moves: (3, 64))
+    real = cl.enqueue_nd_range_kernel
+
+    def two_of_three(queue, kernel, global_size, local_size=None, *args, **kwargs):
+        if kernel.function_name == "tabu_run_group":
+            global_size = (min(global_size[0], 2 * 64),)
+        return real(queue, kernel, global_size, local_size, *args, **kwargs)
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", two_of_three)
+    with pytest.raises(hpu.DeviceFailure, match="did not all run at once"):
+        tabu_search(problem, iterations=100, tenure=7, seed=3, runtime=fresh, strategy="gpu", transfer_level=0,
+                    block_iterations=50, on_device_error="raise")
 
 
 def test_the_wide_group_instance_takes_a_larger_work_group():

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..core.hybrid import as_device_failure, check_on_device_error
+from ..core.hybrid import DeviceFailure, as_device_failure, check_on_device_error
 from ..core.kernels import define_header, kernel_source
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.trace import Recorder, event_times
@@ -200,6 +200,7 @@ def grid_shape(device: Any, num_moves: int) -> tuple[int, int]:
         Moves of the neighbourhood.
     """
     most = min(GROUP_MAX_WORK_GROUP_SIZE, int(device.max_work_group_size)) if device is not None else 0
+    most = 1 << (most.bit_length() - 1) if most else 0  # as group_work_group_size: a power of two
     if not _nvidia_gpu(device) or num_moves <= GROUP_MOVES_PER_ITEM * most or most < GRID_WORK_GROUP_SIZE:
         return 1, 0
     want = 1 << max(-(-num_moves // (GRID_MOVES_PER_ITEM * GRID_WORK_GROUP_SIZE)) - 1, 0).bit_length()
@@ -309,17 +310,23 @@ def program_source(state: NeighbourhoodState, work_group_size: int, device: Any 
         The device it is built for: where :func:`warp_shuffle` says so, the
         reduction shuffles within warps (``WARP_SHUFFLE``).
     group : bool, optional
-        The group build, ``tabu_run_group`` and ``tabu_run_batch`` alone (``GROUP_BUILD``), with the
+        The group build, ``tabu_run_group`` and ``tabu_run_batch`` alone
+        (``GROUP_BUILD``; ``tabu_run_group`` alone in a grid), with the
         problem's :meth:`~NeighbourhoodState.group_defines` for the local
-        memory ``device`` leaves it.
+        memory ``device`` leaves it (``device`` required).
     grid : int, optional
-        The group build's work-groups (``GRID_GROUPS``, ``tabu_grid.cl``).
+        The group build's work-groups (``GRID_GROUPS``, ``tabu_grid.cl``; 1 without ``group``).
 
     Raises
     ------
     ValueError
-        ``grid`` above 1 for a problem whose group build does not run in a grid of that many work-groups.
+        ``group`` without a ``device``; ``grid`` above 1 without ``group``, or for a problem whose group build
+        does not run in a grid of that many work-groups.
     """
+    if group and device is None:
+        raise ValueError("the group build needs the device it is built for (its local memory)")
+    if grid > 1 and not group:
+        raise ValueError(f"a grid of {grid} work-groups is a group build (group=True)")
     defines = {"WG": work_group_size, "TABU_BY_ATTRIBUTE": int(state.problem.tabu_attribute != "move"),
                "CLASS_SHIFT": _CLASS_SHIFT, "TIE_SHIFT": _TIE_SHIFT, "HALT_NO_FEASIBLE_MOVE": HALT_NO_FEASIBLE_MOVE,
                "WARP_SHUFFLE": int(warp_shuffle(device, work_group_size)), **state.defines()}
@@ -327,13 +334,15 @@ def program_source(state: NeighbourhoodState, work_group_size: int, device: Any 
         extra = state.group_defines(work_group_size, _group_local_bytes(device, work_group_size), grid)
         if extra.get("GRID_GROUPS", 1) != grid:
             raise ValueError(f"the {state.problem.kind} group build does not run in a grid of {grid} work-groups")
-        defines.update(GROUP_BUILD=1, PTX_FENCE=int(_nvidia_gpu(device)), **extra)
+        defines.update(GROUP_BUILD=1, PTX_FENCE=int(_nvidia_gpu(device)), GRID_SLOTS=_GRID_SLOTS, **extra)
     names = ("tabu_grid", "tabu_pairs", state.kernel, "tabu_reduce")
     return define_header(defines) + "".join(kernel_source(name) for name in names)
 
 
 #: Longs of the grid buffer before the work-groups' bests (``GRID_SLOTS`` in ``tabu_grid.cl``).
 _GRID_SLOTS = 16
+#: Key of the runtime's record (``Runtime.resources``) of whether a grid of work-groups failed to run at once there.
+_GRID_STATE = ("tabu-grid",)
 #: Position of ``tabu_run_group``'s grid buffer among its arguments (after ``best``; ``GRID_PARAMS``).
 _GRID_ARG = 13
 
@@ -520,7 +529,7 @@ class Evaluator:
         lease, self._lease = self._lease, None
         self._events.clear()
         self._eval = self._apply_k = self._pargs = self._tabu_d = self._partial_d = self._program = None
-        self._select = self._eval_res = self._group_k = self._ctrl_d = self._trail_d = self._best_d = None
+        self._select = self._eval_res = self._group_k = self._group = self._ctrl_d = self._trail_d = self._best_d = None
         if lease is not None:
             if failure is None:
                 self.runtime.release_lease(lease)
@@ -853,6 +862,8 @@ class Evaluator:
         w, dev = self.work_group_size, self.runtime.device
         want = group_work_group_size(dev, self.num_moves, w)
         grid = grid_shape(dev, self.num_moves)
+        if self.runtime.resources.get(_GRID_STATE, dict).get("refused"):  # a grid here did not all run at once
+            grid = (1, 0)
         if grid[0] > 1 and "GRID_GROUPS" not in self.state.group_defines(grid[1], _group_local_bytes(dev, grid[1]),
                                                                           grid[0]):
             grid = (1, 0)
@@ -878,22 +889,22 @@ class Evaluator:
         return _GroupKernel(kernel, w, 1, None)
 
     def _launch_group(self, args: tuple, wg: int, groups: int) -> _GroupKernel | None:
-        """``tabu_run_group`` in ``groups`` work-groups of ``wg`` work-items, launched with ``args`` (no iteration);
-        None when the device refuses it."""
+        """``tabu_run_group`` in ``groups`` work-groups of ``wg`` work-items, built and launched with ``args`` (no
+        iteration); None when the device refuses either."""
         dev = self.runtime.device
-        kernel = cl.Kernel(self._lease.build(program_source(self.state, wg, dev, group=True, grid=groups)),
-                           "tabu_run_group")
-        buffer = None
-        if groups > 1:
-            scratch = self.state.group_defines(wg, _group_local_bytes(dev, wg), groups)["GRID_SCRATCH_BYTES"]
-            buffer = cl.Buffer(self._lease.context, cl.mem_flags.READ_WRITE,
-                               size=8 * (_GRID_SLOTS + 4 * groups) + groups * scratch)
-            cl.enqueue_fill_buffer(self._queue, buffer, np.int32(0), 0, 4)
-        found = _GroupKernel(kernel, wg, groups, buffer)
-        kernel.set_args(*found.args(args))
         try:
+            kernel = cl.Kernel(self._lease.build(program_source(self.state, wg, dev, group=True, grid=groups)),
+                               "tabu_run_group")
+            buffer = None
+            if groups > 1:
+                scratch = self.state.group_defines(wg, _group_local_bytes(dev, wg), groups)["GRID_SCRATCH_BYTES"]
+                buffer = cl.Buffer(self._lease.context, cl.mem_flags.READ_WRITE,
+                                   size=8 * (_GRID_SLOTS + 4 * groups) + groups * scratch)
+                cl.enqueue_fill_buffer(self._queue, buffer, np.int64(0), 0, 8)
+            found = _GroupKernel(kernel, wg, groups, buffer)
+            kernel.set_args(*found.args(args))
             cl.enqueue_nd_range_kernel(self._queue, kernel, (groups * wg,), (wg,)).wait()
-        except cl.Error as e:
+        except (cl.Error, RuntimeError) as e:  # pyopencl raises a build failure as RuntimeError
             log.debug("tabu_run_group in %d work-groups of %d work-items: %s", groups, wg, e)
             return None
         return found
@@ -909,7 +920,8 @@ class Evaluator:
         rules, then ``apply_move``); with one work-group (transfer level 0)
         the whole block is one launch of ``tabu_run_group``, which loops over
         the iterations, in a work-group of :func:`group_work_group_size`
-        work-items.  After a move that gives a new best the device copies
+        work-items or a grid of :func:`grid_shape` (whose failure to run at
+        once is a device failure).  After a move that gives a new best the device copies
         the solution (:meth:`read_best` reads the last one).  Nothing goes
         back to the host in between; the host's state is not moved
         (:meth:`follow` replays the moves).
@@ -969,8 +981,8 @@ class Evaluator:
         w = self.work_group_size
         if self.groups == 1:
             g = self._group
-            if g.grid > 1:  # the grid's arrival counter (tabu_grid.cl)
-                cl.enqueue_fill_buffer(q, g.buffer, np.int32(0), 0, 4)
+            if g.grid > 1:  # the grid's arrival counter and failure flag (tabu_grid.cl)
+                cl.enqueue_fill_buffer(q, g.buffer, np.int64(0), 0, 8)
             self._record_device(cl.enqueue_nd_range_kernel(q, grp, (g.grid * g.size,), (g.size,)), "device", "block")
         else:
             for it in range(first, first + count):
@@ -979,10 +991,17 @@ class Evaluator:
                 self._record_device(cl.enqueue_nd_range_kernel(q, ev, (self.groups * w,), (w,)), "device", "evaluate")
                 self._record_device(cl.enqueue_nd_range_kernel(q, sel, (w,), (w,)), "device", "select")
         self._record_device(cl.enqueue_copy(q, control, self._ctrl_d, is_blocking=False), "bus", "d2h")
+        grid = np.zeros(2, dtype=np.int32)
+        if self.groups == 1 and self._group.grid > 1:
+            cl.enqueue_copy(q, grid, self._group.buffer)
         trail = cl.enqueue_copy(q, self._trail[: 2 * count], self._trail_d, is_blocking=True)
         self._record_device(trail, "bus", "d2h")
         self._record_wait(trail)
         self.device_time += time.perf_counter() - t0
+        if grid[1]:
+            self.runtime.resources.get(_GRID_STATE, dict)["refused"] = True  # the runtime's later searches: one group
+            raise DeviceFailure(f"the {self._group.grid} work-groups of a block's grid did not all run at once "
+                                "(kernels_cl/tabu_grid.cl); the block's result is not used")
         return self._trail[: 2 * int(control[4] - first + 1)].copy()
 
     def read_best(self) -> np.ndarray | None:

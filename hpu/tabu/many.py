@@ -68,7 +68,8 @@ try:  # a dependency, but CPU-only installs must import the tabu search
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["MANY_BLOCK_ITERATIONS", "MANY_STRATEGIES", "ManyCosts", "ManySplit", "calibrate_many", "plan_many", "tabu_search_many"]
+__all__ = ["MANY_BLOCK_ITERATIONS", "MANY_STRATEGIES", "ManyCosts", "ManySplit", "calibrate_many", "plan_many",
+           "tabu_search_many"]
 
 log = logging.getLogger("hpu")
 
@@ -612,7 +613,7 @@ def _plan(problem: TabuProblem, searches: int, rt: Runtime, strategy: str, devic
     if strategy == "gpu" or (device_searches is not None and device_searches > 0):
         rt.require_device()
     if costs is None and strategy == "auto" and device_searches is None and rt.has_device:
-        costs = calibrate_many(problem, rt, tenure=stops.tenure)  # rates per iteration, at the calibration's block
+        costs = calibrate_many(problem, rt, tenure=stops.tenure, block_iterations=block)
     return plan_many(searches, stops.iterations, costs, strategy=strategy, device_searches=device_searches,
                      has_device=rt.has_device)
 

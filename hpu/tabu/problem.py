@@ -225,9 +225,9 @@ class NeighbourhoodState(abc.ABC):
         return {}
 
     def group_defines(self, work_group_size: int, local_bytes: int, groups: int = 1) -> dict[str, Any]:
-        """More ``#define`` values for the group build (``tabu_run_group`` alone, one work-group of
-        ``work_group_size`` work-items), whose problem state may take ``local_bytes`` of local memory (what
-        ``tabu_reduce.cl`` leaves); none by default.  With ``groups`` above 1, for a grid of that many
+        """More ``#define`` values for the group build (``tabu_run_group`` and ``tabu_run_batch``, each search in
+        work-groups of ``work_group_size`` work-items), whose problem state may take ``local_bytes`` of local
+        memory (what ``tabu_reduce.cl`` leaves); none by default.  With ``groups`` above 1, for a grid of that many
         work-groups (``kernels_cl/tabu_grid.cl``): ``GRID_GROUPS`` and ``GRID_SCRATCH_BYTES`` (global memory of
         each work-group's own) where the problem's file runs in one, else no ``GRID_GROUPS``."""
         return {}
@@ -248,7 +248,13 @@ class NeighbourhoodState(abc.ABC):
 
     def batch_arrays(self, batch: Sequence[NeighbourhoodState]) -> list[list[tuple[np.ndarray, bool]]]:
         """:meth:`device_arrays` of this state and of each of ``batch``'s (states of the same problem), in order; a
-        problem may make them at once."""
+        problem may make them at once.
+
+        Returns
+        -------
+        list of list of (numpy.ndarray, bool)
+            ``1 + len(batch)`` lists, each as :meth:`device_arrays` returns.
+        """
         return [st.device_arrays() for st in (self, *batch)]
 
     def device_args(self, context: Any, batch: Sequence[NeighbourhoodState] = ()) -> list:

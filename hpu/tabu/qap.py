@@ -29,6 +29,7 @@ __all__ = ["QAP", "QAPSolution"]
 
 _INT32_SAFE = 2**31 - 1
 _BLOCK_ELEMENTS = 1 << 16  # elements (moves x n) per temporary of the CPU evaluation (stays in cache)
+_BATCH_STATES = 64  # states a stack of batch_arrays' matrix products
 
 
 def _tokens(path: Path) -> list[tuple[str, int]]:
@@ -353,6 +354,9 @@ class _QAPState(NeighbourhoodState):
 
     def _all_deltas(self, states: Sequence[_QAPState]) -> np.ndarray:
         """:meth:`all_deltas` of each of ``states`` (of this problem), at once: shape (len(states), num_moves)."""
+        if len(states) > _BATCH_STATES:  # bounded temporaries: a few n x n float64 matrices a state
+            return np.concatenate([self._all_deltas(states[k: k + _BATCH_STATES])
+                                   for k in range(0, len(states), _BATCH_STATES)])
         n, moves = self.problem.n, self.problem.num_moves
         if self.problem._delta_bound >= 2**53:
             return np.stack([st.deltas(0, moves)[0].astype(np.int64) for st in states])
@@ -441,9 +445,17 @@ class _QAPState(NeighbourhoodState):
         return self.batch_arrays(())[0]
 
     def batch_arrays(self, batch: Sequence[NeighbourhoodState]) -> list[list[tuple[np.ndarray, bool]]]:
-        """:meth:`device_arrays` of this state and each of ``batch``'s, the move values of all in one stack of
-        matrix products (:meth:`all_deltas`)."""
+        """:meth:`device_arrays` of this state and each of ``batch``'s, the move values of all in stacks of matrix
+        products (:meth:`all_deltas`, up to 64 states a stack).
+
+        Raises
+        ------
+        ValueError
+            A state of ``batch`` belongs to another problem.
+        """
         states, dt = [self, *batch], self._device_dtype
+        if any(st.problem is not self.problem for st in states):
+            raise ValueError("batch_arrays takes states of one problem")
         flow, pairs = np.ascontiguousarray(self.problem.flow, dtype=dt), packed_pairs(self.problem.n)
         return [[(flow, False), (np.ascontiguousarray(st._bp, dtype=dt), True), (st._perm.astype(np.int32), True),
                  (d, True), (pairs, False)]  # Taillard's move values, pairs

@@ -17,7 +17,8 @@
  *
  * OpenCL does not promise that the work-groups of a launch run at once: a
  * work-group that waits GRID_PATIENCE polls of the counter in vain sets the
- * grid's failure flag, every work-group that sees it stops, and the host
+ * grid's failure flag (read every 1024th poll, so that a wait that ends
+ * soon reads the counter alone), every work-group that sees it stops, and the host
  * reads the flag after the launch and takes the block as a device failure
  * (hpu.tabu.engine: the CPU goes on from the block's start), never as a
  * result.
@@ -59,8 +60,8 @@ static inline int grid_arrive(__global long *grid, const int step)
     volatile __global int *counter = (volatile __global int *)grid, *failed = counter + 1;
     GRID_FENCE();
     atomic_inc(counter);
-    for (int polls = 0; atomic_add(counter, 0) < GRID_GROUPS * (step + 1); polls++)
-        if (atomic_add(failed, 0) || polls == GRID_PATIENCE) {
+    for (int polls = 1; atomic_add(counter, 0) < GRID_GROUPS * (step + 1); polls++)
+        if (polls % 1024 == 0 && (atomic_add(failed, 0) || polls >= GRID_PATIENCE)) {  /* the flag now and then */
             atomic_xchg(failed, 1);
             return 0;
         }

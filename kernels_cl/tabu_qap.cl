@@ -28,9 +28,9 @@
 /* The group build (hpu.tabu.engine.program_source) of an instance whose move
  * values fit in int and, with perm, in local memory: tabu_run_group (and
  * each work-group of tabu_run_batch) keeps D (as int) and perm there for its
- * whole block (both change every iteration,
- * and global memory would take each read after a write through L2), read in
- * from D_global and perm_global at the start and written back at the end.
+ * whole block (both change every iteration, and global memory would take
+ * each read after a write through L2), read in from D_global and
+ * perm_global at the start and written back at the end.
  * In a grid (tabu_grid.cl) work-group g keeps the values of its own moves
  * only (move m in D[m / GRID_GROUPS]), its own copy of perm, and its own copy
  * of Bp in its GRID_SCRATCH (Bp_global copied in at the start; work-group 0's

@@ -39,8 +39,8 @@
  *                   at the start and end of its block (and of each
  *                   search's in tabu_run_batch, after PROBLEM_BATCH_SELECT)
  *                   that declares the PROBLEM_PARAMS names in local memory
- *                   from those and
- *                   writes them back (e.g. tabu_qap.cl's move values); in
+ *                   from those and writes them back (e.g. tabu_qap.cl's
+ *                   move values); in
  *                   a grid (GRID_GROUPS > 1, tabu_grid.cl) work-group
  *                   GRID_RANK's own moves (m mod GRID_GROUPS = GRID_RANK)
  *                   only, in apply_move as well;
@@ -107,11 +107,7 @@ static inline int move_eval(const ulong n, const ulong m, long *delta PROBLEM_PA
 
 #if WARP_SHUFFLE
 #define REDUCE_SLOTS (WG / 32)  /* reduce_local's entries of local memory: one a warp */
-#else
-#define REDUCE_SLOTS WG  /* one a work-item */
-#endif
 
-#if WARP_SHUFFLE
 /* v of the work-item whose lane is this one's xor `mask`, in the same warp
  * (NVIDIA's PTX shfl.sync.bfly, 32 lanes: the engine defines WARP_SHUFFLE
  * only for such devices and work-groups of whole warps). */
@@ -134,6 +130,8 @@ static inline void warp_min(long *bd, long *bk)
         }
     }
 }
+#else
+#define REDUCE_SLOTS WG  /* reduce_local's entries of local memory: one a work-item */
 #endif
 
 /* The work-group's minimum of the work-items' (bd, bk), returned to every
@@ -429,8 +427,8 @@ void tabu_select(const ulong n, const uint groups, const int iteration, const in
 /* `steps` iterations of one search in one work-group (the neighbourhood in
  * one chunk), or in a grid (tabu_grid.cl: each work-group its own moves,
  * the bests combined by grid_best), with barriers between evaluation and
- * move, so that no launch separates iterations; the solution kept in best after every move that
- * gives a new best (keep_best).  Every work-item keeps a copy of ctrl[0 .. 4]
+ * move, so that no launch separates iterations; the solution kept in best
+ * after every move that gives a new best (keep_best).  Every work-item keeps a copy of ctrl[0 .. 4]
  * and takes the work-group's best move itself (take_move_state, the same
  * for all), so that no barrier and no read of global memory hand the move
  * over (in a grid, grid_best's one barrier and read of the work-groups'

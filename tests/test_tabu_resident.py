@@ -146,6 +146,23 @@ def test_warp_shuffle_only_on_nvidia_gpus_of_32_lanes(rt):
         assert not warp_shuffle(rt.device, 1024)
 
 
+def _force_grid(monkeypatch, groups: int, launch_at_most: int | None = None) -> list[tuple[int, int]]:
+    """grid_shape forced to ``groups`` work-groups of 64 work-items; each launch of tabu_run_group recorded as
+    (work-groups, work-items), at most ``launch_at_most`` work-groups of it launched (None: all)."""
+    monkeypatch.setattr(engine, "grid_shape", lambda device, moves: (groups, 64))
+    real, launches = cl.enqueue_nd_range_kernel, []
+
+    def spy(queue, kernel, global_size, local_size=None, *args, **kwargs):
+        if kernel.function_name == "tabu_run_group":
+            launches.append((global_size[0] // local_size[0], local_size[0]))
+            if launch_at_most is not None:
+                global_size = (min(global_size[0], launch_at_most * local_size[0]),)
+        return real(queue, kernel, global_size, local_size, *args, **kwargs)
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", spy)
+    return launches
+
+
 @pytest.mark.parametrize("name", ["qap", "qap-move-attribute", "qap-asymmetric", "qap-wide-group"])
 def test_a_grid_of_work_groups_takes_the_host_loops_trajectory(rt, name, monkeypatch):
     """Level 0 in a grid of two work-groups (each its own moves, one exchange an iteration: tabu_grid.cl), forced
@@ -155,20 +172,12 @@ def test_a_grid_of_work_groups_takes_the_host_loops_trajectory(rt, name, monkeyp
     problem = PROBLEMS[name]()
     kw = dict(iterations=500, tenure=7, seed=3, runtime=rt, strategy="gpu", transfer_level=0)
     host = tabu_search(problem, block_iterations=1, **kw)
-    monkeypatch.setattr(engine, "grid_shape", lambda device, moves: (2, 64))
-    real, launches = cl.enqueue_nd_range_kernel, []
-
-    def spy(queue, kernel, global_size, local_size=None, *args, **kwargs):
-        if kernel.function_name == "tabu_run_group":
-            launches.append((global_size[0], local_size[0]))
-        return real(queue, kernel, global_size, local_size, *args, **kwargs)
-
-    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", spy)
+    launches = _force_grid(monkeypatch, 2)
     for k in (7, 64):
         res = tabu_search(problem, block_iterations=k, **kw)
         assert res.fallback == "" and res.split.transfer_level == 0
         same(res, host)
-    assert set(launches) == {(128, 64)}  # every block in the grid
+    assert set(launches) == {(2, 64)}  # every block in the grid
 
 
 @pytest.mark.parametrize("name", ["qap-wide-values", "pfsp-insertion", "ppp-2"])
@@ -178,19 +187,11 @@ def test_a_problem_that_does_not_run_in_a_grid_keeps_one_work_group(rt, name, mo
     problem = PROBLEMS[name]()
     kw = dict(iterations=200, tenure=7, seed=3, runtime=rt, strategy="gpu", transfer_level=0)
     host = tabu_search(problem, block_iterations=1, **kw)
-    monkeypatch.setattr(engine, "grid_shape", lambda device, moves: (2, 64))
-    real, launches = cl.enqueue_nd_range_kernel, []
-
-    def spy(queue, kernel, global_size, local_size=None, *args, **kwargs):
-        if kernel.function_name == "tabu_run_group":
-            launches.append(global_size[0] // local_size[0])
-        return real(queue, kernel, global_size, local_size, *args, **kwargs)
-
-    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", spy)
+    launches = _force_grid(monkeypatch, 2)
     res = tabu_search(problem, block_iterations=64, **kw)
     assert res.fallback == "" and res.split.transfer_level == 0
     same(res, host)
-    assert set(launches) == {1}
+    assert {groups for groups, _ in launches} == {1}
 
 
 def test_program_source_refuses_a_group_build_it_cannot_make(rt):
@@ -211,39 +212,23 @@ def test_a_grid_whose_work_groups_do_not_all_run_is_a_device_failure(fresh, monk
     problem, rt = PROBLEMS["qap"](), fresh
     kw = dict(iterations=100, tenure=7, seed=3, runtime=rt, strategy="gpu", transfer_level=0)
     host = tabu_search(problem, block_iterations=1, **kw)
-    monkeypatch.setattr(engine, "grid_shape", lambda device, moves: (3, 64))
-    real, launches = cl.enqueue_nd_range_kernel, []
-
-    def two_of_three(queue, kernel, global_size, local_size=None, *args, **kwargs):
-        if kernel.function_name == "tabu_run_group":
-            launches.append(global_size[0] // local_size[0])
-            global_size = (min(global_size[0], 2 * 64),)
-        return real(queue, kernel, global_size, local_size, *args, **kwargs)
-
-    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", two_of_three)
+    launches = _force_grid(monkeypatch, 3, launch_at_most=2)
     res = tabu_search(problem, block_iterations=50, **kw)
-    assert "did not all run at once" in res.fallback and 3 in launches
+    assert "did not all run at once" in res.fallback and (3, 64) in launches
     same(res, host)
     launches.clear()
     res = tabu_search(problem, block_iterations=50, **kw)  # the runtime: one work-group from now on
-    assert res.fallback == "" and launches and 3 not in launches
+    assert res.fallback == "" and launches and all(groups == 1 for groups, _ in launches)
     same(res, host)
 
 
 def test_a_grid_that_fails_raises_device_failure_when_asked(fresh, monkeypatch):
     problem = PROBLEMS["qap"]()
-    monkeypatch.setattr(engine, "grid_shape", lambda device, moves: (3, 64))
-    real = cl.enqueue_nd_range_kernel
-
-    def two_of_three(queue, kernel, global_size, local_size=None, *args, **kwargs):
-        if kernel.function_name == "tabu_run_group":
-            global_size = (min(global_size[0], 2 * 64),)
-        return real(queue, kernel, global_size, local_size, *args, **kwargs)
-
-    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", two_of_three)
+    launches = _force_grid(monkeypatch, 3, launch_at_most=2)
     with pytest.raises(hpu.DeviceFailure, match="did not all run at once"):
         tabu_search(problem, iterations=100, tenure=7, seed=3, runtime=fresh, strategy="gpu", transfer_level=0,
                     block_iterations=50, on_device_error="raise")
+    assert (3, 64) in launches
 
 
 def test_the_wide_group_instance_takes_a_larger_work_group():

@@ -510,7 +510,7 @@ class Evaluator:
         self.work_group_size = w
         lease = self._lease = self.runtime.acquire_lease()
         program = self._program = lease.build(program_source(st, w, self.runtime.device))
-        self._select = self._group_k = None  # the resident kernels (run_block), made on first use
+        self._select = self._group = None  # the resident kernels (run_block), made on first use
         ctx, mf = lease.context, cl.mem_flags
         self._queue = lease.queue
         self._profiling = bool(self._queue.properties & cl.command_queue_properties.PROFILING_ENABLE)
@@ -529,7 +529,7 @@ class Evaluator:
         lease, self._lease = self._lease, None
         self._events.clear()
         self._eval = self._apply_k = self._pargs = self._tabu_d = self._partial_d = self._program = None
-        self._select = self._eval_res = self._group_k = self._group = self._ctrl_d = self._trail_d = self._best_d = None
+        self._select = self._eval_res = self._group = self._ctrl_d = self._trail_d = self._best_d = None
         if lease is not None:
             if failure is None:
                 self.runtime.release_lease(lease)
@@ -837,10 +837,9 @@ class Evaluator:
                               self._trail_d, self._tabu_d, self._best_d, *self._pargs)
         group_args = (n, N, i32, i32, i32, i64, i32, *self._tie_args, self._ctrl_d, self._trail_d, self._tabu_d,
                       self._best_d, *self._pargs)
-        if self._group_k is None:
+        if self._group is None:
             self._group = self._group_kernel(group_args)
-            self._group_k = self._group.kernel
-        self._group_k.set_args(*self._group.args(group_args))
+        self._group.kernel.set_args(*self._group.args(group_args))
 
     def _kernel(self, program: Any, name: str) -> Any:
         """Kernel ``name`` of ``program``, one object per lease, reused by every search on it (pyopencl prepares
@@ -900,7 +899,6 @@ class Evaluator:
                 scratch = self.state.group_defines(wg, _group_local_bytes(dev, wg), groups)["GRID_SCRATCH_BYTES"]
                 buffer = cl.Buffer(self._lease.context, cl.mem_flags.READ_WRITE,
                                    size=8 * (_GRID_SLOTS + 4 * groups) + groups * scratch)
-                cl.enqueue_fill_buffer(self._queue, buffer, np.int64(0), 0, 8)
             found = _GroupKernel(kernel, wg, groups, buffer)
             kernel.set_args(*found.args(args))
             cl.enqueue_nd_range_kernel(self._queue, kernel, (groups * wg,), (wg,)).wait()
@@ -967,7 +965,7 @@ class Evaluator:
     def _run_block(self, first: int, count: int, tenure: int, control: np.ndarray, target: int | None,
                    max_no_improve: int | None) -> np.ndarray:
         self._resident_kernels(count)
-        q, ev, sel, grp = self._queue, self._eval_res, self._select, self._group_k
+        q, ev, sel, grp = self._queue, self._eval_res, self._select, self._group.kernel
         stop_target = np.int64(NO_TARGET if target is None else target)
         for pos, value in ((3, np.int32(first)), (4, np.int32(tenure)), (5, stop_target),
                            (6, np.int32(max_no_improve or 0))):
@@ -978,11 +976,11 @@ class Evaluator:
         self._ctrl_in = control.copy()  # alive until the copy is done
         self._record_device(cl.enqueue_copy(q, self._ctrl_d, self._ctrl_in, is_blocking=False), "bus", "h2d")
         t0 = time.perf_counter()
-        w = self.work_group_size
+        w, g = self.work_group_size, self._group
+        in_grid = self.groups == 1 and g.grid > 1
+        if in_grid:  # the grid's arrival counter and failure flag (tabu_grid.cl)
+            cl.enqueue_fill_buffer(q, g.buffer, np.int64(0), 0, 8)
         if self.groups == 1:
-            g = self._group
-            if g.grid > 1:  # the grid's arrival counter and failure flag (tabu_grid.cl)
-                cl.enqueue_fill_buffer(q, g.buffer, np.int64(0), 0, 8)
             self._record_device(cl.enqueue_nd_range_kernel(q, grp, (g.grid * g.size,), (g.size,)), "device", "block")
         else:
             for it in range(first, first + count):
@@ -991,16 +989,16 @@ class Evaluator:
                 self._record_device(cl.enqueue_nd_range_kernel(q, ev, (self.groups * w,), (w,)), "device", "evaluate")
                 self._record_device(cl.enqueue_nd_range_kernel(q, sel, (w,), (w,)), "device", "select")
         self._record_device(cl.enqueue_copy(q, control, self._ctrl_d, is_blocking=False), "bus", "d2h")
-        grid = np.zeros(2, dtype=np.int32)
-        if self.groups == 1 and self._group.grid > 1:
-            cl.enqueue_copy(q, grid, self._group.buffer)
+        flags = np.zeros(2, dtype=np.int32)  # the grid's counter and failure flag
+        if in_grid:
+            cl.enqueue_copy(q, flags, g.buffer, is_blocking=False)  # waited for with the trail
         trail = cl.enqueue_copy(q, self._trail[: 2 * count], self._trail_d, is_blocking=True)
         self._record_device(trail, "bus", "d2h")
         self._record_wait(trail)
         self.device_time += time.perf_counter() - t0
-        if grid[1]:
+        if flags[1]:
             self.runtime.resources.get(_GRID_STATE, dict)["refused"] = True  # the runtime's later searches: one group
-            raise DeviceFailure(f"the {self._group.grid} work-groups of a block's grid did not all run at once "
+            raise DeviceFailure(f"the {g.grid} work-groups of a block's grid did not all run at once "
                                 "(kernels_cl/tabu_grid.cl); the block's result is not used")
         return self._trail[: 2 * int(control[4] - first + 1)].copy()
 

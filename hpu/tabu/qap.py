@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np

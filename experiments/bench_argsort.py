@@ -61,6 +61,7 @@ import pyopencl as cl
 
 import hpu
 from bench_common import add_runtime_arguments, command_line, shuffled_rounds, utc_now, write_json
+from hpu.core.streaming import streaming_available
 from hpu.core.util import host_description
 from hpu.sorting import packs_on_device, planned_strategy, rows_on_device
 from hpu.sorting.keys import key_bits, packed_bits
@@ -501,6 +502,7 @@ def machine_meta(rt: hpu.Runtime, args: argparse.Namespace, argv: list[str] | No
         "profile": rt.profile.name,
         "calibrated": rt.calibrated,
         "numpy": np.__version__,
+        "streaming copies": streaming_available(),
         "pyopencl": cl.VERSION_TEXT,
         "python": platform.python_version(),
         "hpu": hpu.__version__,

@@ -20,6 +20,12 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
   N tasks (the middle of ``--tasks``) stage the pieces while the copy up
   of each, enqueued behind a user event, starts once its task completes
   the event;
+- ``unstage N tasks``: pinned memory copied into an ordinary array (touched
+  before) by N tasks (the middle of ``--tasks``), as a result leaves the
+  staging memory;
+- each staging variant also ``, streaming``: the copies by streaming stores
+  (``hpu.core.streaming.stream_copy``, hpu's default) rather than
+  ``numpy.copyto``;
 - ``h2d pinned xK GPUs`` / ``h2d + d2h xK GPUs`` where the device's
   platform has K > 1 GPUs: the same copies on every GPU at once, each from
   pinned memory of its own context (GB/s: all the GPUs' bytes together);
@@ -45,6 +51,7 @@ import pyopencl as cl
 
 import hpu
 from bench_common import add_runtime_arguments, command_line, shuffled_rounds, utc_now, write_json
+from hpu.core.streaming import stream_copy, streaming_available
 from hpu.core.util import host_description
 
 
@@ -58,9 +65,10 @@ def pinned(ctx: Any, queue: Any, nbytes: int) -> tuple[Any, np.ndarray]:
 
 
 def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks: int,
-            staged: Callable[[int], None] = lambda k: None) -> list[Future]:
+            staged: Callable[[int], None] = lambda k: None, copy: Callable = np.copyto) -> list[Future]:
     """Start copying ``src`` into ``dst`` in pieces of ``piece`` bytes on ``tasks`` pool tasks, each taking the next
-    piece in order, as hpu's staging does, and calling ``staged(k)`` once piece ``k`` is in; the tasks' futures."""
+    piece in order, as hpu's staging does, by ``copy(dst_piece, src_piece)``, and calling ``staged(k)`` once piece
+    ``k`` is in; the tasks' futures."""
     pieces = range(0, src.shape[0], piece)
     order = itertools.count()  # next() is atomic under the GIL
 
@@ -69,7 +77,7 @@ def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks
             if k >= len(pieces):
                 return
             a = pieces[k]
-            np.copyto(dst[a:a + piece], src[a:a + piece])
+            copy(dst[a:a + piece], src[a:a + piece])
             staged(k)
 
     return [rt.pool.submit(task) for _ in range(tasks)]
@@ -92,11 +100,13 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> R
     _, up = pinned(ctx, q, nbytes)
     _, down = pinned(ctx, q, nbytes)
     pageable = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
+    plain = np.zeros_like(pageable)
+    mid = tasks[len(tasks) // 2]
 
-    def staged_upload() -> None:
+    def staged_upload(copy: Callable) -> None:
         ready = [cl.UserEvent(ctx) for _ in range(0, nbytes, piece)]
-        tasks_done = staging(rt, pageable, up, piece, tasks[len(tasks) // 2],
-                             lambda k: ready[k].set_status(cl.command_execution_status.COMPLETE))
+        tasks_done = staging(rt, pageable, up, piece, mid,
+                             lambda k: ready[k].set_status(cl.command_execution_status.COMPLETE), copy)
         # Kept until the end: pyopencl's event of a copy from host memory waits for the copy when it is freed, with
         # the GIL held, so a copy still waiting for its piece would then wait forever for the staging tasks.
         up_copies = [cl.enqueue_copy(q, d_a, up[a:a + piece], dst_offset=a, wait_for=[ev], is_blocking=False)
@@ -123,9 +133,17 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> R
         "h2d + d2h": (copies(lambda: cl.enqueue_copy(q, d_a, up, is_blocking=False),
                              lambda: cl.enqueue_copy(q2, down, d_b, is_blocking=False)), 2 * nbytes),
         "h2d pageable": (copies(lambda: cl.enqueue_copy(q, d_a, pageable, is_blocking=False)), nbytes),
-        **{f"stage {t} tasks": ((lambda t=t: wait(staging(rt, pageable, up, piece, t))), nbytes) for t in tasks},
-        f"stage + h2d {tasks[len(tasks) // 2]} tasks": (staged_upload, nbytes),
+        **{f"stage {t} tasks{name}": ((lambda t=t, c=c: wait(staging(rt, pageable, up, piece, t, copy=c))), nbytes)
+           for t in tasks for name, c in copiers()},
+        **{f"stage + h2d {mid} tasks{name}": ((lambda c=c: staged_upload(c)), nbytes) for name, c in copiers()},
+        **{f"unstage {mid} tasks{name}": ((lambda c=c: wait(staging(rt, down, plain, piece, mid, copy=c))), nbytes)
+           for name, c in copiers()},
     }
+
+
+def copiers() -> list[tuple[str, Callable]]:
+    """The host copies compared: numpy.copyto, and streaming stores where hpu's library is built."""
+    return [("", np.copyto)] + ([(", streaming", stream_copy)] if streaming_available() else [])
 
 
 def all_gpu_runs(rt: hpu.Runtime, nbytes: int) -> Runs:
@@ -200,15 +218,15 @@ def main(argv: list[str] | None = None) -> int:
                                   pause=args.pause)
         meta = {"date": utc_now(), "command": command_line("bench_bus.py", argv), "device": rt.device_name,
                 "host": host_description(), "threads": rt.threads, "bytes": nbytes, "piece_bytes": piece,
-                "tasks": args.tasks, "rounds": args.rounds, "pause": args.pause}
+                "tasks": args.tasks, "rounds": args.rounds, "pause": args.pause, "streaming": streaming_available()}
     print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-    print(f"{'variant':<20} {'median ms':>10} {'GB/s':>7}")
+    print(f"{'variant':<32} {'median ms':>10} {'GB/s':>7}")
     rows = []
     for name, ts in samples.items():
         t = float(np.median(ts))
         moved = runs[name][1]
         rows.append({"variant": name, "seconds": t, "samples": ts, "bytes": moved, "gb_per_s": moved / t / 1e9})
-        print(f"{name:<20} {t * 1e3:10.3f} {moved / t / 1e9:7.1f}", flush=True)
+        print(f"{name:<32} {t * 1e3:10.3f} {moved / t / 1e9:7.1f}", flush=True)
     if args.json:
         write_json(args.json, {"meta": meta, "rows": rows})
     return 0

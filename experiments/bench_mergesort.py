@@ -29,6 +29,7 @@ import pyopencl as cl
 
 import hpu
 from bench_common import add_runtime_arguments, command_line, shuffled_rounds, timings, utc_now, write_json
+from hpu.core.streaming import streaming_available
 from hpu.core.util import host_description
 
 STRATEGIES = ("cpu", "gpu", "basic", "advanced", "auto")
@@ -130,6 +131,7 @@ def machine_meta(rt: hpu.Runtime, args: argparse.Namespace, argv: list[str] | No
         "profile": rt.profile.name,
         "profile_values": {k: getattr(rt.profile, k) for k in ("p", "g", "gamma", "cpu_op_seconds")},
         "numpy": np.__version__,
+        "streaming copies": streaming_available(),
         "pyopencl": cl.VERSION_TEXT,
         "python": platform.python_version(),
         "hpu": hpu.__version__,

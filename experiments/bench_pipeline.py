@@ -7,13 +7,16 @@ For each n, sorts uniform random int32 host to host with ``strategy="gpu"``
 of 1024 keys) several times and prints, from the best run's trace (milliseconds since the
 call began): the span of the CPU staging copies, of the host-to-device and
 device-to-host copies, of the device sort, and the wall time, beside the median wall time of the runs;
-with the transfer chunk size, the most staging tasks at once and the pieces per sort wave varied, and with the
+with the transfer chunk size, the most staging tasks at once and the pieces per sort wave varied, with the
 device sorting each staging wave on arrival or the whole array after the
-last copy (``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=...)``, passed
-as ``options=``); then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
+last copy, and with the host's copies by streaming stores or ``numpy.copyto``
+(``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=..., stream_copies=...)``,
+passed as ``options=``; the settings in turn, call by call, so that each median is of calls interleaved with the
+others'); then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
-        [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--waves on,off] [--json PATH]
+        [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--waves on,off] [--streams on,off]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 
 import hpu
 from bench_common import command_line, utc_now, write_json
+from hpu.core.streaming import streaming_available
 from hpu.core.util import host_description
 from hpu.sorting.pipeline import fast_keyed_sort, fast_row_sort
 
@@ -72,20 +76,23 @@ def setting(v: str) -> int | None:
     return None if v == "auto" else int(v)
 
 
-def best_trace(part: str, a: np.ndarray, values: np.ndarray | None, refs: list[np.ndarray], rt: hpu.Runtime,
-               options: hpu.PipelineOptions, repeats: int) -> tuple[hpu.Trace, float]:
-    """The trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``) and the
-    median wall time (ms) of the last ``repeats`` (the first warms up)."""
-    best, walls = None, []
+def best_traces(part: str, a: np.ndarray, values: np.ndarray | None, refs: list[np.ndarray], rt: hpu.Runtime,
+                options: list[hpu.PipelineOptions], repeats: int) -> list[tuple[hpu.Trace, float]]:
+    """For each of ``options``: the trace of the fastest of ``repeats + 1`` device-only calls (each result checked
+    against ``refs``) and the median wall time (ms) of the last ``repeats`` (the first warms up), the settings
+    called in turn in each round."""
+    best: list = [None] * len(options)
+    walls: list[list[float]] = [[] for _ in options]
     for _ in range(repeats + 1):
-        outs, tr = run_part(part, a, values, rt, options)
-        if not all(np.array_equal(o, r) for o, r in zip(outs, refs)):
-            raise SystemExit(f"wrong result of {part} at n = {a.size} with {options}")
-        del outs
-        walls.append(tr.wall * 1e3)
-        if best is None or tr.wall < best.wall:
-            best = tr
-    return best, float(np.median(walls[1:] or walls))
+        for i, opts in enumerate(options):
+            outs, tr = run_part(part, a, values, rt, opts)
+            if not all(np.array_equal(o, r) for o, r in zip(outs, refs)):
+                raise SystemExit(f"wrong result of {part} at n = {a.size} with {opts}")
+            del outs
+            walls[i].append(tr.wall * 1e3)
+            if best[i] is None or tr.wall < best[i].wall:
+                best[i] = tr
+    return [(b, float(np.median(w[1:] or w))) for b, w in zip(best, walls)]
 
 
 def inputs(part: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None, list[np.ndarray]]:
@@ -114,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="PipelineOptions.wave_pieces settings to compare (auto: the default; default auto)")
     ap.add_argument("--waves", default="on,off",
                     help="PipelineOptions.sort_waves settings to compare (default on,off)")
+    ap.add_argument("--streams", default="on,off",
+                    help="PipelineOptions.stream_copies settings to compare (default on,off)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -122,27 +131,33 @@ def main(argv: list[str] | None = None) -> int:
     with hpu.Runtime(args.device, profile="hpu1") as rt:
         meta = {"part": args.part, "date": utc_now(), "command": command_line("bench_pipeline.py", argv),
                 "device": rt.device_name, "host": host_description(), "threads": rt.threads,
-                "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", "")}
+                "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available()}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'chunk':>6} {'tasks':>5} {'wave':>4} {'waves':>5} {'median':>7} {'wall':>7} {'stage':>13} "
+        print(f"{'n':>10} {'chunk':>6} {'tasks':>5} {'wave':>4} {'waves':>5} {'strm':>4} {'median':>7} {'wall':>7} "
+              f"{'stage':>13} "
               f"{'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end of the fastest run)")
-        configs = [(float(x), setting(k), setting(p), w) for x in args.chunks_mib.split(",")
-                   for k in args.tasks.split(",") for p in args.wave_pieces.split(",") for w in args.waves.split(",")]
+        configs = [hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",
+                                       wave_pieces=setting(p), stream_copies=st == "on",
+                                       **({} if setting(k) is None else {"staging_tasks": setting(k)}))
+                   for x in args.chunks_mib.split(",") for k in args.tasks.split(",")
+                   for p in args.wave_pieces.split(",") for w in args.waves.split(",")
+                   for st in args.streams.split(",")]
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
             a, values, refs = inputs(args.part, n, rng)
-            for mib, tasks, wave, waves in configs:
-                options = hpu.PipelineOptions(chunk_bytes=int(mib * (1 << 20)), sort_waves=waves == "on",
-                                              wave_pieces=wave, **({} if tasks is None else {"staging_tasks": tasks}))
-                best, median = best_trace(args.part, a, values, refs, rt, options, args.repeats)
+            for options, (best, median) in zip(configs, best_traces(args.part, a, values, refs, rt, configs,
+                                                                    args.repeats)):
+                wave, mib = options.wave_pieces, options.chunk_bytes / (1 << 20)
                 s = spans(best)
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
                 rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "staging_tasks": options.staging_tasks,
-                             "wave_pieces": wave,
-                             "waves": options.sort_waves, "median_wall": median, **s, "device_steps": steps})
+                             "wave_pieces": wave, "waves": options.sort_waves, "stream_copies": options.stream_copies,
+                             "median_wall": median, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h")]
-                print(f"{n:>10} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} {waves:>5} {median:7.2f} "
+                print(f"{n:>10} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} "
+                      f"{'on' if options.sort_waves else 'off':>5} {'on' if options.stream_copies else 'off':>4} "
+                      f"{median:7.2f} "
                       f"{s['wall']:7.2f} " + " ".join(cells) + "   device: "
                       + ", ".join(f"{k} {a:.2f}-{b:.2f}" for k, a, b in steps),
                       flush=True)

@@ -5,7 +5,7 @@
 #                                            stress | default-runtime | kept | tests | argsort | argsort-check | dask |
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
-#                                            pipeline-waves | glibc | bus | model-check |
+#                                            pipeline-waves | glibc | bus | model-check | streaming |
 #                                            keyrange-cap | work-group)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
@@ -18,6 +18,8 @@
 # pipeline-tasks: bench_pipeline's sort, rows and key-value parts at 2^24 with the most staging tasks varied, medians
 #                 of 15 calls; then the same with glibc's memcpy using non-temporal stores from 256 KiB on
 #                 (GLIBC_TUNABLES; the machine's own threshold: stage glibc).
+# streaming: the host's copies by streaming stores (hpu.core.streaming) against numpy.copyto: bench_bus's staging
+#            copies (8 tasks), then bench_pipeline's sort, rows and key-value parts at 2^24 with each.
 # glibc: glibc's memcpy thresholds and the cache sizes it derives them from (ld.so --list-tunables, getconf).
 # pipeline-waves: bench_pipeline's sort (2^24, 2^26) and key-value part (2^24) with the pieces per sort wave varied.
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
@@ -119,6 +121,17 @@ for stage in "$@"; do
                     --repeats 15
             done 2>&1 | tee "$OUT/pipeline_tasks${nt:+_nt}.log"
         done
+        ;;
+    streaming)  # the host's copies by streaming stores against numpy.copyto: 64 MiB staged alone (bench_bus), then
+                # a sort, rows and a key-value sort at 2^24 with each (stream_copies), medians of 15 interleaved calls
+        { python3 -c "from hpu.core.streaming import streaming_available as s; print('streaming copies built:', s())"
+          timeout 300 python3 experiments/bench_bus.py --device gpu --tasks 8 --json "$OUT/bench_bus_streaming.json"
+          for part in sort rows kv; do
+              python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 --waves on \
+                  --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" --streams on,off --repeats 15 \
+                  --json "$OUT/pipeline_streaming_$part.json"
+          done
+        } 2>&1 | tee "$OUT/streaming.log"
         ;;
     glibc)
         { ldd --version | sed -n 1p  # sed reads to the end: no SIGPIPE under pipefail

@@ -390,7 +390,7 @@ class DeviceLease:
         self.runtime = runtime
         self.context, self.device, self.generation = runtime.context, runtime.device, generation
         self.queue = cl.CommandQueue(self.context, self.device, properties=runtime.queue.properties)
-        self._copy_queue = None
+        self._copy_queue = self._download_queue = None
         self._items: dict[Any, Any] = {}
 
     @property
@@ -399,6 +399,14 @@ class DeviceLease:
         if self._copy_queue is None:
             self._copy_queue = cl.CommandQueue(self.context, self.device, properties=self.queue.properties)
         return self._copy_queue
+
+    @property
+    def download_queue(self) -> Any:
+        """A third in-order command queue (device-to-host copies that must wait neither behind the next kernels nor
+        behind host-to-device copies still waiting for their staging)."""
+        if self._download_queue is None:
+            self._download_queue = cl.CommandQueue(self.context, self.device, properties=self.queue.properties)
+        return self._download_queue
 
     def cached(self, key: Any, factory: Any) -> Any:
         """A per-lease object under ``key``, made by ``factory()`` on first use (no lock: one call at a time)."""
@@ -459,14 +467,14 @@ class DeviceLease:
 
     def discard(self) -> None:
         """Drop the lease's objects (queues finished where they still answer)."""
-        for q in (self.queue, self._copy_queue):
+        for q in (self.queue, self._copy_queue, self._download_queue):
             if q is not None:
                 try:
                     q.finish()
                 except Exception as e:  # a faulted queue: nothing more to wait for
                     log.debug("finishing a discarded lease's queue: %s", e)
         self._items.clear()
-        self._copy_queue = None
+        self._copy_queue = self._download_queue = None
 
 
 class WorkerPool(concurrent.futures.ThreadPoolExecutor):

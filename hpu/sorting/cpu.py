@@ -25,6 +25,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..core.streaming import copy_into
+
 __all__ = ["stable_sort_inplace", "multiway_merge", "parallel_sort", "parallel_copy", "stable_partition"]
 
 #: Fewest elements per thread (below it, hand-offs between threads cost more than they save).
@@ -118,14 +120,16 @@ def stable_sort_inplace(x: np.ndarray) -> None:
         x[x.size - nans.size :] = nans
 
 
-def parallel_copy(src: np.ndarray, dst: np.ndarray, pool: concurrent.futures.Executor, threads: int) -> None:
-    """``dst[:] = src`` with one chunk per thread (memory bandwidth of several cores)."""
+def parallel_copy(src: np.ndarray, dst: np.ndarray, pool: concurrent.futures.Executor, threads: int, *,
+                  stream: bool = True) -> None:
+    """``dst[:] = src`` with one chunk per thread (memory bandwidth of several cores); with ``stream``, by
+    streaming stores (:func:`hpu.core.streaming.stream_copy`)."""
     n = src.shape[0]
     if n < SERIAL_CUTOFF * 4 or threads == 1:
-        dst[:] = src
+        copy_into(dst, src, stream)
         return
     b = np.linspace(0, n, threads + 1).astype(np.int64)
-    for f in [pool.submit(np.copyto, dst[b[i] : b[i + 1]], src[b[i] : b[i + 1]]) for i in range(threads)]:
+    for f in [pool.submit(copy_into, dst[b[i] : b[i + 1]], src[b[i] : b[i + 1]], stream) for i in range(threads)]:
         f.result()
 
 

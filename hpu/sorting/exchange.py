@@ -290,7 +290,7 @@ class _Exchange:
             d_bounds = lease.buffer("bounds", 16 * keys.size)
             cl.enqueue_copy(q, d_keys, keys, is_blocking=True)
         pieces, ready, tasks, staging = stage_pieces(rt, lease, self.src[a:b], stage, self.rec, opts.piece_bytes(),
-                                                     most_tasks=opts.staging_tasks)
+                                                     most_tasks=opts.staging_tasks, stream=opts.stream_copies)
         try:
             h2d = upload_pieces(cq, d_in, stage, pieces, ready)
             cq.flush()
@@ -366,6 +366,6 @@ class _Exchange:
             size = max(1, self.options.piece_bytes() // w)
             pieces = [(a, min(a + size, total)) for a in range(0, total, size)]
             down = [cl.enqueue_copy(q, stage[a:b], result, src_offset=a * w, is_blocking=False) for a, b in pieces]
-            copy_out(self.rt, stage, dst, pieces, down, rec)
+            copy_out(self.rt, stage, dst, pieces, down, rec, stream=self.options.stream_copies)
             down[-1].wait()
         defer_record(rec, h2d + up, d2h + down, steps, 0, w, unit)

@@ -60,6 +60,7 @@ import numpy as np
 from ..core.hybrid import HybridResult, run_hybrid
 from ..core.kernels import CL_TYPES, cl_type
 from ..core.runtime import DeviceLease, Runtime
+from ..core.streaming import copy_into
 from ..core.trace import Recorder, Trace, event_times
 from .costs import fast_cost
 from .cpu import multiway_merge, parallel_copy, parallel_sort
@@ -119,6 +120,10 @@ class PipelineOptions:
     wave_pieces : int or None
         Staged pieces per sort wave (``sort_waves``); None (default): as
         many as the staging tasks (:meth:`pieces_per_wave`).
+    stream_copies : bool
+        The host's copies into and out of pinned staging memory use
+        streaming stores (:func:`hpu.core.streaming.stream_copy`; default
+        True), rather than ``numpy.copyto`` (False).
     """
 
     chunk_bytes: int | None = None
@@ -127,6 +132,7 @@ class PipelineOptions:
     device_sort: str | None = None
     staging_tasks: int = 8
     wave_pieces: int | None = None
+    stream_copies: bool = True
 
     def __post_init__(self) -> None:
         if self.chunk_bytes is not None and int(self.chunk_bytes) < 1:
@@ -195,7 +201,7 @@ def _staging_tasks(rt: Runtime, pieces: int, most: int) -> int:
 
 def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
                  chunk_bytes: int, row_length: int | None = None, *,
-                 most_tasks: int) -> tuple[list, list, int, list]:
+                 most_tasks: int, stream: bool = True) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
 
     Pieces of ``chunk_bytes`` (rounded down to whole multiples of the
@@ -208,6 +214,8 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
     at least two waves of ``tasks`` consecutive pieces.  Few, large pieces:
     every piece costs Python's global lock, which 16 threads staging small
     pieces contend for (measured by ``experiments/bench_pipeline.py``).
+    With ``stream``, each piece is copied by streaming stores
+    (:func:`hpu.core.streaming.stream_copy`), else by ``numpy.copyto``.
 
     Returns
     -------
@@ -226,7 +234,7 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
         The tasks; their exceptions are the staging errors.
     """
     [(pieces, ready)], tasks, futures = _stage_arrays(rt, lease, [(src, stage)], rec, chunk_bytes, most_tasks,
-                                                      row_length)
+                                                      row_length, stream=stream)
     return pieces, ready, tasks, futures
 
 
@@ -251,8 +259,8 @@ def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int,
 
 
 def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray, np.ndarray]], rec: Recorder,
-                  chunk_bytes: int, most_tasks: int,
-                  row_length: int | None = None) -> tuple[list[tuple[list, list]], int, list]:
+                  chunk_bytes: int, most_tasks: int, row_length: int | None = None, *,
+                  stream: bool = True) -> tuple[list[tuple[list, list]], int, list]:
     """:func:`stage_pieces` of several arrays (each ``(src, stage)``) by one set of tasks, as many as for the
     pieces of all arrays, each task taking the next piece in order as soon as it is free: the first array's
     pieces all before the second's, and with several arrays the first array's growing
@@ -289,7 +297,7 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
             src, stage = src.view(raw), stage.view(raw)
         work += [(src, stage, a, b, ev) for (a, b), ev in zip(pieces, ready)]
     workers = min(tasks, len(work))
-    staging = _InOrderStaging(work, rec, workers)
+    staging = _InOrderStaging(work, rec, workers, stream)
     return out, tasks, [rt.pool.submit(staging.task) for _ in range(workers)]
 
 
@@ -298,8 +306,9 @@ class _InOrderStaging:
     event)``), a counter handing out the next one and one counting the tasks that ended (``next`` of
     ``itertools.count`` is atomic under the global lock: no lock of our own for the tasks to queue on)."""
 
-    def __init__(self, work: list[tuple[np.ndarray, np.ndarray, int, int, Any]], rec: Recorder, tasks: int) -> None:
-        self.work, self.rec, self.tasks = work, rec, tasks
+    def __init__(self, work: list[tuple[np.ndarray, np.ndarray, int, int, Any]], rec: Recorder, tasks: int,
+                 stream: bool) -> None:
+        self.work, self.rec, self.tasks, self.stream = work, rec, tasks, stream
         self.next, self.ended, self.failed = itertools.count(), itertools.count(1), False
         self.staged = [False] * len(work)
 
@@ -313,7 +322,7 @@ class _InOrderStaging:
                     return
                 src, stage, a, b, ready = self.work[i]
                 t0 = rec.now()
-                np.copyto(stage[a:b], src[a:b])
+                copy_into(stage[a:b], src[a:b], self.stream)
                 rec.add(unit, "stage", -1, t0, rec.now(), 1, b - a, (b - a) * src.itemsize)
                 ready.set_status(complete)
                 self.staged[i] = True
@@ -481,14 +490,21 @@ def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: l
 def _enqueue_rows(lease: DeviceLease, d_buf: Any, stage: np.ndarray, pieces: list, h2d: list,
                   m: int) -> tuple[list, list]:
     """Enqueue, piece by piece of whole rows, the sort of each row of ``m`` keys of ``d_buf`` in place as soon as
-    the piece's copy ``h2d[k]`` is in, then the piece's copy back into ``stage``, in that order on the lease's
-    in-order queue (so that each copy back overlaps the next pieces' copies up).  ``(steps, copies back)``."""
+    the piece's copy ``h2d[k]`` is in (on the lease's queue), then the piece's copy back into ``stage`` once its
+    sort ends, on the lease's download queue: each copy back overlaps the next pieces' sorts and copies up.
+    ``(steps, copies back)``.
+
+    With the copies back on the sorts' queue, each sort waited for the copy back before it: on the H100 machine
+    (2^14 rows of 2^10 float32 in 16 pieces, ``experiments/results/h100/pipeline_streaming_rows.json``) the
+    sorts and copies back then ran one after another at 0.11-0.15 ms a piece of 4 MiB, as slow as the staging.
+    """
     sorter = DeviceSorter.for_rows(lease, stage.dtype, m)
     steps, d2h = [], []
     for (a, b), h in zip(pieces, h2d):
         ev = sorter.sort_rows(d_buf, a, b, m, wait_for=[h])
         steps.append(("sort", -(-(b - a) // m), b - a, [h], ev))
-        d2h.append(cl.enqueue_copy(lease.queue, stage[a:b], d_buf, src_offset=a * stage.itemsize, is_blocking=False))
+        d2h.append(cl.enqueue_copy(lease.download_queue, stage[a:b], d_buf, src_offset=a * stage.itemsize,
+                                   is_blocking=False, wait_for=[ev]))
     return steps, d2h
 
 
@@ -504,8 +520,10 @@ def quiesce(staging_tasks: list, queues: tuple) -> None:
             pass
 
 
-def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h: list, rec: Recorder) -> None:
-    """Thread-pool workers copy each piece from ``stage`` into ``dst`` as soon as its device-to-host copy ends."""
+def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h: list, rec: Recorder, *,
+             stream: bool = True) -> None:
+    """Thread-pool workers copy each piece from ``stage`` into ``dst`` as soon as its device-to-host copy ends (by
+    streaming stores with ``stream``: :func:`hpu.core.streaming.stream_copy`)."""
     # Touch dst's pages while the DMA engine and the device work (after staging): its first-touch page
     # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
     def touch(a: int, b: int) -> None:
@@ -519,7 +537,7 @@ def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h:
     def piece(ev: Any, a: int, b: int) -> None:
         ev.wait()
         t0 = rec.now()
-        np.copyto(dst[a:b], stage[a:b])
+        copy_into(dst[a:b], stage[a:b], stream)
         rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
                 (b - a) * dst.itemsize)
 
@@ -585,7 +603,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
     q, cq = lease.queue, lease.copy_queue
     pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, stage, rec, options.piece_bytes(), row_length,
-                                                       most_tasks=options.staging_tasks)
+                                                       most_tasks=options.staging_tasks, stream=options.stream_copies)
     try:
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
         h2d = upload_pieces(cq, d_in, stage, pieces, ready)
@@ -599,14 +617,16 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
                    for a, b in pieces]
         else:
             (steps, d2h), segs = _enqueue_rows(lease, d_in, stage, pieces, h2d, row_length), [(0, n)]
+            lease.download_queue.flush()
         q.flush()
         for f in staging_tasks:
             f.result()
     except BaseException:
-        quiesce(staging_tasks, (cq, q))  # stage may be the result
+        queues = (cq, q) if row_length is None else (cq, q, lease.download_queue)
+        quiesce(staging_tasks, queues)  # stage may be the result
         raise
     if dst is not None and not in_place:
-        copy_out(rt, stage, dst, pieces, d2h, rec)
+        copy_out(rt, stage, dst, pieces, d2h, rec, stream=options.stream_copies)
     d2h[-1].wait()
     defer_record(rec, h2d, d2h, steps, t, dt.itemsize, unit)
     if dst is not None:
@@ -700,7 +720,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
         if not (len(runs) == 1 and runs[0] is out):
             tt = rec.now()
             if len(runs) == 1:
-                parallel_copy(runs[0], out, rt.pool, rt.threads)
+                parallel_copy(runs[0], out, rt.pool, rt.threads, stream=options.stream_copies)
             else:
                 multiway_merge(runs, out, rt.pool, rt.threads)
             rec.add("cpu:pool", "merge" if len(runs) > 1 else "stage", 0, tt, rec.now(), len(runs), n, src.nbytes)
@@ -1028,7 +1048,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
 
     try:  # the keys staged first (the sort waits for them), then the values
         staged, tasks, futures = _stage_arrays(rt, lease, list(zip(arrays, stages)), rec, chunk,
-                                               options.staging_tasks)
+                                               options.staging_tasks, stream=options.stream_copies)
         h2d = [upload_pieces(cq, d, stage, pieces, ready) for d, (pieces, ready), stage in zip(d_src, staged, stages)]
         cq.flush()
         pieces = staged[0][0]

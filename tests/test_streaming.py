@@ -6,6 +6,7 @@ from conftest import same_bits
 
 import hpu
 from hpu.core.streaming import STREAM_MIN_BYTES, copy_into, stream_copy, streaming_available
+from hpu.sorting import pipeline
 from hpu.sorting.pipeline import fast_row_sort
 
 
@@ -42,7 +43,7 @@ def test_stream_copy_typed_and_2d(no_copyto):
     assert same_bits(dst, src)
 
 
-@pytest.mark.parametrize("case", ["small", "strided", "overlap", "cast", "broadcast"])
+@pytest.mark.parametrize("case", ["small", "strided", "overlap", "cast", "broadcast", "list", "void-scalar"])
 def test_stream_copy_falls_back_to_numpy(case):
     """Where streaming does not apply, the result is numpy.copyto's, including its overlap and casting rules."""
     n = STREAM_MIN_BYTES // 4 * 2
@@ -56,8 +57,13 @@ def test_stream_copy_falls_back_to_numpy(case):
         src, dst = buf[:n], buf[5:]
     elif case == "cast":
         dst = np.zeros(n, np.int64)
-    else:
+    elif case == "broadcast":
         src, dst = np.int32(3), np.zeros(n, np.int32)
+    elif case == "list":
+        src, dst = list(range(n)), np.zeros(n, np.int32)
+    else:  # a numpy scalar, not an array, of as many bytes as the 0-d destination
+        src = np.frombuffer(b"\x07" * (4 * n), f"V{4 * n}")[0]
+        dst = np.zeros((), src.dtype)
     expected = dst.copy()
     np.copyto(expected, src.copy() if case == "overlap" else src)
     stream_copy(dst, src)
@@ -72,20 +78,25 @@ def test_stream_copy_errors_as_numpy():
         stream_copy(np.zeros(src.shape, np.int32), src)  # same_kind casting refuses float to int
 
 
-def test_copy_into_without_streaming(monkeypatch):
-    """``stream=False`` is numpy.copyto itself (the measured alternative)."""
+def test_copy_into_with_and_without_streaming(monkeypatch):
+    """``stream=False`` is numpy.copyto itself (the measured alternative); ``stream=True`` streams where it can."""
     calls = []
     monkeypatch.setattr(np, "copyto", lambda d, s: calls.append((d, s)))
     src = np.zeros(STREAM_MIN_BYTES, np.uint8)
     copy_into(src.copy(), src, False)
     assert len(calls) == 1
+    copy_into(src.copy(), src, True)
+    assert len(calls) == (1 if streaming_available() else 2)
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_pipeline_with_and_without_streaming(runtime, stream):
-    """A device sort and a row sort staged in pieces past STREAM_MIN_BYTES equal numpy's, the input untouched."""
+def test_pipeline_with_and_without_streaming(runtime, monkeypatch, stream):
+    """A device sort and a row sort staged in pieces past STREAM_MIN_BYTES equal numpy's, the input untouched; every
+    staging copy is made the way ``stream_copies`` asks."""
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
+    asked, real = [], pipeline.copy_into
+    monkeypatch.setattr(pipeline, "copy_into", lambda d, s, st: asked.append(st) or real(d, s, st))
     opts = hpu.PipelineOptions(chunk_bytes=2 * STREAM_MIN_BYTES, stream_copies=stream)
     rng = np.random.default_rng(5)
     a = rng.standard_normal(5 * STREAM_MIN_BYTES // 4 + 3).astype(np.float32)
@@ -97,3 +108,4 @@ def test_pipeline_with_and_without_streaming(runtime, stream):
     got, _ = fast_row_sort(rows.reshape(-1), 64, runtime, options=opts, on_device_error="raise",
                            sort_into=lambda b, o: o.__setitem__(Ellipsis, np.sort(b, axis=-1, kind="stable")))
     assert np.array_equal(got.reshape(rows.shape), np.sort(rows, axis=-1, kind="stable"))
+    assert len(asked) >= 4 and set(asked) == {stream}

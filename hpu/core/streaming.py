@@ -44,16 +44,21 @@ def _library() -> Any:
         log.debug("hpu: no streaming copy library built; large copies use numpy.copyto")
         return None
     try:
-        fn = ctypes.CDLL(spec.origin).hpu_stream_copy
+        lib = ctypes.CDLL(spec.origin)
+        fn, streams = lib.hpu_stream_copy, lib.hpu_streams
     except (OSError, AttributeError) as exc:  # pragma: no cover - a broken build
         log.warning("hpu: streaming copy library %s not loadable (%s); using numpy.copyto", spec.origin, exc)
+        return None
+    streams.argtypes, streams.restype = [], ctypes.c_int
+    if not streams():  # built for a machine without streaming stores: memcpy, as numpy's copy
         return None
     fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t], None
     return fn
 
 
 def streaming_available() -> bool:
-    """Whether :func:`stream_copy` streams (the compiled library is present) rather than calling ``numpy.copyto``."""
+    """Whether :func:`stream_copy` streams (the compiled library is present, built for x86-64) rather than calling
+    ``numpy.copyto``."""
     return _library() is not None
 
 
@@ -65,7 +70,7 @@ def stream_copy(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[...] = src`` by streaming stores where that applies, else ``numpy.copyto``.
 
     Streams when the compiled library is present (:func:`streaming_available`),
-    both arrays are C-contiguous of the same dtype and shape, hold no Python
+    both are numpy arrays, C-contiguous, of the same dtype and shape, hold no Python
     objects, may not overlap (``numpy.may_share_memory``), and hold at least :data:`STREAM_MIN_BYTES`.
     After the call the bytes are in memory (a store fence), visible to a DMA
     engine or another thread.
@@ -74,7 +79,7 @@ def stream_copy(dst: np.ndarray, src: np.ndarray) -> None:
     ----------
     dst : numpy.ndarray
         Written; any shape.
-    src : numpy.ndarray
+    src : array_like
         Read; broadcastable to ``dst`` (numpy's rules apply where it does not stream).
 
     Raises
@@ -83,7 +88,8 @@ def stream_copy(dst: np.ndarray, src: np.ndarray) -> None:
         As ``numpy.copyto``, for shapes or dtypes it refuses.
     """
     fn = _library()
-    if (fn is None or src.nbytes < STREAM_MIN_BYTES or src.shape != dst.shape or src.dtype != dst.dtype
+    if (fn is None or not (isinstance(dst, np.ndarray) and isinstance(src, np.ndarray))
+            or src.nbytes < STREAM_MIN_BYTES or src.shape != dst.shape or src.dtype != dst.dtype
             or not (_contiguous_bytes(src) and _contiguous_bytes(dst)) or not dst.flags.writeable
             or np.may_share_memory(dst, src)):
         np.copyto(dst, src)

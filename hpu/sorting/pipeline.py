@@ -602,6 +602,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     in_place = dst is not None and rt.host_pool.is_pinned(dst) and lease.context is rt.context
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
     q, cq = lease.queue, lease.copy_queue
+    queues = (cq, q) if row_length is None else (cq, q, lease.download_queue)  # made before anything can fail
     pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, stage, rec, options.piece_bytes(), row_length,
                                                        most_tasks=options.staging_tasks, stream=options.stream_copies)
     try:
@@ -617,12 +618,11 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
                    for a, b in pieces]
         else:
             (steps, d2h), segs = _enqueue_rows(lease, d_in, stage, pieces, h2d, row_length), [(0, n)]
-            lease.download_queue.flush()
+            queues[2].flush()
         q.flush()
         for f in staging_tasks:
             f.result()
     except BaseException:
-        queues = (cq, q) if row_length is None else (cq, q, lease.download_queue)
         quiesce(staging_tasks, queues)  # stage may be the result
         raise
     if dst is not None and not in_place:

@@ -156,3 +156,30 @@ def test_sorts_with_results_kept_alive_are_right_in_either_memory(fresh, memory)
     assert pinned[0] and all(pinned[1:]) == (memory == "pin")
     with pytest.raises(ValueError, match="result_memory"):
         hpu.PipelineOptions(result_memory="fresh")
+
+
+def test_pinned_inputs_are_not_staged(fresh, monkeypatch):
+    """An input in the pool's pinned memory (an earlier result passed on) is read by the DMA engine itself: no
+    staging copy reads it, for a sort and for rows; the same keys from ordinary memory are staged.  Results equal
+    numpy's and the input is unchanged."""
+    if not fresh.has_device or not fresh.host_pool.can_pin:
+        pytest.skip("no OpenCL device that pins host memory")
+    from hpu.sorting import pipeline
+
+    n = 8 * N_POOLED
+    keys = np.random.default_rng(8).integers(-1000, 1000, n).astype(np.int32)
+    pinned = fresh.host_pool.empty(n, np.int32, pinned=True)
+    pinned[:] = keys
+    sources, real = [], pipeline.copy_into
+    monkeypatch.setattr(pipeline, "copy_into", lambda d, s, st: sources.append(s) or real(d, s, st))
+    opts = hpu.PipelineOptions(chunk_bytes=64 << 10)
+    for src in (pinned, keys.copy()):
+        sources.clear()
+        out = hpu.hybrid_mergesort(src, strategy="gpu", runtime=fresh, options=opts, on_device_error="raise")
+        rows, _ = pipeline.fast_row_sort(src, 256, fresh, options=opts, on_device_error="raise",
+                                         sort_into=lambda b, o: o.__setitem__(Ellipsis, np.sort(b, axis=-1)))
+        assert same_bits(out, np.sort(keys, kind="stable")) and same_bits(src, keys)
+        assert same_bits(rows.reshape(-1, 256), np.sort(keys.reshape(-1, 256), axis=-1, kind="stable"))
+        staged = [s for s in sources if np.shares_memory(s, src)]
+        assert (staged == []) == (src is pinned), len(staged)
+        del out, rows

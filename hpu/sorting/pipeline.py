@@ -592,7 +592,10 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     pool in the lease's context it is the staging buffer itself (and when
     ``src`` is ``dst``, nothing is staged: the sort is in place); otherwise
     thread-pool workers copy each chunk from the pinned staging buffer into
-    ``dst`` as soon as its device-to-host copy completes.  ``rt`` gives
+    ``dst`` as soon as its device-to-host copy completes.  When ``src`` is
+    itself pinned memory of ``rt``'s host pool in the lease's context (such
+    as an earlier result that the caller passes on), the DMA engine reads
+    it directly: nothing is staged.  ``rt`` gives
     the thread pool and host pool (a peer device's lease may come from
     another runtime); ``unit`` suffixes the trace's ``device`` and ``bus``.
     """
@@ -601,13 +604,14 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     d_in = lease.buffer("in", nbytes)
     in_place = dst is not None and rt.host_pool.is_pinned(dst) and lease.context is rt.context
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
+    up = src if src.flags.c_contiguous and rt.host_pool.is_pinned(src) and lease.context is rt.context else stage
     q, cq = lease.queue, lease.copy_queue
     queues = (cq, q) if row_length is None else (cq, q, lease.download_queue)  # made before anything can fail
-    pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, stage, rec, options.piece_bytes(), row_length,
+    pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, up, rec, options.piece_bytes(), row_length,
                                                        most_tasks=options.staging_tasks, stream=options.stream_copies)
     try:
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
-        h2d = upload_pieces(cq, d_in, stage, pieces, ready)
+        h2d = upload_pieces(cq, d_in, up, pieces, ready)
         cq.flush()
         if row_length is None:
             d_out = lease.buffer("out", nbytes)

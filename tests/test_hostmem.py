@@ -158,28 +158,49 @@ def test_sorts_with_results_kept_alive_are_right_in_either_memory(fresh, memory)
         hpu.PipelineOptions(result_memory="fresh")
 
 
+def test_empty_pinned(fresh):
+    """Runtime.empty_pinned: the shape and dtype asked, C-contiguous and writeable, in the pool's pinned memory where
+    the device pins host memory and the array is large enough; refusals as numpy's, and for object dtypes."""
+    a = fresh.empty_pinned((3, N_POOLED), np.float32)
+    assert a.shape == (3, N_POOLED) and a.dtype == np.float32 and a.flags.c_contiguous and a.flags.writeable
+    assert fresh.host_pool.is_pinned(a) == (fresh.has_device and fresh.host_pool.can_pin)
+    small = fresh.empty_pinned(10, np.int8)
+    assert small.shape == (10,) and not fresh.host_pool.is_pinned(small)
+    assert fresh.empty_pinned(0).shape == (0,) and fresh.empty_pinned((4, 0), np.int16).shape == (4, 0)
+    with pytest.raises(ValueError, match="negative"):
+        fresh.empty_pinned((2, -1))
+    with pytest.raises(TypeError, match="object"):
+        fresh.empty_pinned(4, object)
+    with hpu.Runtime(None, threads=1) as cpu_only:
+        if not cpu_only.has_device:
+            assert not cpu_only.host_pool.is_pinned(cpu_only.empty_pinned(N_POOLED, np.int32))
+
+
 def test_pinned_inputs_are_not_staged(fresh, monkeypatch):
-    """An input in the pool's pinned memory (an earlier result passed on) is read by the DMA engine itself: no
-    staging copy reads it, for a sort and for rows; the same keys from ordinary memory are staged.  Results equal
-    numpy's and the input is unchanged."""
+    """Inputs in the pool's pinned memory (Runtime.empty_pinned, or an earlier result passed on) are read by the DMA
+    engine itself: no staging copy reads them, for a sort, rows, an argsort and a key-value sort; the same keys from
+    ordinary memory are staged.  Results equal numpy's and the inputs are unchanged."""
     if not fresh.has_device or not fresh.host_pool.can_pin:
         pytest.skip("no OpenCL device that pins host memory")
     from hpu.sorting import pipeline
 
     n = 8 * N_POOLED
     keys = np.random.default_rng(8).integers(-1000, 1000, n).astype(np.int32)
-    pinned = fresh.host_pool.empty(n, np.int32, pinned=True)
-    pinned[:] = keys
+    values = np.arange(n, dtype=np.int64)[::-1].copy()
+    pinned_keys, pinned_values = fresh.empty_pinned(n, np.int32), fresh.empty_pinned(n, np.int64)
+    pinned_keys[:], pinned_values[:] = keys, values
     sources, real = [], pipeline.copy_into
     monkeypatch.setattr(pipeline, "copy_into", lambda d, s, st: sources.append(s) or real(d, s, st))
-    opts = hpu.PipelineOptions(chunk_bytes=64 << 10)
-    for src in (pinned, keys.copy()):
+    kw = {"runtime": fresh, "strategy": "gpu"}
+    order = np.argsort(keys, kind="stable")
+    for src, vals in ((pinned_keys, pinned_values), (keys.copy(), values.copy())):
         sources.clear()
-        out = hpu.hybrid_mergesort(src, strategy="gpu", runtime=fresh, options=opts, on_device_error="raise")
-        rows, _ = pipeline.fast_row_sort(src, 256, fresh, options=opts, on_device_error="raise",
-                                         sort_into=lambda b, o: o.__setitem__(Ellipsis, np.sort(b, axis=-1)))
-        assert same_bits(out, np.sort(keys, kind="stable")) and same_bits(src, keys)
-        assert same_bits(rows.reshape(-1, 256), np.sort(keys.reshape(-1, 256), axis=-1, kind="stable"))
-        staged = [s for s in sources if np.shares_memory(s, src)]
-        assert (staged == []) == (src is pinned), len(staged)
-        del out, rows
+        out = hpu.hybrid_mergesort(src, on_device_error="raise", options=hpu.PipelineOptions(chunk_bytes=1 << 20), **kw)
+        assert same_bits(out, keys[order])
+        assert same_bits(hpu.sort(src.reshape(-1, 256), **kw), np.sort(keys.reshape(-1, 256), axis=-1))
+        assert same_bits(hpu.argsort(src, **kw), order)
+        got_keys, got_values = hpu.sort_by_key(src, values=vals, **kw)
+        assert same_bits(got_keys, keys[order]) and same_bits(got_values, values[order])
+        assert same_bits(src, keys) and same_bits(vals, values)
+        staged = [s for s in sources if np.shares_memory(s, src) or np.shares_memory(s, vals)]
+        assert (staged == []) == (src is pinned_keys), len(staged)

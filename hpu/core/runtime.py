@@ -732,6 +732,50 @@ class Runtime:
         """Whether the device can compute on ``dtype`` (float64 needs cl_khr_fp64; False in CPU-only mode)."""
         return device_supports(self.device, dtype)
 
+    def empty_pinned(self, shape: int | Sequence[int], dtype: Any = np.float64) -> np.ndarray:
+        """An uninitialised array in this runtime's pinned (page-locked) host memory, for inputs.
+
+        The device's copies read pinned memory at the bus's full rate, and an
+        input that lies there is not staged by hpu's sorts: the DMA engine
+        reads it itself (as an earlier result that lies in the pool is read).
+        Like ``cupyx.empty_pinned``; the memory comes from the runtime's
+        recycled host pool (:class:`hpu.core.hostmem.HostArrayPool`) and goes
+        back to it when the array and every view of it are gone.
+
+        Parameters
+        ----------
+        shape : int or sequence of int
+            Non-negative.
+        dtype : numpy dtype
+            Default float64.
+
+        Returns
+        -------
+        numpy.ndarray
+            C-contiguous, writeable, of ``shape`` and ``dtype``.  Ordinary
+            memory (``numpy.empty``) where the runtime has no device that pins
+            host memory, the array is smaller than
+            :data:`hpu.core.hostmem.MIN_POOLED_BYTES` (staging it costs little),
+            or the pool is full or closed.
+
+        Raises
+        ------
+        ValueError
+            A negative dimension.
+        TypeError
+            A dtype that holds Python objects (pinned memory is for the
+            device's copies).
+        """
+        dims = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+        if any(d < 0 for d in dims):
+            raise ValueError(f"negative dimensions are not allowed: {dims}")
+        dt = np.dtype(dtype)
+        if dt.hasobject:
+            raise TypeError(f"empty_pinned holds numbers for the device's copies, not {dt}")
+        n = int(np.prod(dims, dtype=np.int64))
+        a = self.host_pool.empty(n, dt, pinned=True) if self.host_pool.can_pin else None
+        return (np.empty(n, dt) if a is None else a).reshape(dims)
+
     # -- programs --------------------------------------------------------------
     def build(self, source: str, options: tuple[str, ...] | list[str] = (), *, context: Any = None) -> Any:
         """Compile OpenCL C ``source`` once per context; later calls return the cached program (thread-safe).

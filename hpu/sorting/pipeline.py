@@ -604,7 +604,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     d_in = lease.buffer("in", nbytes)
     in_place = dst is not None and rt.host_pool.is_pinned(dst) and lease.context is rt.context
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
-    up = src if src.flags.c_contiguous and rt.host_pool.is_pinned(src) and lease.context is rt.context else stage
+    up = src if _pinned_source(rt, lease, src) else stage
     q, cq = lease.queue, lease.copy_queue
     queues = (cq, q) if row_length is None else (cq, q, lease.download_queue)  # made before anything can fail
     pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, up, rec, options.piece_bytes(), row_length,
@@ -636,6 +636,12 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     if dst is not None:
         return [dst]
     return [stage[a:b] for a, b in segs]
+
+
+def _pinned_source(rt: Runtime, lease: DeviceLease, a: np.ndarray) -> bool:
+    """Whether the DMA engine reads ``a`` itself, unstaged: C-contiguous pinned memory of ``rt``'s host pool in the
+    lease's context (an earlier result passed on, or :meth:`hpu.Runtime.empty_pinned`)."""
+    return bool(a.flags.c_contiguous) and rt.host_pool.is_pinned(a) and lease.context is rt.context
 
 
 def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, transfer_level: int,
@@ -1042,7 +1048,8 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     d_src = [lease.buffer(f"keyed-in{i}", a.nbytes) for i, a in enumerate(arrays)]
     d_in, d_out = lease.buffer("in", 8 * n), lease.buffer("out", 8 * n)
     q, cq = lease.queue, lease.copy_queue
-    stages = [lease.pinned(f"staging{i or ''}", a.nbytes)[:a.nbytes].view(a.dtype) for i, a in enumerate(arrays)]
+    stages = [a if _pinned_source(rt, lease, a) else lease.pinned(f"staging{i or ''}", a.nbytes)[:a.nbytes]
+              .view(a.dtype) for i, a in enumerate(arrays)]
     futures: list = []
     pack, chunk = prg["pack_keys"], options.piece_bytes(values=bool(values))
 

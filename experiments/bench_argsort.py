@@ -9,15 +9,16 @@ each call after the same idle pause (``hpu.core.calibrate.IDLE_PAUSE``, as in
   ``--dtypes`` (uniform random int32 in [0, 2n) as the other benchmarks;
   floats standard normal): ``numpy.argsort(kind="stable")`` (the baseline),
   ``numpy.argsort`` (default quicksort), ``numpy.sort`` (for scale), all on
-  one core; ``hpu.argsort(a, runtime=rt)``; where importable,
+  one core; ``hpu.argsort(a, runtime=rt)``, also from a copy of ``a`` in
+  hpu's pinned memory (``hpu.Runtime.empty_pinned``: not staged); where importable,
   ``cupy.argsort`` from pageable host arrays (copy to the GPU, argsort, copy
   back) and from pinned host arrays (input and output in pinned memory), and
   ``torch.sort(stable=True)`` (values and indices back to numpy, pageable).
 - ``kv``: the same keys carrying random int64 values: ``hpu.sort_by_key``
-  against numpy (``p = argsort(keys, kind="stable"); keys[p], values[p]``) on
+  (also from pinned copies) against numpy (``p = argsort(keys, kind="stable"); keys[p], values[p]``) on
   one core, and the cupy / torch equivalents where importable.
 - ``rows``: 2^rows-log rows of 2^cols-log float32 (standard normal):
-  ``hpu.sort(X)`` (axis -1), forced to the CPU, to the device alone, and with
+  ``hpu.sort(X)`` (axis -1), from a pinned copy, forced to the CPU, to the device alone, and with
   CPU shares of the rows (``--row-alphas``) forced beside the device's,
   against ``numpy.sort(X, axis=-1)`` (stable, the baseline, and default kind)
   on one core, and ``cupy.sort`` / ``torch.sort`` pageable where importable.
@@ -155,6 +156,16 @@ def rows_planned(r: int, m: int, dtype: np.dtype, rt: hpu.Runtime) -> str:
     return "gpu (segmented, packed on the device)" if on_device else "cpu row blocks"
 
 
+def pinned_copy(rt: hpu.Runtime, a: np.ndarray) -> np.ndarray | None:
+    """``a`` copied into ``rt``'s pinned host memory (``Runtime.empty_pinned``), or None where it would not lie there
+    (no device, or the pool has no room): hpu's sorts read such an input without staging it."""
+    p = rt.empty_pinned(a.shape, a.dtype)
+    if not rt.host_pool.is_pinned(p):
+        return None
+    p[...] = a
+    return p
+
+
 def argsort_config(a: np.ndarray, rt: hpu.Runtime, gpu: dict) -> Config:
     """numpy's argsorts and sort, hpu.argsort and the GPU libraries' argsort of ``a``."""
     check = perm_check(a)
@@ -165,6 +176,9 @@ def argsort_config(a: np.ndarray, rt: hpu.Runtime, gpu: dict) -> Config:
         Variant("hpu.argsort", lambda: hpu.argsort(a, runtime=rt), check, strict=True, default=True),
         Variant("hpu.argsort cpu", lambda: hpu.argsort(a, runtime=rt, strategy="cpu"), check, strict=True),
     ]
+    pa = pinned_copy(rt, a)
+    if pa is not None:
+        variants.append(Variant("hpu.argsort pinned", lambda: hpu.argsort(pa, runtime=rt), check, strict=True))
     if "cupy" in gpu:
         variants += cupy_argsort_variants(gpu["cupy"], a, check)
     if "torch" in gpu:
@@ -185,6 +199,10 @@ def kv_config(k: np.ndarray, v: np.ndarray, rt: hpu.Runtime, gpu: dict) -> Confi
     base = Variant("np stable kv", lambda: numpy_kv(k, v), kv_check)
     variants = [Variant("hpu.sort_by_key", lambda: hpu.sort_by_key(k, v, runtime=rt), kv_check, strict=True,
                         default=True)]
+    pk, pv = pinned_copy(rt, k), pinned_copy(rt, v)
+    if pk is not None and pv is not None:
+        variants.append(Variant("hpu.sort_by_key pinned", lambda: hpu.sort_by_key(pk, pv, runtime=rt), kv_check,
+                                strict=True))
     if "cupy" in gpu:
         cp = gpu["cupy"]
         variants.append(Variant("cupy kv pageable", lambda: cupy_kv(cp, k, v), kv_check))
@@ -204,6 +222,9 @@ def rows_config(x: np.ndarray, rt: hpu.Runtime, gpu: dict, alphas: list[float]) 
         Variant("hpu.sort", lambda: hpu.sort(x, runtime=rt), values_check, strict=True, default=True),
         Variant("hpu.sort cpu", lambda: hpu.sort(x, runtime=rt, strategy="cpu"), values_check, strict=True),
     ]
+    px = pinned_copy(rt, x)
+    if px is not None:
+        variants.append(Variant("hpu.sort pinned", lambda: hpu.sort(px, runtime=rt), values_check, strict=True))
     if rt.has_device:
         variants.append(Variant("hpu.sort gpu", lambda: hpu.sort(x, runtime=rt, strategy="gpu"), values_check,
                                 strict=True))

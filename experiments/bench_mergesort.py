@@ -9,7 +9,9 @@ numpy.sort run in shuffled rounds, each call after the same idle pause
 cupy.sort host to host (pageable and pinned host buffers) is timed too.
 ``--variants`` adds other key distributions and dtypes at one size.
 A strategy ``keyrange@A`` is the key-range split with the CPU's share forced
-to ``A`` (``hybrid_mergesort(strategy="keyrange", alpha=A)``);
+to ``A`` (``hybrid_mergesort(strategy="keyrange", alpha=A)``); a strategy
+``S+pinned`` is ``S`` on a copy of the input in hpu's pinned memory
+(``hpu.Runtime.empty_pinned``: not staged; cupy's pinned baseline's match);
 ``--device-memory-limit`` caps the device memory hpu may use (larger device
 shares are sorted in pieces); ``--devices all`` makes one HPU of every GPU
 (``exchange`` and ``keyrange`` then use them all, ``gpu`` the first alone).
@@ -144,18 +146,32 @@ def machine_meta(rt: hpu.Runtime, args: argparse.Namespace, argv: list[str] | No
     return meta
 
 
+PINNED = "+pinned"  # a strategy name's suffix: the input copied into hpu's pinned memory first
+
+
 def _strategy(name: str) -> dict:
     """hybrid_mergesort's keywords for a strategy name of the command line (``keyrange@A``: CPU share A)."""
-    base, _, alpha = name.partition("@")
+    base, _, alpha = name.removesuffix(PINNED).partition("@")
     return {"strategy": base, **({"alpha": float(alpha)} if alpha else {})}
+
+
+def _inputs(a: np.ndarray, strategies: list[str], rt: hpu.Runtime) -> dict[str, np.ndarray]:
+    """Each strategy's input: ``a``, or for ``S+pinned`` one copy of it in ``rt``'s pinned memory."""
+    pinned = None
+    if any(s.endswith(PINNED) for s in strategies):
+        pinned = rt.empty_pinned(a.shape, a.dtype)
+        if not rt.host_pool.is_pinned(pinned):
+            raise SystemExit(f"{PINNED}: no pinned memory for {a.nbytes} bytes (no device, or the host pool is full)")
+        pinned[...] = a
+    return {s: pinned if s.endswith(PINNED) else a for s in strategies}
 
 
 def checked_traces(a: np.ndarray, strategies: list[str], mode: str, rt: hpu.Runtime) -> dict[str, hpu.Trace]:
     """Run each strategy once on ``a`` (warm-up), check its result against numpy's; return the traces."""
     ref = np.sort(a, kind="stable")
-    traces = {}
+    traces, ins = {}, _inputs(a, strategies, rt)
     for s in strategies:
-        out, traces[s] = hpu.hybrid_mergesort(a, **_strategy(s), mode=mode, runtime=rt, return_trace=True)
+        out, traces[s] = hpu.hybrid_mergesort(ins[s], **_strategy(s), mode=mode, runtime=rt, return_trace=True)
         if not np.array_equal(out, ref):
             raise SystemExit(f"wrong result: strategy {s}, n = {a.size}")
     return traces
@@ -164,7 +180,9 @@ def checked_traces(a: np.ndarray, strategies: list[str], mode: str, rt: hpu.Runt
 def time_strategies(a: np.ndarray, strategies: list[str], args: argparse.Namespace, rt: hpu.Runtime,
                     seed: int) -> dict[str, list[float]]:
     """Samples of each strategy and of numpy.sort, timed in the same shuffled rounds."""
-    runs = {s: (lambda s=s: hpu.hybrid_mergesort(a, **_strategy(s), mode=args.mode, runtime=rt)) for s in strategies}
+    ins = _inputs(a, strategies, rt)
+    runs = {s: (lambda s=s: hpu.hybrid_mergesort(ins[s], **_strategy(s), mode=args.mode, runtime=rt))
+            for s in strategies}
     runs["numpy"] = lambda: np.sort(a)
     # Sub-millisecond sorts scatter by 10-20%: more rounds there (numpy's warm-up time as the yardstick).
     np.sort(a)

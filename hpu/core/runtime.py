@@ -390,29 +390,36 @@ class DeviceLease:
         self.runtime = runtime
         self.context, self.device, self.generation = runtime.context, runtime.device, generation
         self.queue = cl.CommandQueue(self.context, self.device, properties=runtime.queue.properties)
-        self._copy_queue = self._download_queue = None
+        self._queues: dict[str, Any] = {}  # the further in-order queues, made on first use
         self._items: dict[Any, Any] = {}
+
+    def _extra_queue(self, name: str) -> Any:
+        if name not in self._queues:
+            self._queues[name] = cl.CommandQueue(self.context, self.device, properties=self.queue.properties)
+        return self._queues[name]
 
     @property
     def copy_queue(self) -> Any:
         """A second in-order command queue (e.g. for host-to-device copies that must not wait behind kernels)."""
-        if self._copy_queue is None:
-            self._copy_queue = cl.CommandQueue(self.context, self.device, properties=self.queue.properties)
-        return self._copy_queue
+        return self._extra_queue("copy")
 
     @property
     def download_queue(self) -> Any:
         """A third in-order command queue (device-to-host copies that must wait neither behind the next kernels nor
         behind host-to-device copies still waiting for their staging)."""
-        if self._download_queue is None:
-            self._download_queue = cl.CommandQueue(self.context, self.device, properties=self.queue.properties)
-        return self._download_queue
+        return self._extra_queue("download")
 
     def cached(self, key: Any, factory: Any) -> Any:
         """A per-lease object under ``key``, made by ``factory()`` on first use (no lock: one call at a time)."""
         if key not in self._items:
             self._items[key] = factory()
         return self._items[key]
+
+    def kernel(self, program: Any, name: str) -> Any:
+        """Kernel ``name`` of ``program`` (built in this lease's context), one object per lease, reused by every
+        call on it: pyopencl prepares each new kernel object's argument handling anew.  Its arguments are the last
+        call's: set them all before a launch."""
+        return self.cached(("kernel", program.int_ptr, name), lambda: cl.Kernel(program, name))
 
     def buffer(self, name: str, nbytes: int) -> Any:
         """A device buffer of at least ``nbytes`` bytes, reused across calls, grown as needed."""
@@ -467,14 +474,13 @@ class DeviceLease:
 
     def discard(self) -> None:
         """Drop the lease's objects (queues finished where they still answer)."""
-        for q in (self.queue, self._copy_queue, self._download_queue):
-            if q is not None:
-                try:
-                    q.finish()
-                except Exception as e:  # a faulted queue: nothing more to wait for
-                    log.debug("finishing a discarded lease's queue: %s", e)
+        for q in (self.queue, *self._queues.values()):
+            try:
+                q.finish()
+            except Exception as e:  # a faulted queue: nothing more to wait for
+                log.debug("finishing a discarded lease's queue: %s", e)
         self._items.clear()
-        self._copy_queue = self._download_queue = None
+        self._queues.clear()
 
 
 class WorkerPool(concurrent.futures.ThreadPoolExecutor):
@@ -753,10 +759,10 @@ class Runtime:
         -------
         numpy.ndarray
             C-contiguous, writeable, of ``shape`` and ``dtype``.  Ordinary
-            memory (``numpy.empty``) where the runtime has no device that pins
-            host memory, the array is smaller than
-            :data:`hpu.core.hostmem.MIN_POOLED_BYTES` (staging it costs little),
-            or the pool is full or closed.
+            memory where the runtime has no device that pins host memory (from
+            the pool all the same), and ``numpy.empty``'s where the array is
+            smaller than :data:`hpu.core.hostmem.MIN_POOLED_BYTES` (staging it
+            costs little) or the pool is full or closed.
 
         Raises
         ------
@@ -772,9 +778,7 @@ class Runtime:
         dt = np.dtype(dtype)
         if dt.hasobject:
             raise TypeError(f"empty_pinned holds numbers for the device's copies, not {dt}")
-        n = int(np.prod(dims, dtype=np.int64))
-        a = self.host_pool.empty(n, dt, pinned=True) if self.host_pool.can_pin else None
-        return (np.empty(n, dt) if a is None else a).reshape(dims)
+        return self.host_pool.empty_or_new(int(np.prod(dims, dtype=np.int64)), dt, pinned=True).reshape(dims)
 
     # -- programs --------------------------------------------------------------
     def build(self, source: str, options: tuple[str, ...] | list[str] = (), *, context: Any = None) -> Any:

@@ -54,8 +54,8 @@ from ..core.trace import Recorder, Trace
 from .cpu import parallel_sort
 from .device import DeviceSorter
 from .keyrange import check_shares, choose_splitters
-from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, defer_record, enqueue_sorts, kept_policy,
-                       max_device_elements, merge_tree, quiesce, stage_pieces, upload_pieces)
+from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, defer_record, dma_reads, enqueue_sorts,
+                       kept_policy, max_device_elements, merge_tree, quiesce, stage_pieces, upload_pieces)
 
 try:
     import pyopencl as cl
@@ -289,10 +289,12 @@ class _Exchange:
             d_keys = lease.buffer("splitters", keys.nbytes)
             d_bounds = lease.buffer("bounds", 16 * keys.size)
             cl.enqueue_copy(q, d_keys, keys, is_blocking=True)
-        pieces, ready, tasks, staging = stage_pieces(rt, lease, self.src[a:b], stage, self.rec, opts.piece_bytes(),
+        src = self.src[a:b]
+        up = src if dma_reads(rt, lease, src) else stage
+        pieces, ready, tasks, staging = stage_pieces(rt, lease, src, up, self.rec, opts.piece_bytes(),
                                                      most_tasks=opts.staging_tasks, stream=opts.stream_copies)
         try:
-            h2d = upload_pieces(cq, d_in, stage, pieces, ready)
+            h2d = upload_pieces(cq, d_in, up, pieces, ready)
             cq.flush()
             steps, _ = enqueue_sorts(lease, sorter, h2d, pieces, opts.pieces_per_wave(tasks), m, 0, d_in, d_run,
                                      opts.sort_waves)

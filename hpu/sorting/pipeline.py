@@ -604,7 +604,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     d_in = lease.buffer("in", nbytes)
     in_place = dst is not None and rt.host_pool.is_pinned(dst) and lease.context is rt.context
     stage = dst if in_place else lease.pinned("staging", nbytes)[:nbytes].view(dt)
-    up = src if _pinned_source(rt, lease, src) else stage
+    up = src if dma_reads(rt, lease, src) else stage
     q, cq = lease.queue, lease.copy_queue
     queues = (cq, q) if row_length is None else (cq, q, lease.download_queue)  # made before anything can fail
     pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, up, rec, options.piece_bytes(), row_length,
@@ -622,7 +622,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
                    for a, b in pieces]
         else:
             (steps, d2h), segs = _enqueue_rows(lease, d_in, stage, pieces, h2d, row_length), [(0, n)]
-            queues[2].flush()
+            lease.download_queue.flush()
         q.flush()
         for f in staging_tasks:
             f.result()
@@ -638,9 +638,10 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     return [stage[a:b] for a, b in segs]
 
 
-def _pinned_source(rt: Runtime, lease: DeviceLease, a: np.ndarray) -> bool:
-    """Whether the DMA engine reads ``a`` itself, unstaged: C-contiguous pinned memory of ``rt``'s host pool in the
-    lease's context (an earlier result passed on, or :meth:`hpu.Runtime.empty_pinned`)."""
+def dma_reads(rt: Runtime, lease: DeviceLease, a: np.ndarray) -> bool:
+    """Whether the lease's DMA engine reads ``a`` itself, so that copies up come from ``a`` unstaged: C-contiguous
+    pinned memory of ``rt``'s host pool in the lease's context (an earlier result passed on, or
+    :meth:`hpu.Runtime.empty_pinned`)."""
     return bool(a.flags.c_contiguous) and rt.host_pool.is_pinned(a) and lease.context is rt.context
 
 
@@ -1048,7 +1049,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     d_src = [lease.buffer(f"keyed-in{i}", a.nbytes) for i, a in enumerate(arrays)]
     d_in, d_out = lease.buffer("in", 8 * n), lease.buffer("out", 8 * n)
     q, cq = lease.queue, lease.copy_queue
-    stages = [a if _pinned_source(rt, lease, a) else lease.pinned(f"staging{i or ''}", a.nbytes)[:a.nbytes]
+    stages = [a if dma_reads(rt, lease, a) else lease.pinned(f"staging{i or ''}", a.nbytes)[:a.nbytes]
               .view(a.dtype) for i, a in enumerate(arrays)]
     futures: list = []
     pack, chunk = prg["pack_keys"], options.piece_bytes(values=bool(values))

@@ -517,10 +517,10 @@ class Evaluator:
         self._pargs = st.device_args(ctx)
         self._tabu_d = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=self.tabu_until)
         self._partial_d = None
-        self._eval = self._kernel(program, "tabu_evaluate_reduce")
+        self._eval = lease.kernel(program, "tabu_evaluate_reduce")
         self._eval.set_args(np.uint64(self.n), np.uint64(0), np.uint64(0), np.uint64(1), np.int64(0), np.int32(0),
                             *self._tie_args, self._tabu_d, None, *self._pargs)
-        self._apply_k = self._kernel(program, "tabu_apply")
+        self._apply_k = lease.kernel(program, "tabu_apply")
         self._apply_k.set_args(np.uint64(self.n), np.uint64(0), np.int32(0), self._tabu_d, *self._pargs)
         self._apply_range = st.apply_range(w)
 
@@ -825,8 +825,8 @@ class Evaluator:
             self._ctrl_d = cl.Buffer(ctx, mf.READ_WRITE, size=5 * 8)
             self._best_d = cl.Buffer(ctx, mf.READ_WRITE, size=4 * self.n)
             self._trail_d, self._trail = None, np.empty(0, dtype=np.int64)
-            self._eval_res = self._kernel(self._program, "tabu_evaluate_resident")
-            self._select = self._kernel(self._program, "tabu_select")
+            self._eval_res = self._lease.kernel(self._program, "tabu_evaluate_resident")
+            self._select = self._lease.kernel(self._program, "tabu_select")
         if self._trail.size < 2 * capacity:
             self._trail = np.empty(2 * capacity, dtype=np.int64)
             self._trail_d = cl.Buffer(ctx, mf.READ_WRITE, size=self._trail.nbytes)
@@ -840,11 +840,6 @@ class Evaluator:
         if self._group is None:
             self._group = self._group_kernel(group_args)
         self._group.kernel.set_args(*self._group.args(group_args))
-
-    def _kernel(self, program: Any, name: str) -> Any:
-        """Kernel ``name`` of ``program``, one object per lease, reused by every search on it (pyopencl prepares
-        each new kernel object's argument handling anew)."""
-        return self._lease.cached(("tabu-kernel", program.int_ptr, name), lambda: cl.Kernel(program, name))
 
     def _group_kernel(self, args: tuple) -> _GroupKernel:
         """``tabu_run_group``, its work-group size and grid: :func:`group_work_group_size` work-items where the

@@ -293,9 +293,8 @@ class _DeviceBatch:
         """Borrow a lease; build the kernels; stack the searches' state into the batch's buffers."""
         lease = self.lease = self.rt.acquire_lease()
         w = self.work_group_size = default_work_group_size(self.rt.device)
-        program = lease.build(program_source(self.states[0], w, self.rt.device, group=True))
-        # one kernel object per lease and program (pyopencl prepares each new one's argument handling anew)
-        kernel = lease.cached(("tabu-batch", program.int_ptr), lambda: cl.Kernel(program, "tabu_run_batch"))
+        kernel = lease.kernel(lease.build(program_source(self.states[0], w, self.rt.device, group=True)),
+                              "tabu_run_batch")
         ctx, mf, S, N = lease.context, cl.mem_flags, len(self.states), self.problem.num_moves
         pargs = self._pargs = self.states[0].device_args(ctx, self.states[1:])
         ctrl = self.ctrl = np.zeros((S, 5), dtype=np.int64)

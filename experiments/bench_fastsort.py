@@ -1,4 +1,4 @@
-"""Device-resident sort of int32 keys: hpu's merge sort against pyopencl's BitonicSort and RadixSort.
+"""Device-resident sort of int32 keys: hpu's device sorts against pyopencl's BitonicSort and RadixSort.
 
 For each n = 2^k the keys are uniform random int32 in [0, 2n), already on the
 device; a run is timed on the host as ``queue.finish()`` before, the sort,
@@ -11,6 +11,9 @@ timed); it handles powers of two only.
 Usage::
 
     python experiments/bench_fastsort.py --sizes 16-26 --json experiments/results/fastsort.json
+    python experiments/bench_fastsort.py --algorithms merge,tile-radix --no-baselines
+
+The ratio columns divide each other sorter's time by the first of hpu's.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import pyopencl.tools as cl_tools
 
 import hpu
 from bench_common import utc_now
-from hpu.sorting.device import DeviceSorter
+from hpu.sorting.device import ALGORITHMS, DeviceSorter
 
 DTYPE = np.dtype(np.int32)
 
@@ -113,27 +116,35 @@ def main(argv: list[str] | None = None) -> int:
                     help="exponents k of n = 2^k: ranges and lists, e.g. 16-26 or 16,20,24 (default 16-26)")
     ap.add_argument("--repeats", type=int, default=10, help="timed runs per size and sorter (default 10)")
     ap.add_argument("--device", default=None, help="OpenCL device, as hpu.Runtime accepts (default: a GPU)")
-    ap.add_argument("--work-group-size", type=int, default=None, help="hpu tile kernels' work-group size")
-    ap.add_argument("--items-per-thread", type=int, default=None, help="hpu keys per work-item")
+    ap.add_argument("--algorithms", default="merge",
+                    help=f"comma-separated DeviceSorter algorithms of hpu to time, of {', '.join(ALGORITHMS)} "
+                         "(default merge)")
+    ap.add_argument("--work-group-size", type=int, default=None, help="hpu merge kernels' work-group size")
+    ap.add_argument("--items-per-thread", type=int, default=None, help="hpu merge kernels' keys per work-item")
     ap.add_argument("--no-baselines", action="store_true", help="time hpu only")
     ap.add_argument("--json", type=Path, default=None, help="write all timings to this JSON file")
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error("--repeats must be >= 1")
+    algorithms = args.algorithms.split(",")
+    if not set(algorithms) <= set(ALGORITHMS):
+        ap.error(f"--algorithms: each of {', '.join(ALGORITHMS)}, got {args.algorithms!r}")
 
     with hpu.Runtime(args.device, profile="hpu1") as rt:  # the profile plays no part here
         rt.require_device()
         info = rt.device_info
-        sorter = DeviceSorter(rt, DTYPE, work_group_size=args.work_group_size,
-                              items_per_thread=args.items_per_thread)
+        sorters = {f"hpu {a}": DeviceSorter(rt, DTYPE, work_group_size=args.work_group_size,
+                                            items_per_thread=args.items_per_thread, algorithm=a) for a in algorithms}
+        sorter = next(iter(sorters.values()))
+        ref = next(iter(sorters))
         others = {} if args.no_baselines else baselines(rt)
         queue, ctx = rt.queue, rt.context
         print(f"device: {info.name} ({info.platform}, {info.version}, driver {info.driver})")
         print(f"hpu: work_group_size={sorter.work_group_size} items_per_thread={sorter.items_per_thread} "
               f"tile={sorter.tile}; int32 uniform in [0, 2n); median of {args.repeats} runs, ms\n")
-        names = ["hpu", *others]
-        print(" ".join([f"{'n':>6}", f"{'passes':>6}", *(f"{name + ' ms':>11}" for name in names),
-                        f"{'hpu Mkeys/s':>11}", *(f"{name + '/hpu':>11}" for name in others)]))
+        names = [*sorters, *others]
+        print(" ".join([f"{'n':>6}", f"{'passes':>6}", *(f"{name + ' ms':>18}" for name in names),
+                        f"{'Mkeys/s':>11}", *(f"{name + '/first':>18}" for name in names[1:])]))
         rows = []
         all_correct = True
         rng = np.random.default_rng(20261122)
@@ -143,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             expect = np.sort(keys)
             src = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=keys)
             out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, keys.nbytes)
-            cases = {"hpu": (lambda: None, lambda: sorter.sort(src, n, out=out)[0])}
+            cases = {name: (lambda: None, lambda s=s: s.sort(src, n, out=out)[0]) for name, s in sorters.items()}
             cases.update({name: make(src, n) for name, make in others.items()})
             row: dict[str, Any] = {"log2n": k, "n": n, "passes": sorter.passes(n)}
             for name, (prepare, run) in cases.items():
@@ -161,11 +172,12 @@ def main(argv: list[str] | None = None) -> int:
                 row[name] = {"median_ms": statistics.median(times), "times_ms": times, "correct": correct}
             rows.append(row)
             med = {name: row[name].get("median_ms") for name in names}
-            hpu_ms = med["hpu"]
+            hpu_ms = med[ref]
             cells = [f"{'2^%d' % k:>6}", f"{row['passes']:>6}",
-                     *(f"{m:>11.3f}" if m else f"{'n/a':>11}" for m in med.values()),
+                     *(f"{m:>18.3f}" if m else f"{'n/a':>18}" for m in med.values()),
                      f"{n / hpu_ms / 1e3:>11.1f}" if hpu_ms else f"{'n/a':>11}",
-                     *(f"{med[name] / hpu_ms:>11.2f}" if med[name] and hpu_ms else f"{'n/a':>11}" for name in others)]
+                     *(f"{med[name] / hpu_ms:>18.2f}" if med[name] and hpu_ms else f"{'n/a':>18}"
+                       for name in names[1:])]
             wrong = [name for name in names if row[name].get("correct") is False]
             if wrong:
                 cells.append(f" WRONG RESULT: {', '.join(wrong)}")
@@ -180,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                 "driver": info.driver, "pyopencl": cl.VERSION_TEXT, "repeats": args.repeats,
                 "timing": "host wall clock between queue.finish() calls, milliseconds",
                 "hpu": {"work_group_size": sorter.work_group_size, "items_per_thread": sorter.items_per_thread,
-                        "tile": sorter.tile},
+                        "tile": sorter.tile, "algorithms": algorithms},
                 "results": rows,
             }, indent=1))
             print(f"\nwrote {args.json}")

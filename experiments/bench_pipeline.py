@@ -9,14 +9,15 @@ call began): the span of the CPU staging copies, of the host-to-device and
 device-to-host copies, of the device sort, and the wall time, beside the median wall time of the runs;
 with the transfer chunk size, the most staging tasks at once and the pieces per sort wave varied, with the
 device sorting each staging wave on arrival or the whole array after the
-last copy, and with the host's copies by streaming stores or ``numpy.copyto``
-(``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=..., stream_copies=...)``,
+last copy, with the host's copies by streaming stores or ``numpy.copyto``, and with the device's sort
+(``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=..., stream_copies=...,
+device_sort=...)``,
 passed as ``options=``; the settings in turn, call by call, so that each median is of calls interleaved with the
 others'); then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
         [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--waves on,off] [--streams on,off]
-        [--json PATH]
+        [--device-sorts auto,merge,tile-radix] [--json PATH]
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="PipelineOptions.sort_waves settings to compare (default on,off)")
     ap.add_argument("--streams", default="on,off",
                     help="PipelineOptions.stream_copies settings to compare (default on,off)")
+    ap.add_argument("--device-sorts", default="auto",
+                    help="PipelineOptions.device_sort settings to compare (auto: the device's default; default auto)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -133,15 +136,16 @@ def main(argv: list[str] | None = None) -> int:
                 "device": rt.device_name, "host": host_description(), "threads": rt.threads,
                 "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available()}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'chunk':>6} {'tasks':>5} {'wave':>4} {'waves':>5} {'strm':>4} {'median':>7} {'wall':>7} "
+        print(f"{'n':>10} {'chunk':>6} {'tasks':>5} {'wave':>4} {'sort':>10} {'waves':>5} {'strm':>4} {'median':>7} {'wall':>7} "
               f"{'stage':>13} "
               f"{'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end of the fastest run)")
         configs = [hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",
                                        wave_pieces=setting(p), stream_copies=st == "on",
+                                       device_sort=None if ds == "auto" else ds,
                                        **({} if setting(k) is None else {"staging_tasks": setting(k)}))
                    for x in args.chunks_mib.split(",") for k in args.tasks.split(",")
                    for p in args.wave_pieces.split(",") for w in args.waves.split(",")
-                   for st in args.streams.split(",")]
+                   for st in args.streams.split(",") for ds in args.device_sorts.split(",")]
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
             a, values, refs = inputs(args.part, n, rng)
@@ -152,10 +156,12 @@ def main(argv: list[str] | None = None) -> int:
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
                 rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "staging_tasks": options.staging_tasks,
                              "wave_pieces": wave, "waves": options.sort_waves, "stream_copies": options.stream_copies,
+                             "device_sort": options.device_sort,
                              "median_wall": median, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h")]
                 print(f"{n:>10} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} "
+                      f"{options.device_sort or 'auto':>10} "
                       f"{'on' if options.sort_waves else 'off':>5} {'on' if options.stream_copies else 'off':>4} "
                       f"{median:7.2f} "
                       f"{s['wall']:7.2f} " + " ".join(cells) + "   device: "

@@ -6,7 +6,7 @@
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
-#                                            keyrange-cap | work-group)
+#                                            keyrange-cap | work-group | tile-radix)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -66,6 +66,9 @@
 #          they have one name).  MIN_LOG and MAX_LOG override the sizes.
 # multi-device: bench_multi_device on every GPU (each one's copy rates from and to each kind of host memory, then
 #               gpu against the exchange sort's two routes, call by call).
+# tile-radix: the device's sorts, merge sort against the GPU-shaped radix sort: their tests on the GPU, bench_fastsort
+#             resident (int32, 2^16-2^26), then bench_pipeline's sort and key-value parts at 2^24 with each (waves on
+#             and off; medians of 15 interleaved calls).
 # sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
 #             merge and radix).
 set -euo pipefail
@@ -132,6 +135,19 @@ for stage in "$@"; do
                   --json "$OUT/pipeline_streaming_$part.json"
           done
         } 2>&1 | tee "$OUT/streaming.log"
+        ;;
+    tile-radix)
+        { PYOPENCL_CTX=gpu timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py \
+              tests/test_faults.py tests/test_mergesort.py tests/test_argsort.py \
+              -k "fastsort or waves or fault_mid or keyed_sort_on_the_device" 2>&1 | tail -5
+          python3 experiments/bench_fastsort.py --device gpu --sizes 16-26 --algorithms merge,tile-radix \
+              --json "$OUT/fastsort_tile_radix.json"
+          for part in sort kv; do
+              python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 --waves on,off \
+                  --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" --streams on --device-sorts merge,tile-radix \
+                  --repeats 15 --json "$OUT/pipeline_tile_radix_$part.json"
+          done
+        } 2>&1 | tee "$OUT/tile_radix.log"
         ;;
     glibc)
         { ldd --version | sed -n 1p  # sed reads to the end: no SIGPIPE under pipefail

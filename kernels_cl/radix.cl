@@ -98,3 +98,163 @@ __kernel void radix_scatter(__global const KEY_T *keys, __global KEY_T *out, con
         out[o[(image(k) >> shift) & (bins - 1)]++] = k;
     }
 }
+
+/* The same sort in a GPU's shape: every pass is three kinds of launch over
+ * tiles of TILE consecutive keys, one work-group of RADIX_WG work-items each
+ * (Satish, Harris and Garland, "Designing efficient sorting algorithms for
+ * manycore GPUs", IPDPS 2009, section 4: per-tile counts, a scan, then a
+ * scatter of each tile sorted locally so that its writes coalesce):
+ *   radix_tile_count: tile g counts its digits: counts[d * G + g];
+ *   radix_scan_blocks, radix_scan_sums: the exclusive prefix sums of the
+ *                  counts in (digit, tile) order, as a scan of blocks of
+ *                  SCAN_BLOCK counts and a scan of the blocks' sums;
+ *   radix_tile_scatter: tile g sorts its keys by digit in local memory
+ *                  (stable counting sorts on the digit's 4-bit halves, low
+ *                  half first), then writes each at its digit's offset.
+ * Digits are at most 8 bits.  Within a tile, work-item i holds the
+ * RADIX_ITEMS consecutive keys from i * RADIX_ITEMS (odd, so that these
+ * strided reads of local memory are free of bank conflicts).
+ *
+ * More macros: RADIX_WG (a power of two, at least 16) and RADIX_ITEMS.
+ */
+
+#ifdef RADIX_WG
+
+#define TILE (RADIX_WG * RADIX_ITEMS)
+#define TILE_BINS 256
+#define SCAN_ITEMS 16
+#define SCAN_BLOCK (RADIX_WG * SCAN_ITEMS)
+
+/* Exclusive prefix sum of one value per work-item over the work-group (Hillis and Steele); *total gets the sum.
+ * tmp holds RADIX_WG counters; every work-item must call it. */
+static uint group_scan(uint v, __local uint *tmp, uint *total)
+{
+    const uint lid = get_local_id(0);
+    tmp[lid] = v;
+    for (uint off = 1; off < RADIX_WG; off <<= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const uint add = lid >= off ? tmp[lid - off] : 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        tmp[lid] += add;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    *total = tmp[RADIX_WG - 1];
+    const uint r = tmp[lid] - v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+__kernel __attribute__((reqd_work_group_size(RADIX_WG, 1, 1)))
+void radix_tile_count(__global const KEY_T *keys, const uint n, const uint shift, const uint bins,
+                      __global uint *counts)
+{
+    __local uint hist[TILE_BINS];
+    const uint lid = get_local_id(0), g = get_group_id(0), G = get_num_groups(0);
+    for (uint b = lid; b < bins; b += RADIX_WG)
+        hist[b] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint lo = g * TILE, hi = min(n, lo + TILE);
+    for (uint i = lo + lid; i < hi; i += RADIX_WG)
+        atomic_inc(&hist[(image(keys[i]) >> shift) & (bins - 1)]);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint b = lid; b < bins; b += RADIX_WG)
+        counts[b * G + g] = hist[b];
+}
+
+/* Exclusive scan of SCAN_ITEMS consecutive values per work-item, plus carry; returns the values' total. */
+static uint scan_run(__global uint *v, const uint lo, const uint m, const uint carry, __local uint *tmp)
+{
+    uint mine[SCAN_ITEMS], sum = 0, total;
+    const uint base = lo + get_local_id(0) * SCAN_ITEMS;
+    for (uint j = 0; j < SCAN_ITEMS; j++) {
+        mine[j] = base + j < m ? v[base + j] : 0;
+        sum += mine[j];
+    }
+    uint run = group_scan(sum, tmp, &total) + carry;
+    for (uint j = 0; j < SCAN_ITEMS; j++) {
+        if (base + j < m)
+            v[base + j] = run;
+        run += mine[j];
+    }
+    return total;
+}
+
+__kernel __attribute__((reqd_work_group_size(RADIX_WG, 1, 1)))
+void radix_scan_blocks(__global uint *counts, const uint m, __global uint *sums)
+{
+    __local uint tmp[RADIX_WG];
+    const uint total = scan_run(counts, get_group_id(0) * SCAN_BLOCK, m, 0, tmp);
+    if (get_local_id(0) == 0)
+        sums[get_group_id(0)] = total;
+}
+
+__kernel __attribute__((reqd_work_group_size(RADIX_WG, 1, 1)))
+void radix_scan_sums(__global uint *sums, const uint m)
+{
+    __local uint tmp[RADIX_WG];
+    uint carry = 0;
+    for (uint lo = 0; lo < m; lo += SCAN_BLOCK)
+        carry += scan_run(sums, lo, m, carry, tmp);
+}
+
+#define DIGIT(k) ((image(k) >> shift) & (bins - 1))
+
+__kernel __attribute__((reqd_work_group_size(RADIX_WG, 1, 1)))
+void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const uint n, const uint shift,
+                        const uint bins, __global const uint *counts, __global const uint *sums)
+{
+    __local KEY_T tile[TILE];
+    __local uint cnt[16 * RADIX_WG];
+    __local uint start[TILE_BINS], where[TILE_BINS], tmp[RADIX_WG];
+    const uint lid = get_local_id(0), g = get_group_id(0), G = get_num_groups(0);
+    const uint lo = g * TILE, len = min(n - lo, (uint)TILE);
+    for (uint i = lid; i < len; i += RADIX_WG)
+        tile[i] = keys[lo + i];
+    for (uint b = lid; b < bins; b += RADIX_WG) {
+        const uint c = b * G + g;
+        where[b] = counts[c] + sums[c / SCAN_BLOCK];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint sub = 0; (1u << sub) < bins; sub += 4) {  /* a stable counting sort of the tile by 4 bits */
+        KEY_T k[RADIX_ITEMS];
+        uint nib[RADIX_ITEMS], rank[RADIX_ITEMS], mine[16], sum = 0, total;
+        for (uint c = 0; c < 16; c++)
+            cnt[c * RADIX_WG + lid] = 0;
+        for (uint j = 0; j < RADIX_ITEMS; j++) {
+            const uint i = lid * RADIX_ITEMS + j;
+            if (i < len) {
+                k[j] = tile[i];
+                nib[j] = (DIGIT(k[j]) >> sub) & 15;
+                rank[j] = cnt[nib[j] * RADIX_WG + lid]++;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint c = 0; c < 16; c++) {  /* counts in (4 bits, work-item) order: each work-item scans 16 */
+            mine[c] = cnt[lid * 16 + c];
+            sum += mine[c];
+        }
+        uint run = group_scan(sum, tmp, &total);
+        for (uint c = 0; c < 16; c++) {
+            cnt[lid * 16 + c] = run;
+            run += mine[c];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint j = 0; j < RADIX_ITEMS; j++)
+            if (lid * RADIX_ITEMS + j < len)
+                tile[cnt[nib[j] * RADIX_WG + lid] + rank[j]] = k[j];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (uint i = lid; i < len; i += RADIX_WG) {  /* where each digit's run starts in the sorted tile */
+        const uint d = DIGIT(tile[i]);
+        if (i == 0 || DIGIT(tile[i - 1]) != d)
+            start[d] = i;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint i = lid; i < len; i += RADIX_WG) {
+        const KEY_T k = tile[i];
+        const uint d = DIGIT(k);
+        out[where[d] + i - start[d]] = k;
+    }
+}
+
+#endif

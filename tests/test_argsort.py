@@ -322,9 +322,10 @@ def _keyed_values(n: int, seed: int) -> list[np.ndarray]:
                                    "timedelta64[s]"])
 @pytest.mark.parametrize("n", [2, 3, 1000, 70_001])
 @pytest.mark.parametrize("chunk_bytes", [4 << 10, 4 << 20, 1000, 6000])  # the last two: not multiples of alignment
-@pytest.mark.parametrize("sort_waves, device_sort", [(True, "merge"), (False, "merge"), (False, "radix")])
+@pytest.mark.parametrize("sort_waves, device_sort", [(True, "merge"), (False, "merge"), (False, "radix"),
+                                                     (True, "tile-radix")])
 def test_keyed_sort_on_the_device(fresh, dtype, n, chunk_bytes, sort_waves, device_sort):
-    """Packing, sorting (merge sort in waves or not, radix sort), unpacking and gathering on the device equal
+    """Packing, sorting (merge sort or the GPU's radix sort in waves, merge sort not, CPU's radix sort), unpacking and gathering on the device equal
     numpy bit for bit."""
     from hpu.sorting.pipeline import fast_keyed_sort
 

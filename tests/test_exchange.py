@@ -41,7 +41,7 @@ def _shares(weights: list[float]) -> tuple[float, ...]:
 @given(dtype=st.sampled_from(DTYPES), n=st.one_of(st.integers(0, 3), st.integers(0, 120_000)),
        kind=st.sampled_from(["random", "special", "equal", "few"]),
        weights=st.lists(st.sampled_from([0.0, 0.1, 0.3, 1.0]), min_size=3, max_size=3), seed=st.integers(0, 2**16),
-       device_sort=st.sampled_from([None, "merge", "radix"]))
+       device_sort=st.sampled_from([None, "merge", "radix", "tile-radix"]))
 def test_forced_shares_over_three_devices_equal_numpy(trio, dtype, n, kind, weights, seed, device_sort):
     a = _input(np.random.default_rng(seed), dtype, n, kind)
     before = a.copy()

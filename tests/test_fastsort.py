@@ -192,7 +192,7 @@ def test_sort_api(sorters, runtime, algorithm):
 
     res, event = sort_buffer(runtime, buf, n, np.int32)
     assert same_bits(read(runtime, res, n, a.dtype, [event]), expect[:n])
-    if algorithm == "radix":
+    if algorithm != "merge":
         return
     assert sorter.passes(0) == sorter.passes(sorter.tile) == 0
     assert sorter.passes(sorter.tile + 1) == 1 and sorter.passes(4 * sorter.tile) == 2
@@ -283,21 +283,22 @@ def test_default_algorithm(runtime, sorters):
     assert "radix" in repr(sorters[np.dtype(np.int32), "radix"])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(dtype=st.sampled_from([np.dtype(np.uint32), np.dtype(np.uint64)]), n=LENGTHS, data=st.data(),
-       in_place=st.booleans(), seed=st.integers(0, 2**32 - 1))
-def test_radix_bits(sorters, dtype, n, data, in_place, seed):
-    """Keys below 2**bits sorted in ceil(bits / RADIX_BITS) passes (none for bits = 0, odd and even counts, in
+       in_place=st.booleans(), seed=st.integers(0, 2**32 - 1), algorithm=st.sampled_from(["radix", "tile-radix"]))
+def test_radix_bits(sorters, dtype, n, data, in_place, seed, algorithm):
+    """Keys below 2**bits sorted in ceil(bits / digit) passes (none for bits = 0, odd and even counts, in
     place or not) equal numpy's sort; larger keys are ordered by their low bits only, stably."""
-    assume((dtype, "radix") in sorters)
-    sorter = sorters[dtype, "radix"]
+    assume((dtype, algorithm) in sorters)
+    sorter = sorters[dtype, algorithm]
     bits = data.draw(st.integers(0, 8 * dtype.itemsize), label="bits")
     rng = np.random.default_rng(seed)
     a = rng.integers(0, 1 << bits, n, dtype=dtype) if bits < 8 * dtype.itemsize else make_keys(dtype, n, "bits", rng)
     buf = device_keys(sorter.runtime, a)
     out, event = sorter.sort(buf, n, out=buf if in_place else None, bits=bits)
     assert same_bits(read(sorter.runtime, out, n, dtype, [event]), np.sort(a, kind="stable"))
-    low = min(bits, RADIX_BITS)  # high bits beyond `bits` are left unsorted: the order of the low bits, stable
+    # high bits beyond `low` are left unsorted: the order of the low bits, stable
+    low = data.draw(st.integers(0, min(bits, 2 * RADIX_BITS)), label="low")
     wide = make_keys(dtype, n, "bits", rng)
     out, event = sorter.sort(device_keys(sorter.runtime, wide), n, bits=low)
     by_low = wide[np.argsort(wide & dtype.type((1 << low) - 1), kind="stable")]

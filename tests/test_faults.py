@@ -58,11 +58,11 @@ def _twenty_right(rt, rng, mode="fast", **kw):
 
 @pytest.mark.parametrize("kw", FAST)
 @pytest.mark.parametrize("on_error", ["fallback", "raise"])
-@pytest.mark.parametrize("device_sort", ["merge", "radix"])
+@pytest.mark.parametrize("device_sort", ["merge", "radix", "tile-radix"])
 def test_fault_mid_sort_then_twenty_right(fresh, monkeypatch, kw, on_error, device_sort):
     rng = np.random.default_rng(1)
-    # The merge sort in several waves: the fault comes after a sort was enqueued; the radix sort: one sort.
-    after = 1 if device_sort == "merge" else 0
+    # Sorts in several waves: the fault comes after a sort was enqueued; the CPU's radix sort: one sort.
+    after = 0 if device_sort == "radix" else 1
     calls = _fault_once(monkeypatch, sort_device.DeviceSorter, "sort", after=after)
     a = rng.standard_normal(300_000).astype(np.float32)
     before = a.copy()

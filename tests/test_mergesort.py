@@ -255,13 +255,14 @@ def test_injected_device_failure_fast_mode(runtime, monkeypatch, strategy, n):
 
 @pytest.mark.parametrize("dtype", [np.int32, np.float64])
 @pytest.mark.parametrize("n", [9_000, 50_001])
-def test_device_sort_in_waves(runtime, monkeypatch, dtype, n):
+@pytest.mark.parametrize("device_sort", ["merge", "tile-radix"])
+def test_device_sort_in_waves(runtime, monkeypatch, dtype, n, device_sort):
     """Small pieces: the device sorts many staging waves as they arrive and merges their runs (odd counts too)."""
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
     a = _special("random", n, dtype, np.random.default_rng(n))
     out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True,
-                               options=hpu.PipelineOptions(chunk_bytes=4096, device_sort="merge"))
+                               options=hpu.PipelineOptions(chunk_bytes=4096, device_sort=device_sort))
     assert same_bits(out, np.sort(a, kind="stable"))
     steps = [e.kind for e in tr.events if e.unit == "device"]
     pieces = -(-n * a.itemsize // 4096)
@@ -297,13 +298,14 @@ def test_wave_merges_join_adjacent_runs_as_soon_as_they_are_sorted(waves):
 
 
 @pytest.mark.parametrize("wave_pieces", [1, 2, 3, 5])
-def test_device_sort_in_waves_of_any_size(runtime, wave_pieces):
+@pytest.mark.parametrize("device_sort", ["merge", "tile-radix"])
+def test_device_sort_in_waves_of_any_size(runtime, wave_pieces, device_sort):
     """The waves' runs merged as they come: right for wave counts that are not powers of two; one merge fewer than
     the waves."""
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
     a = _special("random", 40_000, np.int32, np.random.default_rng(wave_pieces))
-    opts = hpu.PipelineOptions(chunk_bytes=4096, device_sort="merge", wave_pieces=wave_pieces)
+    opts = hpu.PipelineOptions(chunk_bytes=4096, device_sort=device_sort, wave_pieces=wave_pieces)
     out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True, options=opts)
     assert same_bits(out, np.sort(a, kind="stable"))
     steps = [e.kind for e in tr.events if e.unit == "device"]

@@ -17,11 +17,17 @@ the functions return the last launch's event.
 
 On CPU devices (PoCL and the like), whose work-groups run as loops over
 their work-items, an LSD radix sort of a CPU's shape instead
-(``kernels_cl/radix.cl``): a few chunks per compute unit, each counted and
-scattered by one work-item in a sequential loop, ``ceil(bits / 11)``
-passes of at most 11-bit digits (Knuth, The Art of Computer Programming
-vol. 3, section 5.2.5; per-chunk offsets as in Zagha and Blelloch 1991).
-Merges use the merge kernels on every device.
+(``kernels_cl/radix.cl``, ``algorithm="radix"``): a few chunks per compute
+unit, each counted and scattered by one work-item in a sequential loop,
+``ceil(bits / 11)`` passes of at most 11-bit digits (Knuth, The Art of
+Computer Programming vol. 3, section 5.2.5; per-chunk offsets as in Zagha
+and Blelloch 1991).  The same radix sort in a GPU's shape
+(``algorithm="tile-radix"``): ``ceil(bits / 8)`` passes, each a count per
+tile of work-group size times 15 keys (7 of 8 bytes), a scan of the counts
+in (digit, tile) order, and a scatter of each tile sorted by its digit in
+local memory (Satish, Harris and Garland, "Designing efficient sorting
+algorithms for manycore GPUs", IPDPS 2009, section 4).  Merges use the
+merge kernels on every device.
 
 The order is numpy's: integers by value; floats by value with -0.0 == +0.0
 and every NaN after every number, all NaNs equal.  The sort is stable, so the
@@ -40,7 +46,7 @@ from __future__ import annotations
 
 import operator
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -74,7 +80,13 @@ _RADIX_CHUNKS_PER_UNIT = 4
 _RADIX_MIN_CHUNK = 1 << 12
 #: The radix kernels count in 32-bit integers: longer sorts take the merge sort.
 _RADIX_MAX_KEYS = 1 << 31
-ALGORITHMS = ("merge", "radix")
+#: The GPU-shaped radix sort's digit (its tiles sort locally by two 4-bit halves), work-items per work-group, and
+#: keys per work-item by key size in bytes (odd: conflict-free strided reads of local memory).
+TILE_RADIX_BITS = 8
+_TILE_RADIX_WG = 256
+_TILE_RADIX_ITEMS = {4: 15, 8: 7}
+_SCAN_BLOCK_ITEMS = 16
+ALGORITHMS = ("merge", "radix", "tile-radix")
 _KEY_KINDS = {"u": 0, "i": 1, "f": 2}
 
 
@@ -153,11 +165,12 @@ class DeviceSorter:
         Keys per work-item (default 17 for 4-byte keys, 11 for 8-byte keys).
         ``tile = work_group_size * items_per_thread`` is both the leaf block
         and the output tile of a merge.
-    algorithm : {"merge", "radix"}, optional
-        How :meth:`sort` sorts: the merge sort (GPUs) or the LSD radix sort
-        of ``kernels_cl/radix.cl`` (CPU devices, for fewer than ``2**31``
-        keys; longer sorts take the merge sort).  Default: ``"radix"`` on a
-        device of type CPU, else ``"merge"``.
+    algorithm : {"merge", "radix", "tile-radix"}, optional
+        How :meth:`sort` sorts: the merge sort, or an LSD radix sort of
+        ``kernels_cl/radix.cl`` in a CPU's shape (``"radix"``) or a GPU's
+        (``"tile-radix"``), these for fewer than ``2**31`` keys (longer
+        sorts take the merge sort).  Default:
+        :func:`default_algorithm`.
 
     Attributes
     ----------
@@ -211,8 +224,9 @@ class DeviceSorter:
         self._scratch: Any = None
         self._partitions: Any = None
         self._counts: Any = None
-        if algorithm == "radix":
-            self._build_radix()
+        self._sums: Any = None
+        if algorithm != "merge":
+            self._build_radix(algorithm == "tile-radix")
 
     @classmethod
     def of_lease(cls, lease: Any, dtype: Any, algorithm: str | None = None) -> DeviceSorter:
@@ -270,19 +284,34 @@ class DeviceSorter:
         kernels["rank_bounds"].set_scalar_arg_dtypes([None, i64, None, np.int32, None])
         return kernels
 
-    def _build_radix(self) -> None:
+    def _build_radix(self, tiles: bool) -> None:
         order = "ulong" if self.dtype.itemsize == 8 else "uint"
-        prg = self.runtime.program("radix", defines={
-            "KEY_T": CL_TYPES[self.dtype][0], "ORDER_T": order, "AS_ORDER": f"as_{order}",
-            "KEY_KIND": _KEY_KINDS[self.dtype.kind], "KEY_FP64": int(self.dtype == np.float64),
-            "RADIX_BITS": RADIX_BITS})
+        defines = {"KEY_T": CL_TYPES[self.dtype][0], "ORDER_T": order, "AS_ORDER": f"as_{order}",
+                   "KEY_KIND": _KEY_KINDS[self.dtype.kind], "KEY_FP64": int(self.dtype == np.float64),
+                   "RADIX_BITS": RADIX_BITS}
         u32 = np.uint32
-        kernels = {name: cl.Kernel(prg, name) for name in ("radix_count", "radix_offsets", "radix_scatter")}
-        kernels["radix_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
-        kernels["radix_offsets"].set_scalar_arg_dtypes([None, u32])
-        kernels["radix_scatter"].set_scalar_arg_dtypes([None, None, u32, u32, u32, None])
+        if not tiles:
+            prg = self.runtime.program("radix", defines=defines)
+            kernels = {name: cl.Kernel(prg, name) for name in ("radix_count", "radix_offsets", "radix_scatter")}
+            kernels["radix_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
+            kernels["radix_offsets"].set_scalar_arg_dtypes([None, u32])
+            kernels["radix_scatter"].set_scalar_arg_dtypes([None, None, u32, u32, u32, None])
+            self._radix_units = max(1, int(self.runtime.device.max_compute_units)) * _RADIX_CHUNKS_PER_UNIT
+        else:
+            wg = _TILE_RADIX_WG
+            if wg > self.runtime.device.max_work_group_size:
+                raise ValueError(f"the tile radix sort needs work-groups of {wg} work-items; "
+                                 f"{self.runtime.device_name} allows {self.runtime.device.max_work_group_size}")
+            items = _TILE_RADIX_ITEMS[self.dtype.itemsize]
+            prg = self.runtime.program("radix", defines={**defines, "RADIX_WG": wg, "RADIX_ITEMS": items})
+            names = ("radix_tile_count", "radix_scan_blocks", "radix_scan_sums", "radix_tile_scatter")
+            kernels = {name: cl.Kernel(prg, name) for name in names}
+            kernels["radix_tile_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
+            kernels["radix_scan_blocks"].set_scalar_arg_dtypes([None, u32, None])
+            kernels["radix_scan_sums"].set_scalar_arg_dtypes([None, u32])
+            kernels["radix_tile_scatter"].set_scalar_arg_dtypes([None, None, u32, u32, u32, None, None])
+            self._radix_tile = (wg, wg * items)
         self._kernels.update(kernels)
-        self._radix_units = max(1, int(self.runtime.device.max_compute_units)) * _RADIX_CHUNKS_PER_UNIT
 
     def __repr__(self) -> str:
         return (f"DeviceSorter({self.dtype}, algorithm={self.algorithm!r}, work_group_size={self.work_group_size}, "
@@ -330,10 +359,11 @@ class DeviceSorter:
             Events the first launch waits for.
         bits : int, optional
             Unsigned keys only: every key is below ``2**bits`` (``0 <= bits
-            <= 8 * itemsize``), so the radix sort takes
-            ``ceil(bits / RADIX_BITS)`` passes rather than those of the whole
-            width (the merge sort ignores it).  Larger keys are then sorted by
-            their low ``bits`` bits only.
+            <= 8 * itemsize``), so the radix sorts take
+            ``ceil(bits / RADIX_BITS)`` (``"radix"``) or ``ceil(bits /
+            TILE_RADIX_BITS)`` (``"tile-radix"``) passes rather than those of
+            the whole width (the merge sort ignores it).  Larger keys are then
+            sorted by their low ``bits`` bits only.
 
         Returns
         -------
@@ -362,7 +392,7 @@ class DeviceSorter:
         if n == 0:
             return (buf if out is None else out), cl.enqueue_marker(queue, wait_for=wait_for)
         out = self._new_output(out, n)
-        if self.algorithm == "radix" and n < _RADIX_MAX_KEYS:
+        if self.algorithm != "merge" and n < _RADIX_MAX_KEYS:
             return out, self._radix_sort(buf, n, out, wait_for, 8 * size if bits is None else bits)
         tiles = -(-n // self.tile)
         passes = self.passes(n)
@@ -430,18 +460,16 @@ class DeviceSorter:
 
     def _radix_sort(self, buf: Any, n: int, out: Any, wait_for: Sequence[Any] | None, bits: int) -> Any:
         """Enqueue the LSD radix sort of ``buf[:n]`` into ``out`` (``kernels_cl/radix.cl``); its last event."""
-        queue, k, size = self.runtime.queue, self._kernels, self.dtype.itemsize
-        passes = -(-bits // RADIX_BITS)
+        queue, size = self.runtime.queue, self.dtype.itemsize
+        passes = -(-bits // (RADIX_BITS if self.algorithm == "radix" else TILE_RADIX_BITS))
         if passes == 0:  # every key is 0: already sorted
             if out.int_ptr == buf.int_ptr:
                 return cl.enqueue_marker(queue, wait_for=wait_for)
             return cl.enqueue_copy(queue, out, buf, byte_count=n * size, wait_for=wait_for)
         digit = -(-bits // passes)
-        chunks = max(1, min(self._radix_units, n // _RADIX_MIN_CHUNK))
-        bins = 1 << digit
         with self._lock:
             scratch = self._buffer("_scratch", n * size)
-            counts = self._buffer("_counts", 4 * bins * chunks)
+            one_pass = self._chunk_pass(n, digit) if self.algorithm == "radix" else self._tile_pass(n, digit)
             # Passes write out and scratch in turn, the last one out; an in-place sort whose first pass
             # would write out (an odd number of passes) first moves the keys to scratch.
             src = buf
@@ -450,12 +478,42 @@ class DeviceSorter:
                 src = scratch
             for p in range(passes):
                 dst = out if (passes - 1 - p) % 2 == 0 else scratch
-                shift = p * digit
-                k["radix_count"](queue, (chunks,), (1,), src, n, shift, bins, counts, wait_for=wait_for)
-                k["radix_offsets"](queue, (1,), (1,), counts, bins * chunks)
-                event = k["radix_scatter"](queue, (chunks,), (1,), src, dst, n, shift, bins, counts)
+                event = one_pass(src, dst, p * digit, min(digit, bits - p * digit), wait_for)
                 src, wait_for = dst, None
         return event
+
+    def _chunk_pass(self, n: int, digit: int) -> Callable[[Any, Any, int, int, Any], Any]:
+        """One pass of the CPU-shaped radix sort of ``n`` keys by at most ``digit`` bits, as ``(src, dst, shift,
+        width, wait_for) -> event``: counts, offsets and scatter of a few chunks per compute unit."""
+        queue, k = self.runtime.queue, self._kernels
+        chunks = max(1, min(self._radix_units, n // _RADIX_MIN_CHUNK))
+        counts = self._buffer("_counts", 4 * (1 << digit) * chunks)
+
+        def one_pass(src: Any, dst: Any, shift: int, width: int, wait_for: Any) -> Any:
+            bins = 1 << width
+            k["radix_count"](queue, (chunks,), (1,), src, n, shift, bins, counts, wait_for=wait_for)
+            k["radix_offsets"](queue, (1,), (1,), counts, bins * chunks)
+            return k["radix_scatter"](queue, (chunks,), (1,), src, dst, n, shift, bins, counts)
+        return one_pass
+
+    def _tile_pass(self, n: int, digit: int) -> Callable[[Any, Any, int, int, Any], Any]:
+        """One pass of the GPU-shaped radix sort of ``n`` keys by at most ``digit`` bits, as ``(src, dst, shift,
+        width, wait_for) -> event``: per-tile counts, their scan in (digit, tile) order, the tiles' scatter."""
+        queue, k = self.runtime.queue, self._kernels
+        wg, tile = self._radix_tile
+        tiles = -(-n // tile)
+        counts = self._buffer("_counts", 4 * (1 << digit) * tiles)
+        sums = self._buffer("_sums", 4 * -(-((1 << digit) * tiles) // (wg * _SCAN_BLOCK_ITEMS)))
+
+        def one_pass(src: Any, dst: Any, shift: int, width: int, wait_for: Any) -> Any:
+            bins = 1 << width
+            m = bins * tiles
+            blocks = -(-m // (wg * _SCAN_BLOCK_ITEMS))
+            k["radix_tile_count"](queue, (tiles * wg,), (wg,), src, n, shift, bins, counts, wait_for=wait_for)
+            k["radix_scan_blocks"](queue, (blocks * wg,), (wg,), counts, m, sums)
+            k["radix_scan_sums"](queue, (wg,), (wg,), sums, blocks)
+            return k["radix_tile_scatter"](queue, (tiles * wg,), (wg,), src, dst, n, shift, bins, counts, sums)
+        return one_pass
 
     def merge(self, a: Any, na: int, b: Any, nb: int, *, a_offset: int = 0, b_offset: int = 0,
               out: Any = None, out_offset: int = 0,

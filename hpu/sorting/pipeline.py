@@ -99,10 +99,11 @@ class PipelineOptions:
         (``"plain"``); ``"auto"`` (default) takes the cheaper by the
         profile's measured ``kept_pinned`` and ``kept_plain`` curves, and
         ``"pin"`` where it has none.
-    device_sort : {"merge", "radix"} or None
+    device_sort : {"merge", "radix", "tile-radix"} or None
         The device's sort (:class:`hpu.sorting.device.DeviceSorter`'s
-        ``algorithm``); None (default): the radix sort on CPU devices, the
-        merge sort on others.  Waves need the merge sort.
+        ``algorithm``); None (default): the device's
+        (:func:`hpu.sorting.device.default_algorithm`).  No waves with
+        ``"radix"`` (a CPU device's).
     staging_tasks : int
         Most pool tasks that stage pieces at once (default 8; never more than
         half the pieces nor the pool's threads).  Staging is bound by host
@@ -433,7 +434,7 @@ def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: l
                    bits: int | None = None) -> tuple[list, list]:
     """Enqueue the device sort of ``d_in`` into ``d_out`` behind the copies ``h2d``.
 
-    With one segment (``t == 0``), ``sort_waves`` and the merge sort, each
+    With one segment (``t == 0``), ``sort_waves`` and a GPU's sort (not ``"radix"``), each
     wave of ``tasks`` pieces is sorted as soon as its copies are in, and the
     waves' runs are merged as they come (:func:`wave_merges`); each wave is
     sorted into ``d_in`` (in place) or ``d_out`` by the parity of the merges
@@ -442,9 +443,9 @@ def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: l
     ``prepare(a, b, wait_for)``, if given, enqueues what fills ``d_in[a:b]``
     once the copies ``wait_for`` are in (e.g. packing keys) and returns its
     event, which the sort of that range waits for instead.  ``bits``: passed
-    to the radix sort (:meth:`DeviceSorter.sort`).  Waves only with the merge sort: a CPU
-    device's radix sort shares the cores that stage the next wave, and
-    merging the waves would cost it passes of its own.
+    to the radix sorts (:meth:`DeviceSorter.sort`).  No waves with the CPU-shaped radix sort: a CPU
+    device's sort shares the cores that stage the next wave, and merging the
+    waves would cost it passes of its own.
 
     Returns ``(steps, segments)``: per step ``(kind, runs, keys, copies it
     waited for, last event)``, and the ``2**t`` sorted segments.
@@ -455,7 +456,7 @@ def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: l
     def ready(a: int, b: int, copies: list) -> list:
         return copies if prepare is None else [prepare(a, b, copies)]
 
-    if t == 0 and sort_waves and sorter.algorithm == "merge":
+    if t == 0 and sort_waves and sorter.algorithm != "radix":
         waves = [(i, min(i + tasks, len(pieces))) for i in range(0, len(pieces), tasks)]
         bounds = [(pieces[i][0], pieces[j - 1][1]) for i, j in waves]
         merges, depth = wave_merges(len(waves))
@@ -463,7 +464,7 @@ def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: l
         for v, ((i, j), (a, b)) in enumerate(zip(waves, bounds)):
             sub_in = d_in.get_sub_region(a * w, (b - a) * w)
             sub_out = sub_in if where[v] is d_in else d_out.get_sub_region(a * w, (b - a) * w)
-            ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(a, b, h2d[i:j]))[1]
+            ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(a, b, h2d[i:j]), bits=bits)[1]
             steps.append(("sort", 1, b - a, h2d[i:j], ev))
             for x, y, z, after in merges:
                 if after != v:

@@ -6,7 +6,7 @@
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
-#                                            keyrange-cap | work-group | tile-radix)
+#                                            keyrange-cap | work-group | tile-radix | pinned)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -69,6 +69,8 @@
 # tile-radix: the device's sorts, merge sort against the GPU-shaped radix sort: their tests on the GPU, bench_fastsort
 #             resident (int32, 2^16-2^26), then bench_pipeline's sort and key-value parts at 2^24 with each (waves on
 #             and off; medians of 15 interleaved calls).
+# pinned: inputs in hpu's pinned memory (not staged) beside pageable ones at 2^24: bench_mergesort's gpu, gpu+pinned
+#         and auto strategies, then bench_argsort's int32 parts (its "pinned" variants beside cupy's).
 # sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
 #             merge and radix).
 set -euo pipefail
@@ -172,6 +174,14 @@ for stage in "$@"; do
         python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 16 --max-log 28 \
             --strategies auto,gpu,cpu,keyrange --repeats 7 --slow 2 --json "$OUT/bench_mergesort_model.json" 2>&1 \
             | tee "$OUT/bench_mergesort_model.log"
+        ;;
+    pinned)
+        calibrate
+        { python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 24 --max-log 24 \
+              --repeats 11 --strategies gpu,gpu+pinned,auto --json "$OUT/bench_mergesort_pinned.json"
+          python3 experiments/bench_argsort.py --device gpu --profile "$profile" --min-log 24 --max-log 24 --slow 5 \
+              --dtypes int32 --json "$OUT/bench_argsort_pinned.json"
+        } 2>&1 | tee "$OUT/pinned.log"
         ;;
     sort-check)
         calibrate

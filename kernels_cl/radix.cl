@@ -124,6 +124,9 @@ __kernel void radix_scatter(__global const KEY_T *keys, __global KEY_T *out, con
 #define TILE_BINS 256
 #define SCAN_ITEMS 16
 #define SCAN_BLOCK (RADIX_WG * SCAN_ITEMS)
+/* Counter f of a tile's (4 bits, work-item) counters, one word of padding after every 32: the scan's reads of 16
+ * consecutive counters per work-item then fall in distinct banks (unpadded: 16 work-items on one bank). */
+#define CNT(f) ((f) + ((f) >> 5))
 
 /* Exclusive prefix sum of one value per work-item over the work-group (Hillis and Steele); *total gets the sum.
  * tmp holds RADIX_WG counters; every work-item must call it. */
@@ -204,7 +207,7 @@ void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const u
                         const uint bins, __global const uint *counts, __global const uint *sums)
 {
     __local KEY_T tile[TILE];
-    __local uint cnt[16 * RADIX_WG];
+    __local uint cnt[CNT(16 * RADIX_WG)];
     __local uint start[TILE_BINS], where[TILE_BINS], tmp[RADIX_WG];
     const uint lid = get_local_id(0), g = get_group_id(0), G = get_num_groups(0);
     const uint lo = g * TILE, len = min(n - lo, (uint)TILE);
@@ -219,29 +222,29 @@ void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const u
         KEY_T k[RADIX_ITEMS];
         uint nib[RADIX_ITEMS], rank[RADIX_ITEMS], mine[16], sum = 0, total;
         for (uint c = 0; c < 16; c++)
-            cnt[c * RADIX_WG + lid] = 0;
+            cnt[CNT(c * RADIX_WG + lid)] = 0;
         for (uint j = 0; j < RADIX_ITEMS; j++) {
             const uint i = lid * RADIX_ITEMS + j;
             if (i < len) {
                 k[j] = tile[i];
                 nib[j] = (DIGIT(k[j]) >> sub) & 15;
-                rank[j] = cnt[nib[j] * RADIX_WG + lid]++;
+                rank[j] = cnt[CNT(nib[j] * RADIX_WG + lid)]++;
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint c = 0; c < 16; c++) {  /* counts in (4 bits, work-item) order: each work-item scans 16 */
-            mine[c] = cnt[lid * 16 + c];
+            mine[c] = cnt[CNT(lid * 16 + c)];
             sum += mine[c];
         }
         uint run = group_scan(sum, tmp, &total);
         for (uint c = 0; c < 16; c++) {
-            cnt[lid * 16 + c] = run;
+            cnt[CNT(lid * 16 + c)] = run;
             run += mine[c];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint j = 0; j < RADIX_ITEMS; j++)
             if (lid * RADIX_ITEMS + j < len)
-                tile[cnt[nib[j] * RADIX_WG + lid] + rank[j]] = k[j];
+                tile[cnt[CNT(nib[j] * RADIX_WG + lid)] + rank[j]] = k[j];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     for (uint i = lid; i < len; i += RADIX_WG) {  /* where each digit's run starts in the sorted tile */

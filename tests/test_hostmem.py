@@ -142,6 +142,42 @@ def test_kept_results_get_plain_memory_only_when_asked(runtime):
     assert pool.is_pinned(fourth)
     with pytest.raises(ValueError, match="kept"):
         pool.empty(n, np.int32, pinned=True, kept="never")
+    # A block the call reads (an input in pinned memory) is not a result kept.
+    del third
+    gc.collect()
+    fifth = pool.empty(n, np.int32, pinned=True, kept="plain", inputs=[fourth[3:]])
+    assert pool.is_pinned(fifth)  # third's block, recycled
+    sixth = pool.empty_or_new(n, np.int32, pinned=True, kept="plain", inputs=(fourth, fifth))
+    assert pool.is_pinned(sixth)  # a fresh block: fourth's and fifth's are read, not kept
+    assert not pool.is_pinned(pool.empty_or_new(n, np.int32, pinned=True, kept="plain", inputs=(fourth, fifth)))
+
+
+@pytest.mark.parametrize("part", ["sort", "rows", "argsort", "by_key"])
+def test_a_pinned_input_is_not_a_kept_result(fresh, monkeypatch, part):
+    """Results in plain memory where the caller keeps earlier ones (the "plain" policy): an input in the pool's
+    pinned memory, the only other block of that size, is not one, so the result is pinned (the DMA engine writes
+    it, no copy out); a block of that size kept beside it does count."""
+    if not fresh.has_device or not fresh.host_pool.can_pin:
+        pytest.skip("no OpenCL device that pins host memory")
+    from hpu.sorting import pipeline
+
+    monkeypatch.setattr(pipeline, "kept_policy", lambda *args: "plain")
+    n = 8 * N_POOLED
+    keys = np.random.default_rng(9).integers(-50, 50, n).astype(np.int32)
+    kw = {"runtime": fresh, "strategy": "gpu"}
+    calls = {"sort": lambda a: hpu.hybrid_mergesort(a, **kw), "rows": lambda a: hpu.sort(a.reshape(-1, 256), **kw),
+             "argsort": lambda a: hpu.argsort(a, **kw), "by_key": lambda a: hpu.sort_by_key(a, values=a, **kw)[1]}
+    expect = {"sort": np.sort(keys, kind="stable"), "rows": np.sort(keys.reshape(-1, 256), axis=-1),
+              "argsort": np.argsort(keys, kind="stable"), "by_key": np.sort(keys, kind="stable")}[part]
+    pinned = fresh.empty_pinned(n, np.int32)
+    pinned[:] = keys
+    out = calls[part](pinned)
+    assert same_bits(out, expect) and same_bits(pinned, keys)
+    assert fresh.host_pool.is_pinned(out)
+    kept = fresh.host_pool.empty(out.size, out.dtype, pinned=True)  # a block of the result's size, kept
+    again = calls[part](pinned)
+    assert same_bits(again, expect) and not fresh.host_pool.is_pinned(again)
+    del kept
 
 
 @pytest.mark.parametrize("memory", ["pin", "plain"])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -122,7 +123,8 @@ class HostArrayPool:
         """Bytes held now, leased and free."""
         return self._total
 
-    def empty(self, n: int, dtype: Any, *, pinned: bool = False, kept: str = "pin") -> np.ndarray | None:
+    def empty(self, n: int, dtype: Any, *, pinned: bool = False, kept: str = "pin",
+              inputs: Sequence[np.ndarray] = ()) -> np.ndarray | None:
         """A new uninitialised array of ``n`` elements from the pool, or ``None``.
 
         Parameters
@@ -143,6 +145,10 @@ class HostArrayPool:
             is always pinned: later calls recycle it.  A call with several
             results asks once (views of one block): a block it leased itself a
             moment before would otherwise count as a result the caller keeps.
+        inputs : sequence of numpy.ndarray
+            Arrays the call reads: the pool's blocks they lie in (an input in
+            pinned memory, :meth:`hpu.Runtime.empty_pinned`) are not results
+            the caller keeps, for ``kept``.
 
         Returns
         -------
@@ -162,7 +168,8 @@ class HostArrayPool:
             return None
         with self._lock:
             fits = [b for b in self._free if need <= b.nbytes <= 2 * need and b.pinned == pinned]
-            if pinned and not fits and kept == "plain" and any(need <= b.nbytes <= 2 * need
+            read = {self._block_of(a) for a in inputs}
+            if pinned and not fits and kept == "plain" and any(need <= b.nbytes <= 2 * need and b not in read
                                                                for b in self._leased_pinned):
                 pinned = False
                 fits = [b for b in self._free if need <= b.nbytes <= 2 * need and not b.pinned]
@@ -188,22 +195,28 @@ class HostArrayPool:
                 self._leased_pinned.add(block)
         return np.asarray(_Lease(self, block, need)).view(dt)
 
-    def empty_or_new(self, n: int, dtype: Any, *, pinned: bool = False, kept: str = "pin") -> np.ndarray:
+    def empty_or_new(self, n: int, dtype: Any, *, pinned: bool = False, kept: str = "pin",
+                     inputs: Sequence[np.ndarray] = ()) -> np.ndarray:
         """:meth:`empty`, or ``numpy.empty(n, dtype)`` where the pool has no array to give.
 
         Returns
         -------
         numpy.ndarray of shape (n,) and ``dtype``, uninitialised (object arrays: ``None`` everywhere)
         """
-        a = self.empty(n, dtype, pinned=pinned, kept=kept)
+        a = self.empty(n, dtype, pinned=pinned, kept=kept, inputs=inputs)
         return np.empty(int(n), dtype) if a is None else a
 
     def is_pinned(self, arr: np.ndarray) -> bool:
         """Whether ``arr`` (or the array it views) lies in pinned memory of this pool."""
+        block = self._block_of(arr)
+        return block is not None and block.pinned
+
+    def _block_of(self, arr: Any) -> _Block | None:
+        """The block of this pool that ``arr`` (or the array it views) lies in, or None."""
         base = arr
         while isinstance(base, np.ndarray):
             base = base.base
-        return isinstance(base, _Lease) and base._pool is self and base._block.pinned
+        return base._block if isinstance(base, _Lease) and base._pool is self else None
 
     def _release(self, block: _Block) -> None:
         with self._lock:

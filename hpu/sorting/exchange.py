@@ -200,7 +200,7 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         raise ValueError("a device's share of an exchange sort does not fit its memory; use strategy='keyrange'")
     rec = Recorder()
     src = np.ascontiguousarray(arr)
-    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n, w, options))
+    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n, w, options), inputs=(arr,))
     trace = Trace("exchange", 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
     if n == 0:
         return out, rec.finish(trace)

@@ -328,7 +328,7 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     owner = [active[o] for o in owner]
     pinned = active != [0]
     kept = kept_policy(rt, n, dt.itemsize, options) if pinned else "pin"
-    out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept)
+    out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept, inputs=(arr,))
     scratch = rt.host_pool.empty_or_new(n, dt)
     trace = Trace("keyrange", float(s[0]), 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
     t0 = rec.now()

@@ -701,7 +701,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
     pinned = n_cpu == 0 and t == 0
     kept = kept_policy(rt, n, dt.itemsize, options) if pinned else "pin"
-    out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept)
+    out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept, inputs=(arr,))
     trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
 
     if n_dev == 0:
@@ -824,7 +824,8 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
     if not 0 <= cpu_rows <= r:
         raise ValueError(f"cpu_rows must lie in [0, {r}], got {cpu_rows}")
     split, rec = cpu_rows * m, Recorder()
-    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n - split, dt.itemsize, options))
+    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n - split, dt.itemsize, options),
+                                    inputs=(keys,))
     trace = Trace(strategy, cpu_rows / r, 0, int(np.ceil(np.log2(max(m, 2)))), n)
     rows_in, rows_out = keys.reshape(r, m), out.reshape(r, m)
     staging = _staging_tasks(rt, -(-(n - split) // _piece_length(dt.itemsize, options.piece_bytes(), m)),
@@ -998,7 +999,7 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     rec = Recorder()
     trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n)
     dtypes = [keys.dtype, *(v.dtype for v in values)] if gather else [np.dtype(np.int64)]
-    outs = _result_arrays(rt, n, dtypes, options)
+    outs = _result_arrays(rt, n, dtypes, options, (keys, *values))
 
     def finish(r: HybridResult) -> list[np.ndarray]:
         trace.fallback = r.fallback
@@ -1010,19 +1011,23 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     return result, rec.finish(trace)
 
 
-def _result_arrays(rt: Runtime, n: int, dtypes: Sequence[np.dtype], options: PipelineOptions) -> list[np.ndarray]:
+def _result_arrays(rt: Runtime, n: int, dtypes: Sequence[np.dtype], options: PipelineOptions,
+                   inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Uninitialised arrays of ``n`` elements of each of ``dtypes``: views of one block of ``rt.host_pool`` (pinned
     where it has room; :func:`kept_policy` for the whole block), at offsets aligned to 64 bytes.
 
     One request a call: the pool takes a pinned block of a result's size that is still leased for a result the
     caller keeps (:meth:`hpu.core.hostmem.HostArrayPool.empty`), and with one request for each result a call's own
     first result looked like one: after an argsort had left a single 128 MB block, each key-value sort of 2^24 int32
-    keys put its keys there and its values in plain memory.  The block returns to the pool when every view is gone.
+    keys put its keys there and its values in plain memory.  ``inputs``, the arrays the call reads, are not
+    results kept (an input in pinned memory is not staged, and its block would otherwise look like one).  The
+    block returns to the pool when every view is gone.
     """
     sizes = [n * dt.itemsize for dt in dtypes]
     offsets = np.cumsum([0] + [-(-size // 64) * 64 for size in sizes]).tolist()
     block = rt.host_pool.empty_or_new(offsets[-1], np.uint8, pinned=True,
-                                      kept=kept_policy(rt, n, sum(dt.itemsize for dt in dtypes), options))
+                                      kept=kept_policy(rt, n, sum(dt.itemsize for dt in dtypes), options),
+                                      inputs=inputs)
     return [block[o:o + size].view(dt) for o, size, dt in zip(offsets, sizes, dtypes)]
 
 

@@ -11,13 +11,13 @@ with the transfer chunk size, the most staging tasks at once and the pieces per 
 device sorting each staging wave on arrival or the whole array after the
 last copy, with the host's copies by streaming stores or ``numpy.copyto``, and with the device's sort
 (``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=..., stream_copies=...,
-device_sort=...)``,
-passed as ``options=``; the settings in turn, call by call, so that each median is of calls interleaved with the
-others'); then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
+device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's pinned memory
+(``--memory``: not staged); the settings in turn, call by call, so that each median is of calls interleaved with the
+others'; then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
         [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--waves on,off] [--streams on,off]
-        [--device-sorts auto,merge,tile-radix] [--json PATH]
+        [--device-sorts auto,merge,tile-radix] [--memory pageable,pinned] [--json PATH]
 """
 
 from __future__ import annotations
@@ -77,16 +77,18 @@ def setting(v: str) -> int | None:
     return None if v == "auto" else int(v)
 
 
-def best_traces(part: str, a: np.ndarray, values: np.ndarray | None, refs: list[np.ndarray], rt: hpu.Runtime,
-                options: list[hpu.PipelineOptions], repeats: int) -> list[tuple[hpu.Trace, float]]:
-    """For each of ``options``: the trace of the fastest of ``repeats + 1`` device-only calls (each result checked
-    against ``refs``) and the median wall time (ms) of the last ``repeats`` (the first warms up), the settings
-    called in turn in each round."""
-    best: list = [None] * len(options)
-    walls: list[list[float]] = [[] for _ in options]
+def best_traces(part: str, ins: dict[str, tuple[np.ndarray, np.ndarray | None]], refs: list[np.ndarray],
+                rt: hpu.Runtime, configs: list[tuple[hpu.PipelineOptions, str]],
+                repeats: int) -> list[tuple[hpu.Trace, float]]:
+    """For each of ``configs`` (options, the input's memory: a key of ``ins``, whose values are the keys and the
+    values): the trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``)
+    and the median wall time (ms) of the last ``repeats`` (the first warms up), the settings called in turn in each
+    round."""
+    best: list = [None] * len(configs)
+    walls: list[list[float]] = [[] for _ in configs]
     for _ in range(repeats + 1):
-        for i, opts in enumerate(options):
-            outs, tr = run_part(part, a, values, rt, opts)
+        for i, (opts, memory) in enumerate(configs):
+            outs, tr = run_part(part, *ins[memory], rt, opts)
             if not all(np.array_equal(o, r) for o, r in zip(outs, refs)):
                 raise SystemExit(f"wrong result of {part} at n = {a.size} with {opts}")
             del outs
@@ -94,6 +96,17 @@ def best_traces(part: str, a: np.ndarray, values: np.ndarray | None, refs: list[
             if best[i] is None or tr.wall < best[i].wall:
                 best[i] = tr
     return [(b, float(np.median(w[1:] or w))) for b, w in zip(best, walls)]
+
+
+def pinned_copy(rt: hpu.Runtime, a: np.ndarray | None) -> np.ndarray | None:
+    """``a`` copied into ``rt``'s pinned memory (:meth:`hpu.Runtime.empty_pinned`: not staged by the pipeline)."""
+    if a is None:
+        return None
+    out = rt.empty_pinned(a.shape, a.dtype)
+    if not rt.host_pool.is_pinned(out):
+        raise SystemExit(f"--memory pinned: no pinned memory for {a.nbytes} bytes")
+    out[...] = a
+    return out
 
 
 def inputs(part: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None, list[np.ndarray]]:
@@ -126,9 +139,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="PipelineOptions.stream_copies settings to compare (default on,off)")
     ap.add_argument("--device-sorts", default="auto",
                     help="PipelineOptions.device_sort settings to compare (auto: the device's default; default auto)")
+    ap.add_argument("--memory", default="pageable",
+                    help="the inputs' memory to compare: pageable (numpy's) and pinned (hpu.Runtime.empty_pinned, "
+                         "read by the DMA engine unstaged); default pageable")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    memories = args.memory.split(",")
+    if not set(memories) <= {"pageable", "pinned"}:
+        ap.error(f"--memory: pageable and/or pinned, got {args.memory!r}")
     rows = []
     rng = np.random.default_rng(0)
     with hpu.Runtime(args.device, profile="hpu1") as rt:
@@ -136,31 +155,34 @@ def main(argv: list[str] | None = None) -> int:
                 "device": rt.device_name, "host": host_description(), "threads": rt.threads,
                 "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available()}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'chunk':>6} {'tasks':>5} {'wave':>4} {'sort':>10} {'waves':>5} {'strm':>4} {'median':>7} {'wall':>7} "
+        print(f"{'n':>10} {'memory':>8} {'chunk':>6} {'tasks':>5} {'wave':>4} {'sort':>10} {'waves':>5} {'strm':>4} {'median':>7} {'wall':>7} "
               f"{'stage':>13} "
               f"{'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end of the fastest run)")
-        configs = [hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",
-                                       wave_pieces=setting(p), stream_copies=st == "on",
-                                       device_sort=None if ds == "auto" else ds,
-                                       **({} if setting(k) is None else {"staging_tasks": setting(k)}))
+        configs = [(hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",
+                                        wave_pieces=setting(p), stream_copies=st == "on",
+                                        device_sort=None if ds == "auto" else ds,
+                                        **({} if setting(k) is None else {"staging_tasks": setting(k)})), mem)
                    for x in args.chunks_mib.split(",") for k in args.tasks.split(",")
                    for p in args.wave_pieces.split(",") for w in args.waves.split(",")
-                   for st in args.streams.split(",") for ds in args.device_sorts.split(",")]
+                   for st in args.streams.split(",") for ds in args.device_sorts.split(",") for mem in memories]
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
             a, values, refs = inputs(args.part, n, rng)
-            for options, (best, median) in zip(configs, best_traces(args.part, a, values, refs, rt, configs,
-                                                                    args.repeats)):
+            ins = {"pageable": (a, values)}
+            if "pinned" in memories:
+                ins["pinned"] = (pinned_copy(rt, a), pinned_copy(rt, values))
+            for (options, memory), (best, median) in zip(configs, best_traces(args.part, ins, refs, rt, configs,
+                                                                              args.repeats)):
                 wave, mib = options.wave_pieces, options.chunk_bytes / (1 << 20)
                 s = spans(best)
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
                 rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "staging_tasks": options.staging_tasks,
                              "wave_pieces": wave, "waves": options.sort_waves, "stream_copies": options.stream_copies,
-                             "device_sort": options.device_sort,
+                             "device_sort": options.device_sort, "memory": memory,
                              "median_wall": median, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h")]
-                print(f"{n:>10} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} "
+                print(f"{n:>10} {memory:>8} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} "
                       f"{options.device_sort or 'auto':>10} "
                       f"{'on' if options.sort_waves else 'off':>5} {'on' if options.stream_copies else 'off':>4} "
                       f"{median:7.2f} "

@@ -6,7 +6,7 @@
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
-#                                            keyrange-cap | work-group | tile-radix | pinned)
+#                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -71,6 +71,8 @@
 #             and off; medians of 15 interleaved calls).
 # pinned: inputs in hpu's pinned memory (not staged) beside pageable ones at 2^24: bench_mergesort's gpu, gpu+pinned
 #         and auto strategies, then bench_argsort's int32 parts (its "pinned" variants beside cupy's).
+# pinned-pipeline: bench_pipeline's sort (pieces per wave varied), rows and key-value parts at 2^24 from pageable and
+#                  from pinned inputs, medians of 15 interleaved calls.
 # sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
 #             merge and radix).
 set -euo pipefail
@@ -182,6 +184,14 @@ for stage in "$@"; do
           python3 experiments/bench_argsort.py --device gpu --profile "$profile" --min-log 24 --max-log 24 --slow 5 \
               --dtypes int32 --json "$OUT/bench_argsort_pinned.json"
         } 2>&1 | tee "$OUT/pinned.log"
+        ;;
+    pinned-pipeline)
+        for part in sort rows kv; do
+            python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 --waves on \
+                --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" --streams on --memory pageable,pinned \
+                --wave-pieces "$([ $part = sort ] && echo auto,4,2 || echo auto)" --repeats 15 \
+                --json "$OUT/pipeline_pinned_$part.json"
+        done 2>&1 | tee "$OUT/pipeline_pinned.log"
         ;;
     sort-check)
         calibrate

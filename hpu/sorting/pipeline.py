@@ -1158,9 +1158,15 @@ def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any]], chunk_
 
 def upload_pieces(cq: Any, d: Any, stage: np.ndarray, pieces: list[tuple[int, int]], ready: list) -> list:
     """Enqueue the copy of each staged piece ``stage[a:b]`` into the buffer ``d`` on ``cq`` once ``ready`` says it is
-    staged; the copies' events."""
-    return [cl.enqueue_copy(cq, d, _bytes(stage, a, b), dst_offset=a * stage.itemsize, is_blocking=False,
-                            wait_for=[r]) for (a, b), r in zip(pieces, ready)]
+    staged; the copies' events.  The queue is flushed after the first copy, which may then start (a pinned input's
+    pieces are ready at once) while the others are enqueued."""
+    events = []
+    for (a, b), r in zip(pieces, ready):
+        events.append(cl.enqueue_copy(cq, d, _bytes(stage, a, b), dst_offset=a * stage.itemsize, is_blocking=False,
+                                      wait_for=[r]))
+        if len(events) == 1:
+            cq.flush()
+    return events
 
 
 def _bytes(a: np.ndarray, start: int, stop: int) -> np.ndarray:

@@ -220,15 +220,15 @@ void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const u
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint sub = 0; (1u << sub) < bins; sub += 4) {  /* a stable counting sort of the tile by 4 bits */
         KEY_T k[RADIX_ITEMS];
-        uint nib[RADIX_ITEMS], rank[RADIX_ITEMS], mine[16], sum = 0, total;
+        uint slot[RADIX_ITEMS], mine[16], sum = 0, total;  /* slot: 4-bit digit << 16 | rank among its keys */
         for (uint c = 0; c < 16; c++)
             cnt[CNT(c * RADIX_WG + lid)] = 0;
         for (uint j = 0; j < RADIX_ITEMS; j++) {
             const uint i = lid * RADIX_ITEMS + j;
             if (i < len) {
                 k[j] = tile[i];
-                nib[j] = (DIGIT(k[j]) >> sub) & 15;
-                rank[j] = cnt[CNT(nib[j] * RADIX_WG + lid)]++;
+                const uint nib = (DIGIT(k[j]) >> sub) & 15;
+                slot[j] = nib << 16 | cnt[CNT(nib * RADIX_WG + lid)]++;
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -244,7 +244,7 @@ void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const u
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint j = 0; j < RADIX_ITEMS; j++)
             if (lid * RADIX_ITEMS + j < len)
-                tile[cnt[CNT(nib[j] * RADIX_WG + lid)] + rank[j]] = k[j];
+                tile[cnt[CNT((slot[j] >> 16) * RADIX_WG + lid)] + (slot[j] & 0xffff)] = k[j];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     for (uint i = lid; i < len; i += RADIX_WG) {  /* where each digit's run starts in the sorted tile */

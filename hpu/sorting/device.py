@@ -23,7 +23,7 @@ unit, each counted and scattered by one work-item in a sequential loop,
 Computer Programming vol. 3, section 5.2.5; per-chunk offsets as in Zagha
 and Blelloch 1991).  The same radix sort in a GPU's shape
 (``algorithm="tile-radix"``): ``ceil(bits / 8)`` passes, each a count per
-tile of work-group size times 15 keys (7 of 8 bytes), a scan of the counts
+tile of work-group size times 23 keys (7 of 8 bytes), a scan of the counts
 in (digit, tile) order, and a scatter of each tile sorted by its digit in
 local memory (Satish, Harris and Garland, "Designing efficient sorting
 algorithms for manycore GPUs", IPDPS 2009, section 4).  Merges use the
@@ -84,7 +84,7 @@ _RADIX_MAX_KEYS = 1 << 31
 #: keys per work-item by key size in bytes (odd: conflict-free strided reads of local memory).
 TILE_RADIX_BITS = 8
 _TILE_RADIX_WG = 256
-_TILE_RADIX_ITEMS = {4: 15, 8: 7}
+_TILE_RADIX_ITEMS = {4: 23, 8: 7}
 _SCAN_BLOCK_ITEMS = 16
 ALGORITHMS = ("merge", "radix", "tile-radix")
 _KEY_KINDS = {"u": 0, "i": 1, "f": 2}
@@ -305,6 +305,9 @@ class DeviceSorter:
                 raise ValueError(f"the tile radix sort needs work-groups of {wg} work-items; "
                                  f"{self.runtime.device_name} allows {self.runtime.device.max_work_group_size}")
             items = _TILE_RADIX_ITEMS[self.dtype.itemsize]
+            fixed = 4 * (16 * wg + 16 * wg // 32 + 2 * 256 + wg)  # radix_tile_scatter's counters, offsets, scan
+            while items > 1 and wg * items * self.dtype.itemsize + fixed > self.runtime.device.local_mem_size:
+                items -= 2  # odd, as the merge kernels' ITEMS
             prg = self.runtime.program("radix", defines={**defines, "RADIX_WG": wg, "RADIX_ITEMS": items})
             names = ("radix_tile_count", "radix_scan_blocks", "radix_scan_sums", "radix_tile_scatter")
             kernels = {name: cl.Kernel(prg, name) for name in names}

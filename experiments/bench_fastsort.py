@@ -13,7 +13,8 @@ Usage::
     python experiments/bench_fastsort.py --sizes 16-26 --json experiments/results/fastsort.json
     python experiments/bench_fastsort.py --algorithms merge,tile-radix --no-baselines
 
-The ratio columns divide each other sorter's time by the first of hpu's.
+The ratio columns divide each other sorter's time by the first of hpu's; "merges" is the merge sort's count of
+global merge passes.
 """
 
 from __future__ import annotations
@@ -110,6 +111,33 @@ def baselines(rt: hpu.Runtime) -> dict[str, Any]:
     return out
 
 
+def time_size(rt: hpu.Runtime, k: int, sorters: dict[str, DeviceSorter], others: dict[str, Any], repeats: int,
+              rng: np.random.Generator, passes: int) -> dict[str, Any]:
+    """One row of the table: every sorter's times at ``n = 2**k`` (each result checked against ``np.sort``)."""
+    n = 1 << k
+    keys = rng.integers(0, 2 * n, n, dtype=DTYPE)
+    expect = np.sort(keys)
+    queue, ctx = rt.queue, rt.context
+    src = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=keys)
+    out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, keys.nbytes)
+    cases = {name: (lambda: None, lambda s=s: s.sort(src, n, out=out)[0]) for name, s in sorters.items()}
+    cases.update({name: make(src, n) for name, make in others.items()})
+    row: dict[str, Any] = {"log2n": k, "n": n, "passes": passes}
+    for name, (prepare, run) in cases.items():
+        try:
+            prepare()
+            result = run()
+            got = np.empty_like(keys)
+            cl.enqueue_copy(queue, got, result.data if isinstance(result, cl_array.Array) else result)
+            times = time_runs(queue, run, prepare, repeats)
+        except cl.Error as e:  # e.g. out of device memory for a baseline
+            row[name] = {"error": str(e)}
+            continue
+        row[name] = {"median_ms": statistics.median(times), "times_ms": times,
+                     "correct": bool(np.array_equal(got, expect))}
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=parse_sizes, default=parse_sizes("16-26"),
@@ -138,38 +166,18 @@ def main(argv: list[str] | None = None) -> int:
         sorter = next(iter(sorters.values()))
         ref = next(iter(sorters))
         others = {} if args.no_baselines else baselines(rt)
-        queue, ctx = rt.queue, rt.context
         print(f"device: {info.name} ({info.platform}, {info.version}, driver {info.driver})")
         print(f"hpu: work_group_size={sorter.work_group_size} items_per_thread={sorter.items_per_thread} "
               f"tile={sorter.tile}; int32 uniform in [0, 2n); median of {args.repeats} runs, ms\n")
         names = [*sorters, *others]
-        print(" ".join([f"{'n':>6}", f"{'passes':>6}", *(f"{name + ' ms':>18}" for name in names),
+        print(" ".join([f"{'n':>6}", f"{'merges':>6}", *(f"{name + ' ms':>18}" for name in names),
                         f"{'Mkeys/s':>11}", *(f"{name + '/first':>18}" for name in names[1:])]))
         rows = []
         all_correct = True
         rng = np.random.default_rng(20261122)
         for k in args.sizes:
+            row = time_size(rt, k, sorters, others, args.repeats, rng, sorter.passes(1 << k))
             n = 1 << k
-            keys = rng.integers(0, 2 * n, n, dtype=DTYPE)
-            expect = np.sort(keys)
-            src = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=keys)
-            out = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, keys.nbytes)
-            cases = {name: (lambda: None, lambda s=s: s.sort(src, n, out=out)[0]) for name, s in sorters.items()}
-            cases.update({name: make(src, n) for name, make in others.items()})
-            row: dict[str, Any] = {"log2n": k, "n": n, "passes": sorter.passes(n)}
-            for name, (prepare, run) in cases.items():
-                try:
-                    prepare()
-                    result = run()
-                    got = np.empty_like(keys)
-                    cl.enqueue_copy(queue, got, result.data if isinstance(result, cl_array.Array) else result)
-                    times = time_runs(queue, run, prepare, args.repeats)
-                except cl.Error as e:  # e.g. out of device memory for a baseline
-                    row[name] = {"error": str(e)}
-                    continue
-                correct = bool(np.array_equal(got, expect))
-                all_correct &= correct
-                row[name] = {"median_ms": statistics.median(times), "times_ms": times, "correct": correct}
             rows.append(row)
             med = {name: row[name].get("median_ms") for name in names}
             hpu_ms = med[ref]
@@ -179,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                      *(f"{med[name] / hpu_ms:>18.2f}" if med[name] and hpu_ms else f"{'n/a':>18}"
                        for name in names[1:])]
             wrong = [name for name in names if row[name].get("correct") is False]
+            all_correct &= not wrong
             if wrong:
                 cells.append(f" WRONG RESULT: {', '.join(wrong)}")
             print(" ".join(cells), flush=True)

@@ -33,6 +33,7 @@ import hpu
 from bench_common import command_line, utc_now, write_json
 from hpu.core.streaming import streaming_available
 from hpu.core.util import host_description
+from hpu.sorting.device import ALGORITHMS
 from hpu.sorting.pipeline import fast_keyed_sort, fast_row_sort
 
 ROW = 1024  # keys per row of --part rows
@@ -90,7 +91,8 @@ def best_traces(part: str, ins: dict[str, tuple[np.ndarray, np.ndarray | None]],
         for i, (opts, memory) in enumerate(configs):
             outs, tr = run_part(part, *ins[memory], rt, opts)
             if not all(np.array_equal(o, r) for o, r in zip(outs, refs)):
-                raise SystemExit(f"wrong result of {part} at n = {a.size} with {opts}")
+                raise SystemExit(f"wrong result of {part} at n = {ins[memory][0].size} from {memory} memory "
+                                 f"with {opts}")
             del outs
             walls[i].append(tr.wall * 1e3)
             if best[i] is None or tr.wall < best[i].wall:
@@ -148,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     memories = args.memory.split(",")
     if not set(memories) <= {"pageable", "pinned"}:
         ap.error(f"--memory: pageable and/or pinned, got {args.memory!r}")
+    if not set(args.device_sorts.split(",")) <= {"auto", *ALGORITHMS}:
+        ap.error(f"--device-sorts: each of auto, {', '.join(ALGORITHMS)}, got {args.device_sorts!r}")
     rows = []
     rng = np.random.default_rng(0)
     with hpu.Runtime(args.device, profile="hpu1") as rt:
@@ -155,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                 "device": rt.device_name, "host": host_description(), "threads": rt.threads,
                 "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available()}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'memory':>8} {'chunk':>6} {'tasks':>5} {'wave':>4} {'sort':>10} {'waves':>5} {'strm':>4} {'median':>7} {'wall':>7} "
-              f"{'stage':>13} "
+        print(f"{'n':>10} {'memory':>8} {'chunk':>6} {'tasks':>5} {'wave':>4} {'algorithm':>10} {'waves':>5} "
+              f"{'strm':>4} {'median':>7} {'wall':>7} {'stage':>13} "
               f"{'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end of the fastest run)")
         configs = [(hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",
                                         wave_pieces=setting(p), stream_copies=st == "on",

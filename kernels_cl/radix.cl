@@ -115,14 +115,14 @@ __kernel void radix_scatter(__global const KEY_T *keys, __global KEY_T *out, con
  * RADIX_ITEMS consecutive keys from i * RADIX_ITEMS (odd, so that these
  * strided reads of local memory are free of bank conflicts).
  *
- * More macros: RADIX_WG (a power of two, at least 16) and RADIX_ITEMS.
+ * More macros: RADIX_WG (a power of two, at least 16), RADIX_ITEMS and SCAN_ITEMS (counts a work-item
+ * scans; the host sizes the blocks' sums by it).
  */
 
 #ifdef RADIX_WG
 
 #define TILE (RADIX_WG * RADIX_ITEMS)
 #define TILE_BINS 256
-#define SCAN_ITEMS 16
 #define SCAN_BLOCK (RADIX_WG * SCAN_ITEMS)
 /* Counter f of a tile's (4 bits, work-item) counters, one word of padding after every 32: the scan's reads of 16
  * consecutive counters per work-item then fall in distinct banks (unpadded: 16 work-items on one bank). */

@@ -325,8 +325,8 @@ def _keyed_values(n: int, seed: int) -> list[np.ndarray]:
 @pytest.mark.parametrize("sort_waves, device_sort", [(True, "merge"), (False, "merge"), (False, "radix"),
                                                      (True, "tile-radix")])
 def test_keyed_sort_on_the_device(fresh, dtype, n, chunk_bytes, sort_waves, device_sort):
-    """Packing, sorting (merge sort or the GPU's radix sort in waves, merge sort not, CPU's radix sort), unpacking and gathering on the device equal
-    numpy bit for bit."""
+    """Packing, sorting (the merge sort or the GPU's radix sort in waves, the merge sort without, the CPU's radix
+    sort), unpacking and gathering on the device equal numpy bit for bit."""
     from hpu.sorting.pipeline import fast_keyed_sort
 
     opts = hpu.PipelineOptions(chunk_bytes=chunk_bytes, sort_waves=sort_waves, device_sort=device_sort)

@@ -10,6 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import hpu
 from hpu import NoDeviceError
+from hpu.sorting import device as sort_device
 from hpu.sorting.device import (ALGORITHMS, RADIX_BITS, SUPPORTED_DTYPES, DeviceSorter, device_sort, merge_buffers,
                                 sort_buffer)
 
@@ -266,6 +267,10 @@ def test_bad_arguments(runtime, sorters):
         DeviceSorter(runtime, np.int32, items_per_thread=0)
     with pytest.raises(ValueError, match="algorithm"):
         DeviceSorter(runtime, np.int32, algorithm="bitonic")
+    with pytest.MonkeyPatch.context() as mp:  # work-groups larger than the device allows
+        mp.setattr(sort_device, "_TILE_RADIX_WG", 2 * runtime.device.max_work_group_size)
+        with pytest.raises(ValueError, match="do not fit"):
+            DeviceSorter(runtime, np.int64, algorithm="tile-radix")
     with pytest.raises(ValueError, match="unsigned"):
         sorter.sort(buf, 10, bits=8)  # int32 keys
     unsigned = sorters[np.dtype(np.uint32), "radix"]

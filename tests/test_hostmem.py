@@ -155,27 +155,33 @@ def test_kept_results_get_plain_memory_only_when_asked(runtime):
 @pytest.mark.parametrize("part", ["sort", "rows", "argsort", "by_key"])
 def test_a_pinned_input_is_not_a_kept_result(fresh, monkeypatch, part):
     """Results in plain memory where the caller keeps earlier ones (the "plain" policy): an input in the pool's
-    pinned memory, the only other block of that size, is not one, so the result is pinned (the DMA engine writes
-    it, no copy out); a block of that size kept beside it does count."""
+    pinned memory, a block of the result's size, is not one, so the result is pinned (the DMA engine writes it, no
+    copy out); a block of that size kept beside it does count."""
     if not fresh.has_device or not fresh.host_pool.can_pin:
         pytest.skip("no OpenCL device that pins host memory")
     from hpu.sorting import pipeline
 
     monkeypatch.setattr(pipeline, "kept_policy", lambda *args: "plain")
     n = 8 * N_POOLED
-    keys = np.random.default_rng(9).integers(-50, 50, n).astype(np.int32)
+    # Inputs of the result's bytes: int64 keys for int64 indices; keys and values of a key-value sort in one block.
+    block = fresh.empty_pinned(2 * n if part == "by_key" else n, np.int64 if part == "argsort" else np.int32)
+    block[:] = np.random.default_rng(9).integers(-50, 50, block.size)
+    before = block.copy()
+    keys, values = block[:n], block[n:]
     kw = {"runtime": fresh, "strategy": "gpu"}
-    calls = {"sort": lambda a: hpu.hybrid_mergesort(a, **kw), "rows": lambda a: hpu.sort(a.reshape(-1, 256), **kw),
-             "argsort": lambda a: hpu.argsort(a, **kw), "by_key": lambda a: hpu.sort_by_key(a, values=a, **kw)[1]}
-    expect = {"sort": np.sort(keys, kind="stable"), "rows": np.sort(keys.reshape(-1, 256), axis=-1),
-              "argsort": np.argsort(keys, kind="stable"), "by_key": np.sort(keys, kind="stable")}[part]
-    pinned = fresh.empty_pinned(n, np.int32)
-    pinned[:] = keys
-    out = calls[part](pinned)
-    assert same_bits(out, expect) and same_bits(pinned, keys)
+    calls = {"sort": lambda: hpu.hybrid_mergesort(keys, **kw), "rows": lambda: hpu.sort(keys.reshape(-1, 256), **kw),
+             "argsort": lambda: hpu.argsort(keys, **kw), "by_key": lambda: hpu.sort_by_key(keys, values, **kw)[1]}
+    order = np.argsort(before[:n], kind="stable")  # before: the keys (and the values)
+    expect = {"sort": lambda: before[order], "rows": lambda: np.sort(before.reshape(-1, 256), axis=-1),
+              "argsort": lambda: order, "by_key": lambda: before[n:][order]}[part]()
+    out = calls[part]()
+    assert same_bits(out, expect) and same_bits(block, before)
     assert fresh.host_pool.is_pinned(out)
-    kept = fresh.host_pool.empty(out.size, out.dtype, pinned=True)  # a block of the result's size, kept
-    again = calls[part](pinned)
+    nbytes = block.nbytes
+    del out
+    gc.collect()
+    kept = fresh.host_pool.empty(nbytes, np.uint8, pinned=True)  # the result's block, now kept by the caller
+    again = calls[part]()
     assert same_bits(again, expect) and not fresh.host_pool.is_pinned(again)
     del kept
 

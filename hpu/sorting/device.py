@@ -195,8 +195,8 @@ class DeviceSorter:
     -----
     Build one per (lease or runtime, dtype) and reuse it: its scratch buffer
     (``n`` keys) and partition buffer (``8 * ceil(n / tile)`` bytes), or the
-    radix sort's counters (``4 * 2**digit`` bytes per chunk), are kept and
-    grown as needed.  It relies on its queue being in order: work of
+    radix sorts' counters (``4 * 2**digit`` bytes per chunk or tile, and the
+    tile radix sort's sums of blocks of them), are kept and grown as needed.  It relies on its queue being in order: work of
     successive calls, which share the scratch buffer, runs in call order.
     Enqueueing from several threads is serialised by a lock.
 
@@ -291,31 +291,42 @@ class DeviceSorter:
         defines = {"KEY_T": CL_TYPES[self.dtype][0], "ORDER_T": order, "AS_ORDER": f"as_{order}",
                    "KEY_KIND": _KEY_KINDS[self.dtype.kind], "KEY_FP64": int(self.dtype == np.float64),
                    "RADIX_BITS": RADIX_BITS}
+        if tiles:
+            self._build_tile_radix(defines)
+            return
         u32 = np.uint32
-        if not tiles:
-            prg = self.runtime.program("radix", defines=defines)
-            kernels = {name: cl.Kernel(prg, name) for name in ("radix_count", "radix_offsets", "radix_scatter")}
-            kernels["radix_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
-            kernels["radix_offsets"].set_scalar_arg_dtypes([None, u32])
-            kernels["radix_scatter"].set_scalar_arg_dtypes([None, None, u32, u32, u32, None])
-            self._radix_units = max(1, int(self.runtime.device.max_compute_units)) * _RADIX_CHUNKS_PER_UNIT
-        else:
-            wg = _TILE_RADIX_WG
-            if wg > self.runtime.device.max_work_group_size:
-                raise ValueError(f"the tile radix sort needs work-groups of {wg} work-items; "
-                                 f"{self.runtime.device_name} allows {self.runtime.device.max_work_group_size}")
-            items = _TILE_RADIX_ITEMS[self.dtype.itemsize]
-            fixed = 4 * (16 * wg + 16 * wg // 32 + 2 * 256 + wg)  # radix_tile_scatter's counters, offsets, scan
-            while items > 1 and wg * items * self.dtype.itemsize + fixed > self.runtime.device.local_mem_size:
-                items -= 2  # odd, as the merge kernels' ITEMS
-            prg = self.runtime.program("radix", defines={**defines, "RADIX_WG": wg, "RADIX_ITEMS": items})
-            names = ("radix_tile_count", "radix_scan_blocks", "radix_scan_sums", "radix_tile_scatter")
-            kernels = {name: cl.Kernel(prg, name) for name in names}
-            kernels["radix_tile_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
-            kernels["radix_scan_blocks"].set_scalar_arg_dtypes([None, u32, None])
-            kernels["radix_scan_sums"].set_scalar_arg_dtypes([None, u32])
-            kernels["radix_tile_scatter"].set_scalar_arg_dtypes([None, None, u32, u32, u32, None, None])
-            self._radix_tile = (wg, wg * items)
+        prg = self.runtime.program("radix", defines=defines)
+        kernels = {name: cl.Kernel(prg, name) for name in ("radix_count", "radix_offsets", "radix_scatter")}
+        kernels["radix_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
+        kernels["radix_offsets"].set_scalar_arg_dtypes([None, u32])
+        kernels["radix_scatter"].set_scalar_arg_dtypes([None, None, u32, u32, u32, None])
+        self._radix_units = max(1, int(self.runtime.device.max_compute_units)) * _RADIX_CHUNKS_PER_UNIT
+        self._kernels.update(kernels)
+
+    def _build_tile_radix(self, defines: dict[str, Any]) -> None:
+        """The GPU-shaped radix sort's kernels: work-groups of ``_TILE_RADIX_WG``, the most keys a work-item (odd,
+        at most ``_TILE_RADIX_ITEMS``) that the device's local memory holds."""
+        wg, dev, size = _TILE_RADIX_WG, self.runtime.device, self.dtype.itemsize
+        items = _TILE_RADIX_ITEMS[size]
+        fixed = 4 * (16 * wg + 16 * wg // 32 + 2 * 256 + wg)  # radix_tile_scatter's counters, offsets, scan
+        while items > 1 and wg * items * size + fixed > dev.local_mem_size:
+            items -= 2  # odd, as the merge kernels' ITEMS
+        names = ("radix_tile_count", "radix_scan_blocks", "radix_scan_sums", "radix_tile_scatter")
+        misfit = ValueError(f"the tile radix sort's kernels (work-groups of {wg}) do not fit "
+                            f"{self.runtime.device_name} ({self.dtype} keys)")
+        if wg > dev.max_work_group_size or wg * items * size + fixed > dev.local_mem_size:
+            raise misfit
+        prg = self.runtime.program("radix", defines={**defines, "RADIX_WG": wg, "RADIX_ITEMS": items,
+                                                     "SCAN_ITEMS": _SCAN_BLOCK_ITEMS})
+        kernels = {name: cl.Kernel(prg, name) for name in names}
+        if any(kernels[k].get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, dev) < wg for k in names):
+            raise misfit
+        u32 = np.uint32
+        kernels["radix_tile_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
+        kernels["radix_scan_blocks"].set_scalar_arg_dtypes([None, u32, None])
+        kernels["radix_scan_sums"].set_scalar_arg_dtypes([None, u32])
+        kernels["radix_tile_scatter"].set_scalar_arg_dtypes([None, None, u32, u32, u32, None, None])
+        self._radix_tile = (wg, wg * items)
         self._kernels.update(kernels)
 
     def __repr__(self) -> str:

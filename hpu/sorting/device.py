@@ -120,9 +120,9 @@ def _check_range(name: str, buf: Any, offset: int, count: int, itemsize: int) ->
 
 def default_algorithm(device: Any) -> str:
     """:class:`DeviceSorter`'s default ``algorithm`` on the OpenCL ``device``: ``"radix"`` on a device of type CPU
-    (its work-groups run as loops), else ``"merge"`` (on the H100 the GPU-shaped ``"tile-radix"`` took 0.98-1.15
-    times the merge sort's time from 2^19 to 2^26 int32 keys, more below: ``experiments/results/h100/
-    fastsort_tile_radix.json``)."""
+    (its work-groups run as loops), else ``"merge"`` (on the H100 the GPU-shaped ``"tile-radix"`` took 0.95-1.04
+    times the merge sort's time from 2^20 to 2^26 int32 keys, more below: ``experiments/results/h100/
+    fastsort_tile_radix_items23.json``)."""
     return "radix" if device.type & cl.device_type.CPU else "merge"
 
 

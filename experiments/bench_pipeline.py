@@ -12,12 +12,12 @@ device sorting each staging wave on arrival or the whole array after the
 last copy, with the host's copies by streaming stores or ``numpy.copyto``, and with the device's sort
 (``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=..., stream_copies=...,
 device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's pinned memory
-(``--memory``: not staged); the settings in turn, call by call, so that each median is of calls interleaved with the
-others'; then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
+(``--memory``: not staged), each call back to back or after an idle pause (``--pause-ms``); the settings in turn,
+call by call, so that each median is of calls interleaved with the others'; then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
         [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--waves on,off] [--streams on,off]
-        [--device-sorts auto,merge,tile-radix] [--memory pageable,pinned] [--json PATH]
+        [--device-sorts auto,merge,tile-radix] [--memory pageable,pinned] [--pause-ms 0] [--json PATH]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -80,15 +81,16 @@ def setting(v: str) -> int | None:
 
 def best_traces(part: str, ins: dict[str, tuple[np.ndarray, np.ndarray | None]], refs: list[np.ndarray],
                 rt: hpu.Runtime, configs: list[tuple[hpu.PipelineOptions, str]],
-                repeats: int) -> list[tuple[hpu.Trace, float]]:
+                repeats: int, pause: float = 0.0) -> list[tuple[hpu.Trace, float]]:
     """For each of ``configs`` (options, the input's memory: a key of ``ins``, whose values are the keys and the
     values): the trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``)
     and the median wall time (ms) of the last ``repeats`` (the first warms up), the settings called in turn in each
-    round."""
+    round, each call ``pause`` seconds after the one before (idle)."""
     best: list = [None] * len(configs)
     walls: list[list[float]] = [[] for _ in configs]
     for _ in range(repeats + 1):
         for i, (opts, memory) in enumerate(configs):
+            time.sleep(pause)
             outs, tr = run_part(part, *ins[memory], rt, opts)
             if not all(np.array_equal(o, r) for o, r in zip(outs, refs)):
                 raise SystemExit(f"wrong result of {part} at n = {ins[memory][0].size} from {memory} memory "
@@ -144,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory", default="pageable",
                     help="the inputs' memory to compare: pageable (numpy's) and pinned (hpu.Runtime.empty_pinned, "
                          "read by the DMA engine unstaged); default pageable")
+    ap.add_argument("--pause-ms", type=float, default=0.0,
+                    help="idle milliseconds before each call (as between a program's calls; default 0: back to back)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -157,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     with hpu.Runtime(args.device, profile="hpu1") as rt:
         meta = {"part": args.part, "date": utc_now(), "command": command_line("bench_pipeline.py", argv),
                 "device": rt.device_name, "host": host_description(), "threads": rt.threads,
-                "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available()}
+                "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available(),
+                "pause_ms": args.pause_ms}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
         print(f"{'n':>10} {'memory':>8} {'chunk':>6} {'tasks':>5} {'wave':>4} {'algorithm':>10} {'waves':>5} "
               f"{'strm':>4} {'median':>7} {'wall':>7} {'stage':>13} "
@@ -175,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             ins = {"pageable": (a, values)}
             if "pinned" in memories:
                 ins["pinned"] = (pinned_copy(rt, a), pinned_copy(rt, values))
-            for (options, memory), (best, median) in zip(configs, best_traces(args.part, ins, refs, rt, configs,
-                                                                              args.repeats)):
+            traces = best_traces(args.part, ins, refs, rt, configs, args.repeats, args.pause_ms / 1e3)
+            for (options, memory), (best, median) in zip(configs, traces):
                 wave, mib = options.wave_pieces, options.chunk_bytes / (1 << 20)
                 s = spans(best)
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]

@@ -6,7 +6,8 @@
 #                                            tabu | tabu-more | tabu-resident | tabu-large | tabu-many | tabu-gantt |
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
-#                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline)
+#                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
+#                                            pause)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -73,6 +74,8 @@
 #         and auto strategies, then bench_argsort's int32 parts (its "pinned" variants beside cupy's).
 # pinned-pipeline: bench_pipeline's sort (pieces per wave varied), rows and key-value parts at 2^24 from pageable and
 #                  from pinned inputs, medians of 15 interleaved calls.
+# pause: bench_pipeline's sort and rows parts at 2^24 back to back and with 200 ms idle before each call (as between
+#        a program's calls, or bench_mergesort's and bench_argsort's rounds with numpy), medians of 15.
 # sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
 #             merge and radix).
 set -euo pipefail
@@ -192,6 +195,15 @@ for stage in "$@"; do
                 --wave-pieces "$([ $part = sort ] && echo auto,4,2 || echo auto)" --repeats 15 \
                 --json "$OUT/pipeline_pinned_$part.json"
         done 2>&1 | tee "$OUT/pipeline_pinned.log"
+        ;;
+    pause)
+        for pause in 0 200; do
+            for part in sort rows; do
+                python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 --waves on \
+                    --chunks-mib 4 --streams on --memory pageable,pinned --repeats 15 --pause-ms $pause \
+                    --json "$OUT/pipeline_pause${pause}_$part.json"
+            done
+        done 2>&1 | tee "$OUT/pipeline_pause.log"
         ;;
     sort-check)
         calibrate

@@ -23,6 +23,8 @@ each call after the same idle pause (``hpu.core.calibrate.IDLE_PAUSE``, as in
   against ``numpy.sort(X, axis=-1)`` (stable, the baseline, and default kind)
   on one core, and ``cupy.sort`` / ``torch.sort`` pageable where importable.
 
+Each variant is timed in shuffled rounds, every call after an idle pause (the first call of a program that does
+other work between sorts), or with ``--back-to-back`` in a run of calls one after another (steady state).
 Every result is checked once per configuration (the untimed warm-up call)
 against numpy's stable result: hpu's with ``np.array_equal`` (a mismatch is
 printed loudly, recorded as ``"correct": false``, not timed, and the script
@@ -40,7 +42,7 @@ host into uint32/uint64 and sorted by ``hpu.hybrid_mergesort`` (64-bit keys
 take two such passes).
 
     python experiments/bench_argsort.py [--min-log 20] [--max-log 28] [--dtypes int32,float64]
-        [--parts argsort,kv,rows] [--rows-log 14 --cols-log 10] [--slow 20] [--json PATH]
+        [--parts argsort,kv,rows] [--rows-log 14 --cols-log 10] [--back-to-back] [--slow 20] [--json PATH]
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ import numpy as np
 import pyopencl as cl
 
 import hpu
-from bench_common import add_runtime_arguments, command_line, shuffled_rounds, utc_now, write_json
+from bench_common import add_runtime_arguments, command_line, shuffled_rounds, timings, utc_now, write_json
 from hpu.core.streaming import streaming_available
 from hpu.core.util import host_description
 from hpu.sorting import packs_on_device, planned_strategy, rows_on_device
@@ -426,7 +428,10 @@ def run_config(cfg: Config, args: argparse.Namespace, state: State, seed: int) -
     base = timed.get(cfg.baseline.name, (None, None))[1]
     warm = base["warm_seconds"] if base else math.inf
     rounds = max(args.repeats, min(SMALL_ROUNDS, int(SMALL_SECONDS / max(warm, 1e-9))))
-    samples = shuffled_rounds({k: v.run for k, (v, _) in timed.items()}, rounds, np.random.default_rng(seed))
+    if args.back_to_back:  # steady state: each variant's calls one after another
+        samples = {k: timings(v.run, rounds) for k, (v, _) in timed.items()}
+    else:
+        samples = shuffled_rounds({k: v.run for k, (v, _) in timed.items()}, rounds, np.random.default_rng(seed))
     t_base, estimated = baseline_seconds(cfg, samples, state)
     for name, (v, verdict) in timed.items():
         t = float(np.median(samples[name]))
@@ -493,6 +498,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     timing = ap.add_argument_group("timing")
     timing.add_argument("--repeats", type=int, default=3,
                         help="timed rounds (more for sorts under 20 ms); the median is reported (default 3)")
+    timing.add_argument("--back-to-back", action="store_true",
+                        help="time each variant's calls one after another (steady state), after one untimed call, "
+                             "rather than in shuffled rounds, each call after an idle pause (the default)")
     timing.add_argument("--slow", type=float, default=20.0,
                         help="skip a variant at larger n once its median took longer than this many seconds "
                              "(default 20)")
@@ -528,6 +536,7 @@ def machine_meta(rt: hpu.Runtime, args: argparse.Namespace, argv: list[str] | No
         "python": platform.python_version(),
         "hpu": hpu.__version__,
         "baseline": "numpy stable (argsort kind='stable' / sort kind='stable'), one core",
+        "timing": "back to back" if args.back_to_back else "shuffled rounds after idle pauses",
         **gpu_facts(gpu),
     }
     print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))

@@ -5,7 +5,8 @@ Times each strategy side by side in one run on uniform random int32 in
 a table of times and ratios to numpy.sort (one core, default kind), with the
 machine and versions.  Host array in, host array out.  The strategies and
 numpy.sort run in shuffled rounds, each call after the same idle pause
-(``hpu.core.calibrate.IDLE_PAUSE``), and each median is reported.  When importable,
+(``hpu.core.calibrate.IDLE_PAUSE``; ``--back-to-back``: each one's calls one after another instead, the
+steady state), and each median is reported.  When importable,
 cupy.sort host to host (pageable and pinned host buffers) is timed too.
 ``--variants`` adds other key distributions and dtypes at one size.
 A strategy ``keyrange@A`` is the key-range split with the CPU's share forced
@@ -115,6 +116,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "'gpu' then sorts on the first alone")
     ap.add_argument("--slow", type=float, default=20.0,
                     help="skip a strategy at larger n once one run took longer than this many seconds")
+    ap.add_argument("--back-to-back", action="store_true",
+                    help="time each strategy's calls one after another (steady state), after one untimed call, "
+                         "rather than in shuffled rounds after idle pauses (the default)")
     add_runtime_arguments(ap)
     args = ap.parse_args(argv)
     args.strategies = [s for s in args.strategies.split(",") if s]
@@ -138,6 +142,7 @@ def machine_meta(rt: hpu.Runtime, args: argparse.Namespace, argv: list[str] | No
         "python": platform.python_version(),
         "hpu": hpu.__version__,
         "mode": args.mode,
+        "timing": "back to back" if args.back_to_back else "shuffled rounds after idle pauses",
         "device_memory_limit": args.device_memory_limit,
     }
     print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items() if k != "profile_values"))
@@ -189,6 +194,8 @@ def time_strategies(a: np.ndarray, strategies: list[str], args: argparse.Namespa
     t0 = time.perf_counter()
     np.sort(a)
     rounds = max(args.repeats, min(SMALL_ROUNDS, int(SMALL_SECONDS / max(time.perf_counter() - t0, 1e-9))))
+    if args.back_to_back:
+        return {k: timings(fn, rounds) for k, fn in runs.items()}
     return shuffled_rounds(runs, rounds, np.random.default_rng(seed))
 
 

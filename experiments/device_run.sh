@@ -7,7 +7,7 @@
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
-#                                            pause)
+#                                            pause | steady)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -76,6 +76,8 @@
 #                  from pinned inputs, medians of 15 interleaved calls.
 # pause: bench_pipeline's sort and rows parts at 2^24 back to back and with 200 ms idle before each call (as between
 #        a program's calls, or bench_mergesort's and bench_argsort's rounds with numpy), medians of 15.
+# steady: bench_mergesort (2^24 int32: gpu, gpu+pinned, auto) and bench_argsort (2^24 int32: argsort, kv, rows) with
+#         each call after an idle pause (their default) and back to back (--back-to-back), with the profile.
 # sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
 #             merge and radix).
 set -euo pipefail
@@ -204,6 +206,16 @@ for stage in "$@"; do
                     --json "$OUT/pipeline_pause${pause}_$part.json"
             done
         done 2>&1 | tee "$OUT/pipeline_pause.log"
+        ;;
+    steady)
+        calibrate
+        for mode in pauses back-to-back; do
+            flag=$([ $mode = back-to-back ] && echo --back-to-back || true)
+            python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 24 --max-log 24 \
+                --repeats 11 --strategies gpu,gpu+pinned,auto $flag --json "$OUT/bench_mergesort_$mode.json"
+            python3 experiments/bench_argsort.py --device gpu --profile "$profile" --min-log 24 --max-log 24 \
+                --dtypes int32 --slow 5 --repeats 7 $flag --json "$OUT/bench_argsort_$mode.json"
+        done 2>&1 | tee "$OUT/steady.log"
         ;;
     sort-check)
         calibrate

@@ -168,9 +168,9 @@ class HostArrayPool:
             return None
         with self._lock:
             fits = [b for b in self._free if need <= b.nbytes <= 2 * need and b.pinned == pinned]
-            read = {self._block_of(a) for a in inputs}
-            if pinned and not fits and kept == "plain" and any(need <= b.nbytes <= 2 * need and b not in read
-                                                               for b in self._leased_pinned):
+            if pinned and not fits and kept == "plain" and any(
+                    need <= b.nbytes <= 2 * need and all(b is not self._block_of(a) for a in inputs)
+                    for b in self._leased_pinned):
                 pinned = False
                 fits = [b for b in self._free if need <= b.nbytes <= 2 * need and not b.pinned]
             block = min(fits, key=lambda b: b.nbytes) if fits else None

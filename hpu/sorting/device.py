@@ -196,8 +196,9 @@ class DeviceSorter:
     Build one per (lease or runtime, dtype) and reuse it: its scratch buffer
     (``n`` keys) and partition buffer (``8 * ceil(n / tile)`` bytes), or the
     radix sorts' counters (``4 * 2**digit`` bytes per chunk or tile, and the
-    tile radix sort's sums of blocks of them), are kept and grown as needed.  It relies on its queue being in order: work of
-    successive calls, which share the scratch buffer, runs in call order.
+    tile radix sort's sums of blocks of them), are kept and grown as needed.
+    It relies on its queue being in order: work of successive calls, which
+    share the scratch buffer, runs in call order.
     Enqueueing from several threads is serialised by a lock.
 
     The device must compare floats by IEEE 754 (no denormal flushing), as
@@ -227,8 +228,10 @@ class DeviceSorter:
         self._partitions: Any = None
         self._counts: Any = None
         self._sums: Any = None
-        if algorithm != "merge":
-            self._build_radix(algorithm == "tile-radix")
+        if algorithm == "radix":
+            self._build_radix()
+        elif algorithm == "tile-radix":
+            self._build_tile_radix()
 
     @classmethod
     def of_lease(cls, lease: Any, dtype: Any, algorithm: str | None = None) -> DeviceSorter:
@@ -286,16 +289,17 @@ class DeviceSorter:
         kernels["rank_bounds"].set_scalar_arg_dtypes([None, i64, None, np.int32, None])
         return kernels
 
-    def _build_radix(self, tiles: bool) -> None:
+    def _radix_defines(self) -> dict[str, Any]:
+        """The macros of ``kernels_cl/radix.cl`` for this sorter's keys (both shapes of the radix sort)."""
         order = "ulong" if self.dtype.itemsize == 8 else "uint"
-        defines = {"KEY_T": CL_TYPES[self.dtype][0], "ORDER_T": order, "AS_ORDER": f"as_{order}",
-                   "KEY_KIND": _KEY_KINDS[self.dtype.kind], "KEY_FP64": int(self.dtype == np.float64),
-                   "RADIX_BITS": RADIX_BITS}
-        if tiles:
-            self._build_tile_radix(defines)
-            return
+        return {"KEY_T": CL_TYPES[self.dtype][0], "ORDER_T": order, "AS_ORDER": f"as_{order}",
+                "KEY_KIND": _KEY_KINDS[self.dtype.kind], "KEY_FP64": int(self.dtype == np.float64),
+                "RADIX_BITS": RADIX_BITS}
+
+    def _build_radix(self) -> None:
+        """The CPU-shaped radix sort's kernels: one work-item a chunk, a few chunks per compute unit."""
         u32 = np.uint32
-        prg = self.runtime.program("radix", defines=defines)
+        prg = self.runtime.program("radix", defines=self._radix_defines())
         kernels = {name: cl.Kernel(prg, name) for name in ("radix_count", "radix_offsets", "radix_scatter")}
         kernels["radix_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
         kernels["radix_offsets"].set_scalar_arg_dtypes([None, u32])
@@ -303,7 +307,7 @@ class DeviceSorter:
         self._radix_units = max(1, int(self.runtime.device.max_compute_units)) * _RADIX_CHUNKS_PER_UNIT
         self._kernels.update(kernels)
 
-    def _build_tile_radix(self, defines: dict[str, Any]) -> None:
+    def _build_tile_radix(self) -> None:
         """The GPU-shaped radix sort's kernels: work-groups of ``_TILE_RADIX_WG``, the most keys a work-item (odd,
         at most ``_TILE_RADIX_ITEMS``) that the device's local memory holds."""
         wg, dev, size = _TILE_RADIX_WG, self.runtime.device, self.dtype.itemsize
@@ -316,7 +320,7 @@ class DeviceSorter:
                             f"{self.runtime.device_name} ({self.dtype} keys)")
         if wg > dev.max_work_group_size or wg * items * size + fixed > dev.local_mem_size:
             raise misfit
-        prg = self.runtime.program("radix", defines={**defines, "RADIX_WG": wg, "RADIX_ITEMS": items,
+        prg = self.runtime.program("radix", defines={**self._radix_defines(), "RADIX_WG": wg, "RADIX_ITEMS": items,
                                                      "SCAN_ITEMS": _SCAN_BLOCK_ITEMS})
         kernels = {name: cl.Kernel(prg, name) for name in names}
         if any(kernels[k].get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, dev) < wg for k in names):

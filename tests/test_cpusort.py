@@ -9,15 +9,30 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hpu.sorting import cpu as cpusort
-from hpu.sorting.cpu import multiway_merge, parallel_sort, stable_partition, stable_sort_inplace
+from hpu.sorting.cpu import (multiway_merge, native_partition, parallel_sort, sample_sort, scatter, stable_partition,
+                              stable_sort_inplace)
 
 DTYPES = [np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64]
+#: What the compiled partition handles beyond the six (the sample sort takes them too).
+SMALL_INTS = [np.int8, np.uint8, np.int16, np.uint16]
 
 
 @pytest.fixture(scope="module")
 def pool():
     with concurrent.futures.ThreadPoolExecutor(4) as p:
         yield p
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    if not native_partition():
+        pytest.skip("the compiled partition was not built here")
+
+
+@pytest.fixture
+def no_compiled(monkeypatch):
+    """hpu as where no C compiler was found at install: the compiled partition reported missing."""
+    monkeypatch.setattr(cpusort, "native_partition", lambda dtype=None: False)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -44,14 +59,65 @@ def _data(kind, n, dtype, rng):
     return rng.integers(info.min, info.max, n, dtype=dt, endpoint=True)
 
 
+@pytest.mark.parametrize("method", ["auto", "psrs"])
 @settings(max_examples=80, deadline=None)
-@given(dtype=st.sampled_from(DTYPES), n=st.integers(0, 200_000), kind=st.sampled_from(["rand", "equal", "few"]),
-       threads=st.integers(1, 8), seed=st.integers(0, 2**32 - 1))
-def test_parallel_sort_equals_numpy_stable(pool, dtype, n, kind, threads, seed):
+@given(dtype=st.sampled_from(DTYPES + SMALL_INTS), n=st.integers(0, 200_000),
+       kind=st.sampled_from(["rand", "equal", "few"]), threads=st.integers(1, 8), seed=st.integers(0, 2**32 - 1))
+def test_parallel_sort_equals_numpy_stable(pool, method, dtype, n, kind, threads, seed):
     a = _data(kind, n, dtype, np.random.default_rng(seed))
     before = a.copy()
-    assert same_bits(parallel_sort(a, pool, threads), np.sort(a, kind="stable"))
+    assert same_bits(parallel_sort(a, pool, threads, method=method), np.sort(a, kind="stable"))
     assert same_bits(a, before)
+
+
+@settings(max_examples=40, deadline=None)
+@given(dtype=st.sampled_from(DTYPES + SMALL_INTS), n=st.integers(0, 100_000), kind=st.sampled_from(["rand", "few"]),
+       buckets=st.sampled_from([None, 2, 3, 17, 255, 256]), threads=st.integers(1, 5), seed=st.integers(0, 2**32 - 1))
+def test_sample_sort_any_buckets_and_in_place(compiled, pool, dtype, n, kind, buckets, threads, seed):
+    a = _data(kind, n, dtype, np.random.default_rng(seed))
+    want = np.sort(a, kind="stable")
+    assert same_bits(sample_sort(a, pool, threads, buckets=buckets, seed=seed), want)
+    x = a.copy()  # in place, with a scratch array of the keys' dtype, then of too few bytes
+    for scratch in (np.empty(n, dtype), np.empty(n // 2, np.uint8)):
+        x[:] = a
+        assert sample_sort(x, pool, threads, out=x, scratch=scratch, buckets=buckets) is x and same_bits(x, want)
+
+
+def test_sample_sort_refuses_what_it_cannot_sort(compiled, pool):
+    for dtype in (np.float16, np.bool_, "datetime64[s]"):
+        with pytest.raises(TypeError, match="does not handle"):
+            sample_sort(np.zeros(10, dtype), pool, 2)
+    with pytest.raises(ValueError, match="method must be"):
+        parallel_sort(np.zeros(10), pool, 2, method="radix")
+
+
+def test_without_the_compiled_partition_numpy_sorts_and_partitions(no_compiled, pool):
+    """The numpy paths (PSRS, compress/argsort grouping) give the same results; the sample sort says why not."""
+    rng = np.random.default_rng(5)
+    a = _data("rand", 50_000, np.float64, rng)
+    assert same_bits(parallel_sort(a, pool, 3), np.sort(a, kind="stable"))
+    ids = rng.integers(0, 5, a.size).astype(np.uint8)
+    out, counts = stable_partition(a, ids, 5)
+    assert same_bits(out, a[np.argsort(ids, kind="stable")]) and counts.tolist() == np.bincount(ids).tolist()
+    with pytest.raises(RuntimeError, match="not built"):
+        sample_sort(a, pool, 2)
+
+
+def test_scatter_refuses_offsets_that_do_not_fit(compiled):
+    x = np.arange(10, dtype=np.int32)
+    ids = np.array([0, 1] * 5, np.uint8)
+    out = np.full(10, -1, np.int32)
+    offsets = np.array([0, 5], np.int64)
+    scatter(x, ids, offsets, out)
+    assert out.tolist() == [0, 2, 4, 6, 8, 1, 3, 5, 7, 9] and offsets.tolist() == [5, 10]
+    with pytest.raises(ValueError, match="past the offsets"):
+        scatter(x, ids, np.array([0], np.int64), out)  # bucket 1 has no offset
+    with pytest.raises(ValueError, match="past the offsets"):
+        scatter(x, ids, np.array([0, 6], np.int64), out)  # bucket 1 would run off the end
+    with pytest.raises(ValueError, match="not 3"):
+        scatter(np.zeros(4, "S3"), np.zeros(4, np.uint8), np.zeros(1, np.int64), np.zeros(4, "S3"))
+    with pytest.raises(ValueError, match="contiguous"):
+        scatter(x[::2], ids[:5], np.array([0, 5], np.int64), out)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -80,7 +146,7 @@ def test_multiway_merge_rejects_wrong_output_size(pool):
         multiway_merge([np.arange(3), np.arange(4)], np.empty(6), pool, 2)
 
 
-@pytest.mark.parametrize("method", ["auto", "compress", "argsort"])
+@pytest.mark.parametrize("method", ["auto", "scatter", "compress", "argsort"])
 @pytest.mark.parametrize("k", [1, 2, 3, 6, 7, 12, 300])
 def test_stable_partition_equals_a_stable_argsort(method, k):
     """Against numpy's stable argsort of the bucket numbers: every bucket in input order, empty buckets too."""
@@ -88,6 +154,10 @@ def test_stable_partition_equals_a_stable_argsort(method, k):
     x = rng.standard_normal(5000)
     ids = rng.integers(0, max(1, k // 2), 5000).astype(np.uint16)  # the upper half of the buckets stays empty
     before = x.copy()
+    if method == "scatter" and (k > 256 or not native_partition()):
+        with pytest.raises((ValueError, RuntimeError), match="at most 256 buckets|not built"):
+            stable_partition(x, ids, k, method=method)
+        return
     out, counts = stable_partition(x, ids, k, method=method)
     np.testing.assert_array_equal(out, x[np.argsort(ids, kind="stable")])
     np.testing.assert_array_equal(counts, np.bincount(ids, minlength=k))
@@ -102,3 +172,38 @@ def test_stable_partition_bad_input():
         stable_partition(x, np.zeros(4, np.uint8), 0)
     with pytest.raises(ValueError, match="one bucket number a key"):
         stable_partition(x, np.zeros(3, np.uint8), 2)
+
+
+def test_the_profile_picks_the_cpu_sort_it_measured_faster():
+    """cpu_sort_method: PSRS where its curve lies below the sample sort's, "auto" elsewhere and without the curve;
+    fast_cost charges the faster of the two."""
+    import hpu
+    from hpu.core.costs import CostCurves
+    from hpu.sorting.costs import cpu_sort_method, fast_cost
+
+    sizes = [1 << 16, 1 << 20, 1 << 24]
+    sample = [1e-3, 2e-3, 40e-3]  # the sample sort: slower at 2^16, faster above
+    psrs = [1e-4, 3e-3, 60e-3]
+    prof = hpu.Profile(p=16, g=1 << 14, gamma=0.1, cpu_op_seconds=1e-9)
+    both = prof.replace(curves={"sort": CostCurves.measured(sizes, {"cpu_sort": sample, "cpu_sort_psrs": psrs})
+                                .to_dict()})
+    only = prof.replace(curves={"sort": CostCurves.measured(sizes, {"cpu_sort": sample}).to_dict()})
+    assert [cpu_sort_method(both, n) for n in sizes] == ["psrs", "auto", "auto"]
+    assert [cpu_sort_method(p, 1 << 16) for p in (only, prof)] == ["auto", "auto"]
+    assert [float(fast_cost(both, "cpu_sort", n)) for n in sizes] == pytest.approx([1e-4, 2e-3, 40e-3])
+
+
+@pytest.mark.parametrize("method", ["auto", "sample", "psrs"])
+def test_each_cpu_sort_option_sorts_right(method):
+    import hpu
+    from hpu.sorting import PipelineOptions
+
+    if method == "sample" and not native_partition():
+        pytest.skip("the compiled partition was not built here")
+    rng = np.random.default_rng(3)
+    a = _data("rand", 300_000, np.float32, rng)
+    with hpu.Runtime("none", threads=3) as rt:
+        got = hpu.hybrid_mergesort(a, strategy="cpu", runtime=rt, options=PipelineOptions(cpu_sort=method))
+    assert same_bits(got, np.sort(a, kind="stable"))
+    with pytest.raises(ValueError, match="cpu_sort must be"):
+        PipelineOptions(cpu_sort="quick")

@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 import hpu
 import hpu.sorting.device as sort_device
+from hpu.sorting import cpu
 from hpu.core.model import equal_finish_shares
 from hpu.sorting.costs import fast_cost, keyrange_split, partition_cost
+from hpu.sorting.cpu import native_partition
 from hpu.sorting.keyrange import bucket_ids, choose_splitters, keyrange_sort
 
 cl = pytest.importorskip("pyopencl")
@@ -118,11 +120,20 @@ def test_a_device_lost_mid_sort_has_its_range_redone(units, monkeypatch, on_erro
     assert len(calls) >= 4 and same_bits(a, before)
 
 
-def test_splitters_break_ties_by_position_and_bucket_ids_agree_with_brute_force():
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int8, np.uint16, np.int64, np.uint64])
+def test_splitters_break_ties_by_position_and_bucket_ids_agree_with_brute_force(monkeypatch, compiled, dtype):
+    if compiled and not native_partition():
+        pytest.skip("the compiled partition was not built here")
+    if not compiled:
+        monkeypatch.setattr(cpu, "native_partition", lambda dtype=None: False)
     rng = np.random.default_rng(9)
-    a = rng.integers(0, 4, 5000).astype(np.float64)
-    a[::17] = np.nan
-    a[::23] = -0.0
+    a = rng.integers(0, 4, 5000).astype(dtype)
+    if a.dtype.kind == "f":
+        a[::17] = np.nan
+        a[::23] = -0.0
+    else:
+        a[::19] = np.iinfo(dtype).max  # level with the padding the compiled search adds
     for fractions in ([0.5], [0.2, 0.5], list(np.linspace(0.02, 0.98, 40))):  # compare and binary-search paths
         keys, pos = choose_splitters(a, fractions, sample=700)
         rank = np.empty(a.size, np.int64)

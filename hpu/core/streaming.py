@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib.util
 import logging
 from typing import Any
 
 import numpy as np
+
+from .util import native_library
 
 log = logging.getLogger("hpu")
 
@@ -39,15 +40,13 @@ STREAM_MIN_BYTES = 256 << 10
 @functools.cache
 def _library() -> Any:
     """The compiled copy function, or None (not built, or not loadable)."""
-    spec = importlib.util.find_spec("hpu.core._streamcopy")
-    if spec is None or spec.origin is None:
-        log.debug("hpu: no streaming copy library built; large copies use numpy.copyto")
+    lib = native_library("hpu.core._streamcopy")
+    if lib is None:
         return None
     try:
-        lib = ctypes.CDLL(spec.origin)
         fn, streams = lib.hpu_stream_copy, lib.hpu_streams
-    except (OSError, AttributeError) as exc:  # pragma: no cover - a broken build
-        log.warning("hpu: streaming copy library %s not loadable (%s); using numpy.copyto", spec.origin, exc)
+    except AttributeError as exc:  # pragma: no cover - a broken build
+        log.warning("hpu: the streaming copy library lacks %s; using numpy.copyto", exc)
         return None
     streams.argtypes, streams.restype = [], ctypes.c_int
     if not streams():  # built for a machine without streaming stores: memcpy, as numpy's copy

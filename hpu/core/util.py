@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
+import logging
 import math
 import operator
 import os
@@ -9,7 +12,9 @@ import platform
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "check_int", "check_nonneg", "check_positive", "host_description"]
+__all__ = ["atomic_write_text", "check_int", "check_nonneg", "check_positive", "host_description", "native_library"]
+
+log = logging.getLogger("hpu")
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
@@ -40,6 +45,20 @@ def host_description() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def native_library(module: str) -> ctypes.CDLL | None:
+    """One of hpu's optional compiled libraries (``setup.py`` builds them where a C compiler is found), loaded by
+    :mod:`ctypes`, or None where it was not built or does not load (hpu then runs its numpy code instead)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        log.debug("hpu: %s was not built; using numpy instead", module)
+        return None
+    try:
+        return ctypes.CDLL(spec.origin)
+    except OSError as exc:  # pragma: no cover - a broken build
+        log.warning("hpu: %s (%s) does not load (%s); using numpy instead", module, spec.origin, exc)
+        return None
 
 
 def check_positive(name: str, value: float) -> float:

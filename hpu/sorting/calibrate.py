@@ -15,7 +15,7 @@ import numpy as np
 from ..core.calibrate import CombineBenchmark, median_time
 from ..core.costs import CostCurves
 from ..core.runtime import Runtime
-from .cpu import multiway_merge
+from .cpu import multiway_merge, native_partition
 from .keyrange import choose_splitters, partition
 from .paper import mergesort_spec
 from .pipeline import PipelineOptions, fast_sort
@@ -38,6 +38,9 @@ MERGE_BENCHMARK = CombineBenchmark(mergesort_spec(), sorted_runs)
 def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurves:
     """Fast-mode step costs over sizes (int32 keys): the curves of :data:`hpu.sorting.costs.FAST_COSTS`.
 
+    ``cpu_sort`` is the CPU's sample sort where the compiled partition was built (else PSRS), ``cpu_sort_psrs``
+    PSRS beside it (only where the sample sort exists): the pipeline runs the faster at each size
+    (:func:`hpu.sorting.costs.cpu_sort_method`).
     ``partition`` and ``partition4`` are the key-range split's partition
     (:func:`hpu.sorting.keyrange.partition`) at the median and at the
     quartiles (two and four buckets); ``kept_pinned``
@@ -72,6 +75,8 @@ def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurv
     series: dict[str, list[float]] = {k: [] for k in ("cpu_sort", "merge2", "merge16", "partition", "partition4")}
     if rt.threads > 1:
         series["cpu_sort_1"] = []
+    if native_partition(np.int32):
+        series["cpu_sort_psrs"] = []
     if rt.has_device:
         series.update(device_sort=[], transfer=[], kept_pinned=[], kept_plain=[])
     for n in sizes:
@@ -87,7 +92,11 @@ def _measure_size(rt: Runtime, a: np.ndarray, repeats: int, series: dict[str, li
         return median_time(fn, repeats=repeats, idle=True)[0]
 
     out = np.empty_like(a)
-    series["cpu_sort"].append(timed(lambda: fast_sort(a, rt, strategy="cpu", alpha=1.0, transfer_level=0)))
+    for name, method in (("cpu_sort", "sample" if "cpu_sort_psrs" in series else "psrs"), ("cpu_sort_psrs", "psrs")):
+        if name in series:
+            opts = PipelineOptions(cpu_sort=method)
+            series[name].append(timed(lambda: fast_sort(a, rt, strategy="cpu", alpha=1.0, transfer_level=0,
+                                                         options=opts)))
     if rt.threads > 1:
         series["cpu_sort_1"].append(timed(lambda: fast_sort(a, rt, strategy="cpu", alpha=1.0, transfer_level=0,
                                                              cpu_threads=1)))

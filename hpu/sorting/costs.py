@@ -22,7 +22,7 @@ from ..core.model import Recurrence, Split, UnitShares, check_n, equal_finish_sh
 from ..core.profile import Profile
 from .cpu import COMPRESS_MAX_BUCKETS
 
-__all__ = ["FAST_COSTS", "PIECE_FILL", "exchange_split", "fast_cost", "fast_split", "keyrange_split",
+__all__ = ["FAST_COSTS", "PIECE_FILL", "cpu_sort_method", "exchange_split", "fast_cost", "fast_split", "keyrange_split",
            "mergesort_closed_forms", "partition_cost"]
 
 #: A key range sorted on a device holds at most this fraction of what one device run may hold, so that a sample's
@@ -59,15 +59,18 @@ def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
 #: Fast-mode cost curves a calibrated profile carries in the profile's ``"sort"`` curves, next to ``"sizes"``
 #: (``"cpu_sort_1"`` only where the runtime has more than one thread; ``"partition"`` from calibrations made
 #: since the key-range split; without it ``"auto"`` does not consider that split; ``"partition4"`` from
-#: calibrations made since partitions count their buckets: without it a partition is charged as two buckets).
-FAST_COSTS = ("cpu_sort", "cpu_sort_1", "device_sort", "transfer", "merge2", "merge16", "partition", "partition4",
-              "kept_pinned", "kept_plain")
+#: calibrations made since partitions count their buckets: without it a partition is charged as two buckets;
+#: ``"cpu_sort_psrs"`` only where the compiled partition was built, from calibrations made since the sample sort).
+FAST_COSTS = ("cpu_sort", "cpu_sort_1", "cpu_sort_psrs", "device_sort", "transfer", "merge2", "merge16", "partition",
+              "partition4", "kept_pinned", "kept_plain")
 
 
 def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     """Predicted seconds of one fast-mode step on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
 
-    ``cpu_sort``: :func:`hpu.sorting.cpu.parallel_sort` on all threads;
+    ``cpu_sort``: :func:`hpu.sorting.cpu.parallel_sort` on all threads, the faster of its sample sort
+    (``cpu_sort`` as measured) and PSRS (``cpu_sort_psrs``) where the profile has both (the pipeline runs the faster:
+    :func:`cpu_sort_method`);
     ``partition``/``partition4``: the key-range split's partition into
     two / four buckets (:func:`hpu.sorting.keyrange.partition`) on all
     threads (:func:`partition_cost` for other counts);
@@ -93,7 +96,25 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     curves = profile.cost_curves("sort")
     if curves is None or name not in curves:
         raise ValueError(f"profile {profile.name!r} has no fast-mode cost {name!r}; run python -m hpu.calibrate")
+    if name == "cpu_sort" and "cpu_sort_psrs" in curves:
+        return np.minimum(curves.cost(name, n, itemsize), curves.cost("cpu_sort_psrs", n, itemsize))
     return curves.cost(name, n, itemsize)
+
+
+def cpu_sort_method(profile: Profile, n: int, itemsize: int = 4) -> str:
+    """:func:`hpu.sorting.cpu.parallel_sort`'s ``method`` for ``n`` keys: ``"psrs"`` where the profile measured PSRS
+    faster than the sample sort there (its curves ``cpu_sort_psrs`` and ``cpu_sort``,
+    :func:`hpu.sorting.calibrate.measure_costs`), else ``"auto"``.
+
+    Which one wins depends on the machine: on the CPU-only machine (2 cores, numpy's sort without AVX-512) the
+    sample sort of 2^24 int32 took 275 ms against 415 ms for PSRS; on the H100 machine (16 cores, numpy's AVX-512
+    sort) 30 ms against 22 ms, and level at 2^22 and 2^28 (``experiments/README.md``, *The CPU's sort*).
+    """
+    curves = profile.cost_curves("sort")
+    if curves is None or "cpu_sort_psrs" not in curves or "cpu_sort" not in curves:
+        return "auto"
+    faster = float(curves.cost("cpu_sort_psrs", n, itemsize)) < float(curves.cost("cpu_sort", n, itemsize))
+    return "psrs" if faster else "auto"
 
 
 def partition_cost(profile: Profile, n: Any, buckets: int, itemsize: int = 4) -> Any:

@@ -54,7 +54,7 @@ from ..core.trace import Recorder, Trace
 from .cpu import parallel_sort
 from .device import DeviceSorter
 from .keyrange import check_shares, choose_splitters
-from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, defer_record, dma_reads, enqueue_sorts,
+from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, cpu_method, defer_record, dma_reads, enqueue_sorts,
                        kept_policy, max_device_elements, merge_tree, quiesce, stage_pieces, upload_pieces)
 
 try:
@@ -214,7 +214,8 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     def redo(i: int) -> None:  # any failure: the CPU sorts everything again (the devices' writes are void)
         if not redone:
             t0 = rec.now()
-            parallel_sort(src, rt.pool, rt.threads, out=out, scratch=rt.host_pool.empty(n, dt))
+            parallel_sort(src, rt.pool, rt.threads, out=out, scratch=rt.host_pool.empty(n, dt),
+                          method=cpu_method(rt, n, dt.itemsize, options))
             rec.add("cpu:pool", "fallback", 0, t0, rec.now(), 1, n, src.nbytes)
             redone.append(True)
 

@@ -41,115 +41,14 @@ from ..core.hybrid import UnitsResult, run_units
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
 from .costs import PIECE_FILL
-from .cpu import parallel_sort, stable_partition
-from .pipeline import DEFAULT_OPTIONS, PipelineOptions, device_share, kept_policy, max_device_elements
+from .cpu import bucket_ids, choose_splitters, parallel_sort, partition_block
+from .pipeline import DEFAULT_OPTIONS, PipelineOptions, cpu_method, device_share, kept_policy, max_device_elements
 
 __all__ = ["KeyRangePlan", "bucket_ids", "check_shares", "choose_splitters", "keyrange_sort", "partition"]
 
-#: Splitters above which :func:`bucket_ids` binary-searches instead of comparing with each splitter in turn
-#: (numpy's searchsorted costs about as much as 30 comparison passes).
-COMPARE_MAX_SPLITTERS = 32
 #: Keys per block of :func:`partition`.  Smaller blocks make many more small numpy calls, for which 16 threads queue
 #: on Python's global lock (2^16-key blocks were 4-5x slower on the H100 machine: experiments/README.md).
 BLOCK = 1 << 20
-
-
-def choose_splitters(a: np.ndarray, fractions: Sequence[float], *, seed: int = 0,
-                     sample: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Splitters (key, position) at cumulative ``fractions`` of a random sample of ``a``, in numpy's order.
-
-    Parameters
-    ----------
-    a : numpy.ndarray, shape (n,)
-        Keys of a numeric dtype, n >= 1.
-    fractions : sequence of float
-        Non-decreasing cumulative fractions in [0, 1], one per splitter:
-        about ``fractions[j] * n`` keys come before splitter ``j``.
-    seed : int
-        Seed of the sample's positions (the split is reproducible).
-    sample : int, optional
-        Sample size; default ``max(4096, 256 K^2)`` (``K`` buckets), at
-        most ``2^20`` and ``n``.  The bucket sizes deviate from their
-        shares by about ``sqrt(q (1 - q) / sample) n``.
-
-    Returns
-    -------
-    keys : numpy.ndarray, shape (K - 1,), ``a.dtype``
-    positions : numpy.ndarray, shape (K - 1,), int64
-        Lexicographically non-decreasing (key in numpy's order, NaN last,
-        -0.0 equal to +0.0; then position).
-
-    Raises
-    ------
-    ValueError
-        Empty ``a``, or fractions outside [0, 1] or decreasing.
-    """
-    n = a.shape[0]
-    q = np.asarray(fractions, dtype=float)
-    if n < 1:
-        raise ValueError("choose_splitters needs at least one key")
-    if q.size and (q.min() < 0 or q.max() > 1 or np.any(np.diff(q) < 0)):
-        raise ValueError(f"fractions must be non-decreasing and in [0, 1], got {list(q)}")
-    k = q.size + 1
-    m = min(n, 1 << 20, int(sample) if sample is not None else max(4096, 256 * k * k))
-    rng = np.random.default_rng(seed)
-    pos = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
-    order = np.argsort(a[pos], kind="stable")  # by key, then position (pos is ascending)
-    pick = order[np.minimum((q * m).astype(np.int64), m - 1)]
-    return a[pos[pick]], pos[pick].astype(np.int64)
-
-
-def _after(x: np.ndarray, s: Any, strict: bool) -> np.ndarray:
-    """Whether each ``x`` sorts after the key ``s`` (``strict``) or not before it, in numpy's order (NaN last)."""
-    if x.dtype.kind == "f":
-        if s != s:  # NaN: nothing sorts after it; NaNs sort level with it
-            return np.zeros(x.shape, bool) if strict else x != x
-        return ~(x <= s) if strict else ~(x < s)  # NaN compares false: it sorts after every number
-    return x > s if strict else x >= s
-
-
-def bucket_ids(x: np.ndarray, start: int, keys: np.ndarray, positions: np.ndarray,
-               out: np.ndarray | None = None) -> np.ndarray:
-    """The bucket of each key of ``x``: the number of splitters the pair (key, position) sorts after.
-
-    Parameters
-    ----------
-    x : numpy.ndarray, shape (m,)
-        Keys at positions ``start .. start + m - 1`` of the input.
-    start : int
-    keys, positions : numpy.ndarray, shape (K - 1,)
-        Splitters from :func:`choose_splitters` (lexicographically sorted).
-    out : numpy.ndarray, shape (m,), optional
-        Unsigned integer destination wide enough for ``K - 1``.
-
-    Returns
-    -------
-    numpy.ndarray, shape (m,)
-        Values in ``[0, K - 1]``: bucket ``b`` holds the pairs after
-        splitter ``b - 1`` and not after splitter ``b``.
-    """
-    m = x.shape[0]
-    ids = np.empty(m, np.uint8 if keys.size < 256 else np.uint16) if out is None else out[:m]
-    if keys.size <= COMPARE_MAX_SPLITTERS:
-        ids[:] = 0
-        for s, p in zip(keys, positions):
-            cut = int(min(max(p + 1 - start, 0), m))  # positions <= p: strictly after; beyond: level is after
-            for lo, hi, strict in ((0, cut, True), (cut, m, False)):
-                if hi > lo:
-                    np.add(ids[lo:hi], _after(x[lo:hi], s, strict), out=ids[lo:hi], casting="unsafe")
-        return ids
-    left = np.searchsorted(keys, x, side="left")  # splitters with a smaller key (numpy's order: NaN last)
-    level = np.searchsorted(keys, x, side="right") - left  # splitters with an equal key, positions ascending
-    ties = np.flatnonzero(level)
-    if ties.size:
-        pos = start + ties
-        base, span = left[ties], level[ties]
-        for r in range(int(span.max())):
-            inside = r < span
-            j = np.minimum(base + r, keys.size - 1)
-            left[ties] += inside & (positions[j] < pos)
-    ids[:] = left
-    return ids
 
 
 @dataclasses.dataclass
@@ -222,11 +121,9 @@ def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.
     ranges = np.linspace(0, nblocks, tasks + 1).astype(np.int64)
 
     def local(t: int) -> None:
-        ids = np.empty(size, np.uint8 if k <= 256 else np.uint16)
         for c in range(int(ranges[t]), int(ranges[t + 1])):
             a, b = int(blocks[c]), int(blocks[c + 1])
-            counts[c] = stable_partition(src[a:b], bucket_ids(src[a:b], a, keys, positions, out=ids), k,
-                                         out=scratch[a:b])[1]
+            counts[c] = partition_block(src[a:b], a, keys, positions, scratch[a:b])
 
     for f in [rt.pool.submit(local, t) for t in range(tasks)]:
         f.result()
@@ -361,7 +258,8 @@ def _run(rt: Runtime, plan: KeyRangePlan, out: np.ndarray, scratch: np.ndarray, 
     def cpu_sort(ranges: list[tuple[int, int]], kind: str) -> None:
         for a, b in ranges:
             t0 = rec.now()
-            parallel_sort(out[a:b], rt.pool, rt.threads, out=out[a:b], scratch=rt.host_pool.empty(b - a, out.dtype))
+            parallel_sort(out[a:b], rt.pool, rt.threads, out=out[a:b], scratch=rt.host_pool.empty(b - a, out.dtype),
+                          method=cpu_method(rt, b - a, out.itemsize, options))
             rec.add("cpu:pool", kind, 0, t0, rec.now(), 1, b - a, (b - a) * out.itemsize)
 
     used = [u for u in range(1, len(rt.units) + 1) if buckets(u)]

@@ -62,7 +62,7 @@ from ..core.kernels import CL_TYPES, cl_type
 from ..core.runtime import DeviceLease, Runtime
 from ..core.streaming import copy_into
 from ..core.trace import Recorder, Trace, event_times
-from .costs import fast_cost
+from .costs import cpu_sort_method, fast_cost
 from .cpu import multiway_merge, parallel_copy, parallel_sort
 from .device import ALGORITHMS, DeviceSorter
 from .keys import packed_bits
@@ -72,8 +72,8 @@ try:
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["DEFAULT_OPTIONS", "PipelineOptions", "device_share", "fast_keyed_sort", "fast_row_sort", "fast_sort",
-           "keyed_fits", "keyed_key_type", "kept_policy", "max_device_elements", "row_tile"]
+__all__ = ["DEFAULT_OPTIONS", "PipelineOptions", "cpu_method", "device_share", "fast_keyed_sort", "fast_row_sort",
+           "fast_sort", "keyed_fits", "keyed_key_type", "kept_policy", "max_device_elements", "row_tile"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +125,9 @@ class PipelineOptions:
         The host's copies into and out of pinned staging memory use
         streaming stores (:func:`hpu.core.streaming.stream_copy`; default
         True), rather than ``numpy.copyto`` (False).
+    cpu_sort : {"auto", "sample", "psrs"}
+        The CPU's sort (:func:`hpu.sorting.cpu.parallel_sort`'s ``method``); ``"auto"`` (default): the one the
+        profile measured faster at the call's size (:func:`cpu_method`).
     """
 
     chunk_bytes: int | None = None
@@ -134,6 +137,7 @@ class PipelineOptions:
     staging_tasks: int = 8
     wave_pieces: int | None = None
     stream_copies: bool = True
+    cpu_sort: str = "auto"
 
     def __post_init__(self) -> None:
         if self.chunk_bytes is not None and int(self.chunk_bytes) < 1:
@@ -146,6 +150,8 @@ class PipelineOptions:
             raise ValueError(f"device_sort must be None or one of {', '.join(ALGORITHMS)}, got {self.device_sort!r}")
         if self.result_memory not in ("auto", "pin", "plain"):
             raise ValueError(f"result_memory must be 'auto', 'pin' or 'plain', got {self.result_memory!r}")
+        if self.cpu_sort not in ("auto", "sample", "psrs"):
+            raise ValueError(f"cpu_sort must be 'auto', 'sample' or 'psrs', got {self.cpu_sort!r}")
 
     def piece_bytes(self, values: bool = False) -> int:
         """Bytes per staged piece and DMA copy: ``chunk_bytes`` when set; else 4 MiB, or 8 MiB with ``values``
@@ -186,6 +192,13 @@ def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions) ->
         return "pin"
     plain, pinned = (float(fast_cost(rt.profile, k, n, itemsize)) for k in ("kept_plain", "kept_pinned"))
     return "plain" if plain < pinned else "pin"
+
+
+def cpu_method(rt: Runtime, n: int, itemsize: int, options: PipelineOptions = DEFAULT_OPTIONS) -> str:
+    """``method`` for :func:`hpu.sorting.cpu.parallel_sort` of ``n`` keys: ``options.cpu_sort`` unless ``"auto"``;
+    then ``"psrs"`` where the profile measured PSRS faster than the sample sort at ``n``
+    (:func:`hpu.sorting.costs.cpu_sort_method`), else ``"auto"`` (the sample sort where it was built)."""
+    return options.cpu_sort if options.cpu_sort != "auto" else cpu_sort_method(rt.profile, n, itemsize)
 
 
 def _piece_length(itemsize: int, chunk_bytes: int, align: int) -> int:
@@ -707,7 +720,8 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     if n_dev == 0:
         tt = rec.now()
         threads = min(cpu_threads, rt.threads) if cpu_threads > 0 else rt.threads
-        parallel_sort(src, rt.pool, threads, out=out, scratch=rt.host_pool.empty(n, dt))
+        parallel_sort(src, rt.pool, threads, out=out, scratch=rt.host_pool.empty(n, dt),
+                      method=cpu_method(rt, n, dt.itemsize, options))
         rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n, src.nbytes)
         return out, rec.finish(trace)
 
@@ -716,13 +730,14 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     def cpu_share() -> np.ndarray:
         cpu_run = np.empty(n_cpu, dtype=dt)
         tt = rec.now()
-        parallel_sort(src[:n_cpu], rt.pool, rt.threads, out=cpu_run, scratch=rt.host_pool.empty(n_cpu, dt))
+        parallel_sort(src[:n_cpu], rt.pool, rt.threads, out=cpu_run, scratch=rt.host_pool.empty(n_cpu, dt),
+                      method=cpu_method(rt, n_cpu, dt.itemsize, options))
         rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n_cpu, n_cpu * dt.itemsize)
         return cpu_run
 
     def redo() -> list[np.ndarray]:
         tt = rec.now()
-        run = parallel_sort(src[n_cpu:], rt.pool, rt.threads)
+        run = parallel_sort(src[n_cpu:], rt.pool, rt.threads, method=cpu_method(rt, n_dev, dt.itemsize, options))
         rec.add("cpu:pool", "fallback", 0, tt, rec.now(), 1, n_dev, n_dev * dt.itemsize)
         return [run]
 

@@ -246,3 +246,28 @@ def test_pinned_inputs_are_not_staged(fresh, monkeypatch):
         assert same_bits(src, keys) and same_bits(vals, values)
         staged = [s for s in sources if np.shares_memory(s, src) or np.shares_memory(s, vals)]
         assert (staged == []) == (src is pinned_keys), len(staged)
+
+
+def test_plain_memory_does_not_push_out_a_free_pinned_block(runtime):
+    """A pool full of one free pinned block: a plain array comes from numpy instead (the block stays, and the next
+    pinned request recycles it); a pinned request still makes room by dropping free plain blocks."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    pool = HostArrayPool(runtime.context, runtime.queue, 2 * MIN_POOLED_BYTES)
+    a = pool.empty(N_POOLED, np.int32, pinned=True)
+    del a
+    gc.collect()
+    assert pool.empty(N_POOLED, np.int32, pinned=False) is None and pool.total_bytes == 2 * MIN_POOLED_BYTES
+    b = pool.empty(N_POOLED, np.int32, pinned=True)
+    assert b is not None and pool.is_pinned(b)
+    del b
+    gc.collect()
+    pool.close()
+    plain_first = HostArrayPool(runtime.context, runtime.queue, 2 * MIN_POOLED_BYTES)
+    c = plain_first.empty(N_POOLED, np.int32, pinned=False)
+    del c
+    gc.collect()
+    d = plain_first.empty(N_POOLED, np.int32, pinned=True)  # the free plain block is dropped for it
+    assert d is not None and plain_first.is_pinned(d) and plain_first.total_bytes == 2 * MIN_POOLED_BYTES
+    del d
+    plain_first.close()

@@ -154,7 +154,8 @@ class HostArrayPool:
         -------
         numpy.ndarray of shape (n,) and ``dtype``, or None
             None when pooling is off, the pool is closed, the array is smaller
-            than :data:`MIN_POOLED_BYTES` or holds Python objects, the pool is full, or the pinned
+            than :data:`MIN_POOLED_BYTES` or holds Python objects, the pool is full (free pinned blocks are
+            dropped to make room for pinned memory only), or the pinned
             allocation fails: allocate with ``numpy.empty`` then.  The array
             is the caller's alone; its memory returns to the pool when the
             array and every view of it are gone.
@@ -177,8 +178,14 @@ class HostArrayPool:
             if block is not None:
                 self._free.remove(block)
             else:
-                while self._free and self._total + need > self.max_bytes:  # make room: drop free blocks
-                    self._total -= self._free.pop(0).nbytes
+                # Make room: drop free blocks, oldest first; never a pinned one for plain memory, which costs
+                # numpy.empty where the pool is full, while pinning a block again costs far more.
+                while self._total + need > self.max_bytes:
+                    drop = next((b for b in self._free if pinned or not b.pinned), None)
+                    if drop is None:
+                        break
+                    self._free.remove(drop)
+                    self._total -= drop.nbytes
                 if self._total + need > self.max_bytes:
                     return None
                 self._total += need

@@ -1,21 +1,21 @@
-"""The CPU share of fast mode: variants of the parallel sort (PSRS) timed side by side against numpy.sort.
+"""The CPU share of fast mode: the parallel sorts (sample sort, PSRS) timed side by side against numpy.sort.
 
-For uniform random int32 of size n, times in shuffled rounds (each run after
+For uniform random keys of size n, times in shuffled rounds (each run after
 ``hpu.core.calibrate.IDLE_PAUSE``, as ``bench_mergesort.py`` does):
 
-* ``numpy``: ``numpy.sort`` on one core;
-* ``psrs T q``: :func:`hpu.sorting.cpu.parallel_sort` on T threads, buckets
-  re-sorted by numpy's quicksort (``timsort_max_runs=2``, the default);
-* ``psrs T t``: the same, buckets merged by numpy's timsort, which finds
-  the sorted runs (``timsort_max_runs`` unbounded);
-* ``psrs T t x2``: twice as many first-phase runs as threads;
-* ``... fresh``: into a new ``numpy.empty`` result (first-touch page faults)
-  instead of one reused array.
+* ``numpy``: ``numpy.sort`` on one core (its default quicksort);
+* ``sample T``: :func:`hpu.sorting.cpu.parallel_sort` on T threads as hpu runs it by default where the compiled
+  partition was built (:func:`hpu.sorting.cpu.sample_sort`);
+* ``psrs T q``: the same by PSRS (``method="psrs"``, the default where no C compiler was found), buckets re-sorted
+  by numpy's quicksort (``timsort_max_runs=2``);
+* ``psrs T t``: PSRS with the buckets merged by numpy's timsort, which finds the sorted runs (``timsort_max_runs``
+  unbounded);
+* ``... fresh``: into a new ``numpy.empty`` result (first-touch page faults) instead of one reused array.
 
 and prints the median, fastest and slowest time and the median's speed-up
-over numpy.  The default variant of hpu is marked.
+over numpy.
 
-    python experiments/bench_cpusort.py [--log 24] [--threads 16,8] [--rounds 15] [--json PATH]
+    python experiments/bench_cpusort.py [--log 24] [--dtype int32] [--threads 16,8] [--rounds 15] [--json PATH]
 """
 
 from __future__ import annotations
@@ -30,36 +30,36 @@ import numpy as np
 import hpu
 from bench_common import command_line, shuffled_rounds, utc_now, write_json
 from hpu.core.util import host_description
-from hpu.sorting.cpu import parallel_sort
+from hpu.sorting.cpu import native_partition, parallel_sort
 
 #: ``timsort_max_runs`` of the "t" variants: every bucket merged by timsort.
 UNBOUNDED = 1 << 30
 
 
 def variants(a: np.ndarray, rt: hpu.Runtime, threads: list[int]) -> dict[str, Callable[[], np.ndarray]]:
-    """numpy.sort and the PSRS variants of :func:`parallel_sort` on ``a`` (one reused result and scratch array)."""
+    """numpy.sort and the variants of :func:`parallel_sort` on ``a`` (one reused result and scratch array)."""
     out = np.empty_like(a)
     scratch = np.empty_like(a)
 
-    def psrs(t: int, timsort: bool, runs: int, fresh: bool) -> Callable[[], np.ndarray]:
+    def sort(t: int, method: str, timsort: bool, fresh: bool) -> Callable[[], np.ndarray]:
         def run() -> np.ndarray:
-            return parallel_sort(a, rt.pool, t, out=np.empty_like(a) if fresh else out, scratch=scratch, runs=runs,
-                                 timsort_max_runs=UNBOUNDED if timsort else 2)
+            return parallel_sort(a, rt.pool, t, out=np.empty_like(a) if fresh else out, scratch=scratch,
+                                 timsort_max_runs=UNBOUNDED if timsort else 2, method=method)
         return run
 
     found: dict[str, Callable[[], np.ndarray]] = {"numpy": lambda: np.sort(a)}
     for t in threads:
-        found[f"psrs {t} q"] = psrs(t, False, t, False)
-        found[f"psrs {t} t"] = psrs(t, True, t, False)
-        found[f"psrs {t} t x2"] = psrs(t, True, 2 * t, False)
-        found[f"psrs {t} q fresh"] = psrs(t, False, t, True)
+        found[f"sample {t}"] = sort(t, "sample", False, False)
+        found[f"sample {t} fresh"] = sort(t, "sample", False, True)
+        found[f"psrs {t} q"] = sort(t, "psrs", False, False)
+        found[f"psrs {t} t"] = sort(t, "psrs", True, False)
     return found
 
 
-def bench_size(lg: int, rt: hpu.Runtime, threads: list[int], rounds: int) -> list[dict]:
+def bench_size(lg: int, dtype: np.dtype, rt: hpu.Runtime, threads: list[int], rounds: int) -> list[dict]:
     """The rows of one size n = 2^lg (printed): every variant's median, extremes and speed-up over numpy."""
     n = 1 << lg
-    a = np.random.default_rng(lg).integers(0, 2 * n, n).astype(np.int32)
+    a = np.random.default_rng(lg).integers(0, 2 * n, n).astype(dtype)
     ref = np.sort(a)
     runs = variants(a, rt, threads)
     for k, fn in runs.items():  # warm-up and check
@@ -70,7 +70,7 @@ def bench_size(lg: int, rt: hpu.Runtime, threads: list[int], rounds: int) -> lis
     rows = []
     for k, s in samples.items():
         med = float(np.median(s))
-        rows.append({"n": n, "variant": k, "median": med, "min": min(s), "max": max(s),
+        rows.append({"n": n, "dtype": str(a.dtype), "variant": k, "median": med, "min": min(s), "max": max(s),
                      "speedup_vs_numpy": t_np / med, "samples": s})
         print(f"{n:>10} {k:>18} {med * 1e3:10.2f} {min(s) * 1e3:8.2f} {max(s) * 1e3:8.2f} {t_np / med:9.2f}",
               flush=True)
@@ -80,6 +80,7 @@ def bench_size(lg: int, rt: hpu.Runtime, threads: list[int], rounds: int) -> lis
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--log", default="24", help="comma-separated log2 n (default 24)")
+    ap.add_argument("--dtype", default="int32", help="numpy dtype of the keys (default int32)")
     ap.add_argument("--threads", default=None, help="comma-separated thread counts (default: all cores and half)")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--json", type=Path, default=None)
@@ -89,11 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         threads = ([int(x) for x in args.threads.split(",")] if args.threads
                    else sorted({rt.threads, max(1, rt.threads // 2)}, reverse=True))
         meta = {"date": utc_now(), "command": command_line("bench_cpusort.py", argv),
-                "host": host_description(), "pool_threads": rt.threads, "numpy": np.__version__}
+                "host": host_description(), "pool_threads": rt.threads, "numpy": np.__version__,
+                "dtype": args.dtype, "compiled_partition": native_partition()}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
         print(f"{'n':>10} {'variant':>18} {'median ms':>10} {'min':>8} {'max':>8} {'vs numpy':>9}")
         for lg in (int(x) for x in args.log.split(",")):
-            rows += bench_size(lg, rt, threads, args.rounds)
+            rows += bench_size(lg, np.dtype(args.dtype), rt, threads, args.rounds)
     if args.json:
         write_json(args.json, {"meta": meta, "rows": rows})
     return 0

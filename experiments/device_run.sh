@@ -104,15 +104,16 @@ print(p(d('gpu')))")"
     python3 -m hpu.calibrate --device gpu --no-progress --force 2>&1 | tee "$OUT/calibrate.log"
     cp "$HPU_PROFILE_DIR"/*.json "$profile"
 }
-keyrange_cap() {  # 2^30 int32 with hpu allowed 1 GiB of the device: CAP_STRATEGIES (default gpu: in key ranges)
+keyrange_cap() {  # 2^30 int32 with hpu allowed 1 GiB of the device: CAP_STRATEGIES (default gpu: in key ranges),
+                  # CAP_REPEATS timed calls each (default 1)
     python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 30 --max-log 30 \
-        --repeats 1 --strategies "${CAP_STRATEGIES:-gpu}" --device-memory-limit $((1 << 30)) \
+        --repeats "${CAP_REPEATS:-1}" --strategies "${CAP_STRATEGIES:-gpu}" --device-memory-limit $((1 << 30)) \
         --json "$OUT/bench_keyrange_cap.json" 2>&1 | tee "$OUT/bench_keyrange_cap.log"
 }
 for stage in "$@"; do
     case $stage in
     cpusort)
-        python3 experiments/bench_cpusort.py --log 22,24,26 --json "$OUT/bench_cpusort.json"
+        python3 experiments/bench_cpusort.py --log 22,24,26,28 --threads 16 --rounds 5 --json "$OUT/bench_cpusort.json"
         ;;
     pipeline)
         python3 experiments/bench_pipeline.py --device gpu --json "$OUT/pipeline.json"

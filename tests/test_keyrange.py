@@ -221,12 +221,16 @@ def test_keyrange_split_gives_the_faster_device_the_larger_share():
     assert t1 == pytest.approx(t2, rel=0.02)
 
 
-def test_the_partition_costs_a_pass_a_bucket():
-    """partition_cost: the two-bucket curve, plus half the four-bucket curve's excess a bucket beyond two, the
-    buckets clipped to [2, 8]; a profile without the four-bucket curve pays two buckets' cost.  keyrange_split
-    charges the buckets of the units with keys."""
+@pytest.mark.parametrize("compiled", [False, True], ids=["numpy", "compiled"])
+def test_the_partition_costs_a_pass_a_bucket_or_one_pass_compiled(monkeypatch, compiled):
+    """partition_cost with numpy's partition: the two-bucket curve, plus half the four-bucket curve's excess a
+    bucket beyond two, the buckets clipped to [2, 8]; with the compiled one the larger curve for any count; a
+    profile without the four-bucket curve pays two buckets' cost.  keyrange_split charges the buckets of the units
+    with keys."""
     from hpu.core.costs import CostCurves
+    from hpu.sorting import costs
 
+    monkeypatch.setattr(costs, "native_partition", lambda dtype=None: compiled)
     sizes = [1 << 16, 1 << 20, 1 << 24]
     base = {"cpu_sort": [s * 4e-9 for s in sizes], "device_sort": [s * 1e-10 for s in sizes],
             "transfer": [1e-4 + s * 3e-10 for s in sizes], "partition": [s * 2e-10 for s in sizes]}
@@ -237,12 +241,13 @@ def test_the_partition_costs_a_pass_a_bucket():
     n = 1 << 20
     p2, p4 = n * 2e-10, n * 6e-10
     for b, want in ((1, p2), (2, p2), (3, (p2 + p4) / 2), (4, p4), (8, p2 + 3 * (p4 - p2)), (40, p2 + 3 * (p4 - p2))):
-        assert partition_cost(four, n, b) == pytest.approx(want, rel=1e-6)
+        assert partition_cost(four, n, b) == pytest.approx(p4 if compiled else want, rel=1e-6)
         assert partition_cost(two, n, b) == pytest.approx(p2, rel=1e-6)
     with_two, with_four = (keyrange_split(1 << 24, pr, [pr, pr]) for pr in (two, four))
     assert np.count_nonzero(with_four.shares) == 3
-    extra = (fast_cost(four, "partition4", 1 << 24) - fast_cost(four, "partition", 1 << 24)) / 2
-    assert with_four.predicted_time - with_two.predicted_time == pytest.approx(extra, rel=1e-6)
+    extra = fast_cost(four, "partition4", 1 << 24) - fast_cost(four, "partition", 1 << 24)
+    want = extra if compiled else extra / 2  # three buckets: the larger curve, or half the excess of a fourth
+    assert with_four.predicted_time - with_two.predicted_time == pytest.approx(want, rel=1e-6)
 
 
 def test_eight_threads_share_one_several_device_runtime(units):

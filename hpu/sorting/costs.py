@@ -20,7 +20,7 @@ import numpy as np
 from ..core.hybrid import check_strategy
 from ..core.model import Recurrence, Split, UnitShares, check_n, equal_finish_shares
 from ..core.profile import Profile
-from .cpu import COMPRESS_MAX_BUCKETS
+from .cpu import COMPRESS_MAX_BUCKETS, native_partition
 
 __all__ = ["FAST_COSTS", "PIECE_FILL", "cpu_sort_method", "exchange_split", "fast_cost", "fast_split", "keyrange_split",
            "mergesort_closed_forms", "partition_cost"]
@@ -106,9 +106,10 @@ def cpu_sort_method(profile: Profile, n: int, itemsize: int = 4) -> str:
     faster than the sample sort there (its curves ``cpu_sort_psrs`` and ``cpu_sort``,
     :func:`hpu.sorting.calibrate.measure_costs`), else ``"auto"``.
 
-    Which one wins depends on the machine: on the CPU-only machine (2 cores, numpy's sort without AVX-512) the
-    sample sort of 2^24 int32 took 275 ms against 415 ms for PSRS; on the H100 machine (16 cores, numpy's AVX-512
-    sort) 30 ms against 22 ms, and level at 2^22 and 2^28 (``experiments/README.md``, *The CPU's sort*).
+    Which one wins depends on the machine (``experiments/bench_cpusort.py``; ``experiments/README.md``, *The CPU's
+    sort*): on the CPU-only machine (2 cores, whose numpy sorts 2^24 int32 5.6 times slower than the H100
+    machine's) the sample sort of 2^24 int32 took 234 ms against 372 ms for PSRS; on the H100 machine (16 cores)
+    30.4 ms against 22.1 ms, and within 9% of PSRS at 2^22 and 2^28.
     """
     curves = profile.cost_curves("sort")
     if curves is None or "cpu_sort_psrs" not in curves or "cpu_sort" not in curves:
@@ -120,11 +121,14 @@ def cpu_sort_method(profile: Profile, n: int, itemsize: int = 4) -> str:
 def partition_cost(profile: Profile, n: Any, buckets: int, itemsize: int = 4) -> Any:
     """Predicted seconds of the key-range split's partition of ``n`` keys into ``buckets`` buckets.
 
-    Up to :data:`hpu.sorting.cpu.COMPRESS_MAX_BUCKETS` buckets the partition compresses each bucket's keys out of
-    a block in turn (:func:`hpu.sorting.cpu.stable_partition`), a pass a bucket, so its cost is taken linear in
-    the buckets through the calibrated two- and four-bucket curves, ``p2 + (p4 - p2) (b - 2) / 2`` with ``b``
-    clipped to ``[2, COMPRESS_MAX_BUCKETS]`` (above, the argsort's cost hardly grows with ``b``); a profile
-    without ``"partition4"`` gets ``p2`` for any count.  Beyond the paper: its model has no partition.
+    Where the compiled partition was built (:func:`hpu.sorting.cpu.native_partition`) each key is placed in one
+    pass whatever the buckets (its bucket found through a table, then scattered), so the cost is the larger of the
+    calibrated two- and four-bucket curves for any count.  Else, up to :data:`hpu.sorting.cpu.COMPRESS_MAX_BUCKETS`
+    buckets the partition compresses each bucket's keys out of a block in turn
+    (:func:`hpu.sorting.cpu.stable_partition`), a pass a bucket, so its cost is taken linear in the buckets through
+    the two curves, ``p2 + (p4 - p2) (b - 2) / 2`` with ``b`` clipped to ``[2, COMPRESS_MAX_BUCKETS]`` (above, the
+    argsort's cost hardly grows with ``b``).  A profile without ``"partition4"`` gets ``p2`` for any count.
+    Beyond the paper: its model has no partition.
 
     Parameters
     ----------
@@ -151,8 +155,11 @@ def partition_cost(profile: Profile, n: Any, buckets: int, itemsize: int = 4) ->
     curves = profile.cost_curves("sort")
     if curves is None or "partition4" not in curves:
         return p2
+    p4 = fast_cost(profile, "partition4", n, itemsize)
+    if native_partition():
+        return np.maximum(p2, p4)
     b = min(max(int(buckets), 2), COMPRESS_MAX_BUCKETS)
-    return p2 + (fast_cost(profile, "partition4", n, itemsize) - p2) * (b - 2) / 2
+    return p2 + (p4 - p2) * (b - 2) / 2
 
 
 def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,

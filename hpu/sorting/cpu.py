@@ -548,9 +548,8 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
 
     ``method="auto"`` (default) takes the sample sort on several threads from two :data:`SERIAL_CUTOFF` keys on where
     the compiled partition handles the dtype (:func:`native_partition`) and ``a`` and ``out`` are contiguous, else PSRS
-    (which sorts fewer keys than that, or on one thread, with numpy's sort on the calling thread).  On the CPU-only
-    machine (2 cores) the sample sort took 275 ms for 2^24 int32 against 415 ms for PSRS
-    (``experiments/bench_cpusort.py``; ``experiments/README.md`` has the H100 machine's figures).
+    (which sorts fewer keys than that, or on one thread, with numpy's sort on the calling thread).  Which is faster
+    depends on the machine (:func:`hpu.sorting.costs.cpu_sort_method`, which the pipeline follows).
 
     Parameters
     ----------

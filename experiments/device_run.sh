@@ -7,7 +7,7 @@
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
-#                                            pause | steady)
+#                                            pause | steady | keyrange-tests)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -57,6 +57,7 @@
 #      beside), 64 MiB, after idle pauses and back to back.
 # work-group: kernel_work_group (the largest work-group the driver reports for a kernel, against a launch).
 # keyrange-cap: bench_mergesort of 2^30 int32 on the device with hpu allowed 1 GiB of it (sorted in key ranges).
+# keyrange-tests: tests/test_keyrange.py, tests/test_cpusort.py and tests/test_hostmem.py on the GPU.
 # model-check: calibrate (fresh unless PROFILE), then bench_mergesort's default, device, CPU and key-range
 #              strategies, 2^16-2^28, each beside the model's prediction.
 # rows: bench_argsort's rows part alone (2^14 x 2^10 float32), CPU shares ROW_ALPHAS (default 0.05-0.5) forced.
@@ -339,6 +340,10 @@ for stage in "$@"; do
     multi-device)
         python3 experiments/bench_multi_device.py --json "$OUT/bench_multi_device.json" 2>&1 \
             | tee "$OUT/multi_device.log"
+        ;;
+    keyrange-tests)
+        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_keyrange.py tests/test_cpusort.py \
+            tests/test_hostmem.py 2>&1 | tail -3 | tee "$OUT/tests_keyrange.log"
         ;;
     sort-tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py tests/test_argsort.py \

@@ -14,7 +14,8 @@ from hpu.sorting import cpu
 from hpu.core.model import equal_finish_shares
 from hpu.sorting.costs import fast_cost, keyrange_split, partition_cost
 from hpu.sorting.cpu import native_partition
-from hpu.sorting.keyrange import bucket_ids, choose_splitters, keyrange_sort
+from hpu.sorting import keyrange
+from hpu.sorting.keyrange import KeyRangePlan, bucket_ids, choose_splitters, keyrange_sort, partition
 
 cl = pytest.importorskip("pyopencl")
 
@@ -118,6 +119,29 @@ def test_a_device_lost_mid_sort_has_its_range_redone(units, monkeypatch, on_erro
         out, tr = hpu.hybrid_mergesort(a, shares=(0.2, 0.4, 0.4), runtime=units, return_trace=True)
         assert same_bits(out, np.sort(a, kind="stable")) and "-9999" in tr.fallback
     assert len(calls) >= 4 and same_bits(a, before)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize("k", [1, 2, 5, 300])
+def test_partition_puts_each_key_in_its_bucket_in_input_order(runtime, monkeypatch, compiled, k):
+    """Against a stable argsort of the bucket numbers; gather (a failed unit's redo) gives each bucket back."""
+    if compiled and not native_partition():
+        pytest.skip("the compiled partition was not built here")
+    if not compiled:
+        for module in (cpu, keyrange):
+            monkeypatch.setattr(module, "native_partition", lambda dtype=None: False)
+    a = _input(np.random.default_rng(k), np.float64, 50_000, "special")
+    keys, pos = choose_splitters(a, np.arange(1, k) / k)
+    out = np.empty_like(a)
+    bounds, blocks, counts, ids = partition(a, keys, pos, out, runtime, block=4096)
+    want = bucket_ids(a, 0, keys, pos)
+    assert same_bits(out, a[np.argsort(want, kind="stable")]) and np.array_equal(ids, want)
+    assert bounds.tolist() == [0, *np.cumsum(np.bincount(want, minlength=k)).tolist()]
+    assert blocks.size == 14 and counts.sum(axis=0).tolist() == np.bincount(want, minlength=k).tolist()
+    plan, again = KeyRangePlan(bounds, [0] * k, blocks, counts, ids), np.empty_like(a)
+    for b in range(k):
+        plan.gather(a, b, again)
+    assert same_bits(again, out)
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])

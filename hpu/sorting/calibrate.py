@@ -103,10 +103,9 @@ def _measure_size(rt: Runtime, a: np.ndarray, repeats: int, series: dict[str, li
     for k in (2, 16):
         parts = np.array_split(np.concatenate([np.sort(c) for c in np.array_split(a, k)]), k)
         series[f"merge{k}"].append(timed(lambda parts=parts: multiway_merge(parts, out, rt.pool, rt.threads)))
-    scratch = np.empty_like(a)
     for name, fractions in (("partition", [0.5]), ("partition4", [0.25, 0.5, 0.75])):
         keys, positions = choose_splitters(a, fractions)
-        series[name].append(timed(lambda: partition(a, keys, positions, out, scratch, rt)))
+        series[name].append(timed(lambda: partition(a, keys, positions, out, rt)))
     if rt.has_device:
         res, _ = fast_sort(a, rt, strategy="gpu", alpha=0.0, transfer_level=0, on_device_error="raise")
         if not np.array_equal(res, np.sort(a)):

@@ -33,7 +33,7 @@ from ..core.streaming import copy_into
 from ..core.util import native_library
 
 __all__ = ["bucket_ids", "choose_splitters", "multiway_merge", "native_partition", "parallel_copy", "parallel_sort",
-           "partition_block", "sample_sort", "stable_partition", "stable_sort_inplace"]
+           "sample_sort", "scatter", "stable_partition", "stable_sort_inplace"]
 
 #: Fewest elements per thread (below it, hand-offs between threads cost more than they save).
 SERIAL_CUTOFF = 1 << 18
@@ -313,33 +313,6 @@ def scatter(x: np.ndarray, ids: np.ndarray, offsets: np.ndarray, out: np.ndarray
     if rc:
         raise ValueError("scatter: a bucket number past the offsets, or a slot outside out (offsets that do not "
                          "match the bucket numbers)")
-
-
-def partition_block(x: np.ndarray, start: int, keys: np.ndarray, positions: np.ndarray,
-                    out: np.ndarray) -> np.ndarray:
-    """The keys of ``x`` grouped by bucket into ``out``, in input order within each bucket
-    (:func:`bucket_ids`, then :func:`stable_partition`).
-
-    Parameters
-    ----------
-    x : numpy.ndarray, shape (m,)
-        Keys at positions ``start .. start + m - 1`` of the input.
-    start : int
-    keys, positions : numpy.ndarray, shape (K - 1,)
-        Splitters (:func:`choose_splitters`).
-    out : numpy.ndarray, shape (m,)
-        Destination, ``x``'s dtype, not overlapping ``x``.
-
-    Returns
-    -------
-    counts : numpy.ndarray, shape (K,), int64
-        Keys per bucket, the buckets one after another in ``out``.
-    """
-    k = keys.size + 1
-    counts = np.zeros(k, np.int64)
-    ids = bucket_ids(x, start, keys, positions, counts=counts)
-    stable_partition(x, ids, k, out=out, counts=counts)
-    return counts
 
 
 def stable_sort_inplace(x: np.ndarray) -> None:

@@ -14,18 +14,18 @@ sorting algorithms for the Connection Machine CM-2", SPAA 1991):
    position and the split stays stable (the CPU sort's PSRS merge breaks
    ties the same way);
 2. the thread pool partitions the input by bucket (:func:`partition`):
-   each block into its own range of a scratch array, bucket after bucket,
-   then every (block, bucket) segment to its bucket's final offset in the
-   result, blocks in input order (so each bucket holds its keys in input
-   order);
+   each key's bucket, counted by block; then every block's keys to their
+   buckets' final offsets in the result, blocks in input order (so each
+   bucket holds its keys in input order);
 3. every unit sorts its buckets where they lie in the result: the CPU with
    :func:`hpu.sorting.cpu.parallel_sort`, each device through the fast
    pipeline (staging skipped where the result is the device's pinned
    memory), bucket after bucket when a device's range is larger than the
    device memory it may use (:attr:`hpu.Runtime.device_memory_bytes`).
 
-A device that fails has its buckets redone on the CPU from the scratch
-partition, which no device writes (:func:`hpu.core.hybrid.run_units`).
+A device that fails has its buckets redone on the CPU, gathered again from
+the input by the keys' bucket numbers, which no device writes
+(:func:`hpu.core.hybrid.run_units`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from ..core.hybrid import UnitsResult, run_units
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
 from .costs import PIECE_FILL
-from .cpu import bucket_ids, choose_splitters, parallel_sort, partition_block
+from .cpu import (NATIVE_MAX_BUCKETS, bucket_ids, choose_splitters, native_partition, parallel_sort, scatter,
+                  stable_partition)
 from .pipeline import DEFAULT_OPTIONS, PipelineOptions, cpu_method, device_share, kept_policy, max_device_elements
 
 __all__ = ["KeyRangePlan", "bucket_ids", "check_shares", "choose_splitters", "keyrange_sort", "partition"]
@@ -65,42 +66,43 @@ class KeyRangePlan:
         Input block bounds of the partition.
     counts : numpy.ndarray, shape (C, K), int64
         Keys of block ``c`` in bucket ``b``.
+    ids : numpy.ndarray, shape (n,), uint8 or uint16, or None
+        Each input key's bucket (:func:`partition`); None for one bucket.
     """
 
     bounds: np.ndarray
     owner: list[int]
     blocks: np.ndarray
     counts: np.ndarray
+    ids: np.ndarray | None = None
 
-    def scratch_segments(self, b: int) -> list[tuple[int, int]]:
-        """Ranges of the scratch partition that hold bucket ``b``'s keys, in input order."""
-        first = _scratch_offsets(self.blocks, self.counts)[:, b]
-        return [(int(s), int(s + c)) for s, c in zip(first, self.counts[:, b]) if c]
+    def gather(self, src: np.ndarray, b: int, out: np.ndarray) -> None:
+        """Bucket ``b``'s keys of the input ``src``, in input order, into their range of ``out`` (what a failed
+        unit's bucket is redone from)."""
+        lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
+        if self.ids is None:
+            out[lo:hi] = src[lo:hi]
+        else:
+            np.compress(self.ids == b, src, out=out[lo:hi])
 
 
-def _scratch_offsets(blocks: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """(block, bucket) -> where :func:`partition` put that segment in the scratch array: each block's range,
-    bucket after bucket."""
-    return blocks[:-1, None] + np.cumsum(counts, axis=1) - counts
-
-
-def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.ndarray, scratch: np.ndarray,
-              rt: Runtime, *, block: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.ndarray, rt: Runtime, *,
+              block: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Write every key of ``src`` into its bucket's range of ``out``, in input order within each bucket.
 
     Two passes of the thread pool (each task a run of blocks of ``block``
-    keys): each block is partitioned into its own range of ``scratch``
-    (bucket after bucket) and counted; then every (block, bucket) segment
-    is copied to its bucket's offset in ``out``.
+    keys): each key's bucket is found and counted (:func:`hpu.sorting.cpu.bucket_ids`); then each block's keys
+    go to their buckets' offsets in ``out``, by the compiled scatter (:func:`hpu.sorting.cpu.scatter`, one pass)
+    where it is built and takes the keys, else by grouping the block (:func:`hpu.sorting.cpu.stable_partition`)
+    and copying each bucket's segment.
 
     Parameters
     ----------
     src : numpy.ndarray, shape (n,)
     keys, positions : numpy.ndarray, shape (K - 1,)
         Splitters (:func:`choose_splitters`).
-    out, scratch : numpy.ndarray, shape (n,), ``src.dtype``
-        Neither overlaps ``src``; ``scratch`` keeps the partition by block
-        (what a failed unit's bucket is redone from).
+    out : numpy.ndarray, shape (n,), ``src.dtype``
+        Does not overlap ``src``.
     rt : Runtime
         Its thread pool does the work.
     block : int, optional
@@ -111,36 +113,47 @@ def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.
     bounds : numpy.ndarray, shape (K + 1,), int64
     blocks : numpy.ndarray, shape (C + 1,), int64
     counts : numpy.ndarray, shape (C, K), int64
+    ids : numpy.ndarray, shape (n,), uint8 (K <= 256) or uint16
+        Each key's bucket.
     """
     n, k = src.shape[0], keys.size + 1
     size = int(block) if block is not None else BLOCK
     blocks = np.array(list(range(0, n, size)) + [n], np.int64)
     nblocks = blocks.size - 1
     counts = np.zeros((nblocks, k), np.int64)
+    ids = rt.host_pool.empty_or_new(n, np.uint8 if k <= NATIVE_MAX_BUCKETS else np.uint16)  # recycled plain memory
     tasks = max(1, min(rt.threads, nblocks))
     ranges = np.linspace(0, nblocks, tasks + 1).astype(np.int64)
+    spans = [[(c, int(blocks[c]), int(blocks[c + 1])) for c in range(int(ranges[t]), int(ranges[t + 1]))]
+             for t in range(tasks)]
 
-    def local(t: int) -> None:
-        for c in range(int(ranges[t]), int(ranges[t + 1])):
-            a, b = int(blocks[c]), int(blocks[c + 1])
-            counts[c] = partition_block(src[a:b], a, keys, positions, scratch[a:b])
+    def count(t: int) -> None:
+        for c, a, b in spans[t]:
+            bucket_ids(src[a:b], a, keys, positions, out=ids[a:b], counts=counts[c])
 
-    for f in [rt.pool.submit(local, t) for t in range(tasks)]:
+    for f in [rt.pool.submit(count, t) for t in range(tasks)]:
         f.result()
-    totals = counts.sum(axis=0)
-    bounds = np.concatenate([[0], np.cumsum(totals)]).astype(np.int64)
+    bounds = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
     dest = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # (block, bucket) -> offset in out
-    seg = _scratch_offsets(blocks, counts)
+    compiled = (k <= NATIVE_MAX_BUCKETS and native_partition(src.dtype) and src.flags.c_contiguous
+                and out.flags.c_contiguous)
 
     def place(t: int) -> None:
-        for c in range(int(ranges[t]), int(ranges[t + 1])):
-            for b in np.flatnonzero(counts[c]):
-                m = int(counts[c, b])
-                out[dest[c, b] : dest[c, b] + m] = scratch[seg[c, b] : seg[c, b] + m]
+        grouped = None if compiled else np.empty(size, src.dtype)
+        for c, a, b in spans[t]:
+            if compiled:
+                scatter(src[a:b], ids[a:b], dest[c].copy(), out)
+                continue
+            stable_partition(src[a:b], ids[a:b], k, out=grouped, counts=counts[c])
+            start = 0
+            for j in np.flatnonzero(counts[c]):
+                m = int(counts[c, j])
+                out[dest[c, j] : dest[c, j] + m] = grouped[start : start + m]
+                start += m
 
     for f in [rt.pool.submit(place, t) for t in range(tasks)]:
         f.result()
-    return bounds, blocks, counts
+    return bounds, blocks, counts, ids
 
 
 def _fractions(shares: Sequence[float], pieces: Sequence[int]) -> tuple[list[float], list[int]]:
@@ -226,29 +239,27 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     pinned = active != [0]
     kept = kept_policy(rt, n, dt.itemsize, options) if pinned else "pin"
     out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept, inputs=(arr,))
-    scratch = rt.host_pool.empty_or_new(n, dt)
     trace = Trace("keyrange", float(s[0]), 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
     t0 = rec.now()
     if n and fr:
         keys, positions = choose_splitters(src, fr)
-        bounds, blocks, counts = partition(src, keys, positions, out, scratch, rt)
+        bounds, blocks, counts, ids = partition(src, keys, positions, out, rt)
     else:
         bounds, blocks = np.array([0, n], np.int64), np.array([0, n], np.int64)
-        counts = np.array([[n]], np.int64)
+        counts, ids = np.array([[n]], np.int64), None
         owner = owner[:1]  # one bucket: no keys, or one unit
         np.copyto(out, src)
-        np.copyto(scratch, src)
     rec.add("cpu:pool", "partition", 0, t0, rec.now(), len(owner), n, src.nbytes)
-    plan = KeyRangePlan(bounds, owner, blocks, counts)
+    plan = KeyRangePlan(bounds, owner, blocks, counts, ids)
     for b, o in enumerate(plan.owner):  # a piece the sample made too large for its device: the CPU's
         if o and bounds[b + 1] - bounds[b] > cap[o - 1]:
             plan.owner[b] = 0
     trace.alpha = float(sum(bounds[b + 1] - bounds[b] for b, o in enumerate(plan.owner) if o == 0) / max(n, 1))
-    _run(rt, plan, out, scratch, rec, on_device_error, options, trace)
+    _run(rt, plan, src, out, rec, on_device_error, options, trace)
     return out, rec.finish(trace)
 
 
-def _run(rt: Runtime, plan: KeyRangePlan, out: np.ndarray, scratch: np.ndarray, rec: Recorder,
+def _run(rt: Runtime, plan: KeyRangePlan, src: np.ndarray, out: np.ndarray, rec: Recorder,
          on_device_error: str, options: PipelineOptions, trace: Trace) -> None:
     """Each unit sorts its buckets in place in ``out``, at once; a failed device's buckets are redone on the CPU."""
     def buckets(unit: int) -> list[tuple[int, int]]:
@@ -273,11 +284,8 @@ def _run(rt: Runtime, plan: KeyRangePlan, out: np.ndarray, scratch: np.ndarray, 
     def redo(i: int) -> None:
         unit = used[i]
         for b, o in enumerate(plan.owner):
-            if o == unit:  # from the scratch partition, which no device wrote
-                at = int(plan.bounds[b])
-                for s0, s1 in plan.scratch_segments(b):
-                    out[at : at + s1 - s0] = scratch[s0:s1]
-                    at += s1 - s0
+            if o == unit:  # from the input, by the keys' bucket numbers: no device wrote either
+                plan.gather(src, b, out)
         cpu_sort(buckets(unit), "fallback")
 
     def finish(r: UnitsResult) -> None:

@@ -176,7 +176,7 @@ def test_stable_partition_bad_input():
 
 def test_the_profile_picks_the_cpu_sort_it_measured_faster():
     """cpu_sort_method: PSRS where its curve lies below the sample sort's, "auto" elsewhere and without the curve;
-    fast_cost charges the faster of the two."""
+    fast_cost charges the faster of the two, and n log n past the largest size measured."""
     import hpu
     from hpu.core.costs import CostCurves
     from hpu.sorting.costs import cpu_sort_method, fast_cost
@@ -191,6 +191,10 @@ def test_the_profile_picks_the_cpu_sort_it_measured_faster():
     assert [cpu_sort_method(both, n) for n in sizes] == ["psrs", "auto", "auto"]
     assert [cpu_sort_method(p, 1 << 16) for p in (only, prof)] == ["auto", "auto"]
     assert [float(fast_cost(both, "cpu_sort", n)) for n in sizes] == pytest.approx([1e-4, 2e-3, 40e-3])
+    # Past 2^24 a sort's curve grows as n log n: the curve's own extrapolation times log2(n) / 24.
+    linear = CostCurves.measured(sizes, {"cpu_sort": sample}).cost("cpu_sort", 1 << 28)
+    assert fast_cost(only, "cpu_sort", 1 << 28) == pytest.approx(linear * 28 / 24)
+    assert fast_cost(only, "cpu_sort", [1 << 20, 1 << 28]) == pytest.approx([2e-3, linear * 28 / 24])
 
 
 @pytest.mark.parametrize("method", ["auto", "sample", "psrs"])

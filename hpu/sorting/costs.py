@@ -22,7 +22,7 @@ from ..core.model import Recurrence, Split, UnitShares, check_n, equal_finish_sh
 from ..core.profile import Profile
 from .cpu import COMPRESS_MAX_BUCKETS, native_partition
 
-__all__ = ["FAST_COSTS", "PIECE_FILL", "cpu_sort_method", "exchange_split", "fast_cost", "fast_split", "keyrange_split",
+__all__ = ["FAST_COSTS", "PIECE_FILL", "SORT_COSTS", "cpu_sort_method", "exchange_split", "fast_cost", "fast_split", "keyrange_split",
            "mergesort_closed_forms", "partition_cost"]
 
 #: A key range sorted on a device holds at most this fraction of what one device run may hold, so that a sample's
@@ -65,6 +65,11 @@ FAST_COSTS = ("cpu_sort", "cpu_sort_1", "cpu_sort_psrs", "device_sort", "transfe
               "partition4", "kept_pinned", "kept_plain")
 
 
+#: The curves of comparison sorts: past the largest calibrated size :func:`fast_cost` scales them by
+#: ``log2 n / log2 n_max`` beyond the at least linear growth every curve is extrapolated with.
+SORT_COSTS = ("cpu_sort", "cpu_sort_1", "cpu_sort_psrs", "device_sort")
+
+
 def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     """Predicted seconds of one fast-mode step on ``n`` elements (0 where ``n <= 0``; ``n`` may be an array).
 
@@ -87,6 +92,9 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     The profile's ``"sort"`` curves (:meth:`hpu.Profile.cost_curves`) hold
     each step's time measured at a few sizes (4-byte keys), interpolated by
     :meth:`hpu.core.costs.CostCurves.cost`; costs scale with ``itemsize / 4``.
+    Past the largest size measured, the curves of :data:`SORT_COSTS` grow by
+    ``log2 n / log2 n_max`` more than the others: a sort's ``Theta(n log n)``, as for
+    the mergesort of López-Ortiz et al. 2014, section 5.2.2.
 
     Raises
     ------
@@ -96,9 +104,13 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
     curves = profile.cost_curves("sort")
     if curves is None or name not in curves:
         raise ValueError(f"profile {profile.name!r} has no fast-mode cost {name!r}; run python -m hpu.calibrate")
+    t = curves.cost(name, n, itemsize)
     if name == "cpu_sort" and "cpu_sort_psrs" in curves:
-        return np.minimum(curves.cost(name, n, itemsize), curves.cost("cpu_sort_psrs", n, itemsize))
-    return curves.cost(name, n, itemsize)
+        t = np.minimum(t, curves.cost("cpu_sort_psrs", n, itemsize))
+    if name in SORT_COSTS:  # past the largest size measured, a sort's time grows as n log n, not n
+        top = curves.sizes[-1]
+        t = t * np.maximum(np.log2(np.maximum(n, 2)) / np.log2(top), 1.0)
+    return float(t) if np.ndim(t) == 0 else t
 
 
 def cpu_sort_method(profile: Profile, n: int, itemsize: int = 4) -> str:

@@ -103,6 +103,40 @@ def test_without_the_compiled_partition_numpy_sorts_and_partitions(no_compiled, 
         sample_sort(a, pool, 2)
 
 
+def test_what_the_compiled_partition_does_not_take_goes_numpy_s_way(compiled, pool):
+    """Objects, 3- and 12-byte elements, big-endian keys, a short bucket-number buffer: numpy's way or a clear
+    error, never the compiled code on bytes it misreads."""
+    from hpu.sorting.cpu import bucket_ids, choose_splitters
+
+    ids = np.array([2, 0, 1, 0, 2, 1] * 50, np.uint8)
+    for x in (np.array([object(), "a", 3, None, 2.5, b"x"] * 50, dtype=object),
+              np.array([b"abc", b"de", b"f", b"gh", b"ijk", b""] * 50, dtype="S3"),
+              np.zeros(300, dtype=[("a", "i4"), ("b", "f4"), ("c", "i2"), ("d", "i2")])[["a", "b", "c"]]):
+        x = np.ascontiguousarray(x) if x.dtype.kind != "O" else x
+        out, counts = stable_partition(x, ids, 3)
+        assert out.tolist() == x[np.argsort(ids, kind="stable")].tolist() and counts.tolist() == [100, 100, 100]
+    with pytest.raises(TypeError, match="Python objects"):
+        scatter(np.zeros(6, object), ids[:6], np.array([0, 2, 4], np.int64), np.zeros(6, object))
+    big = np.random.default_rng(2).integers(-1000, 1000, 4000).astype(">i4")
+    assert not native_partition(big.dtype)
+    assert np.array_equal(parallel_sort(big, pool, 2), np.sort(big, kind="stable"))
+    keys, pos = choose_splitters(big.astype(np.int32), [0.5])
+    with pytest.raises(ValueError, match="bucket numbers"):
+        bucket_ids(big.astype(np.int32), 0, keys, pos, out=np.empty(10, np.uint8))
+
+
+def test_the_pipeline_asks_psrs_for_keys_the_sample_sort_does_not_take(monkeypatch):
+    import hpu
+    from hpu.sorting import PipelineOptions, pipeline
+
+    monkeypatch.setattr(pipeline, "cpu_sort_method", lambda profile, n, itemsize: "sample")
+    with hpu.Runtime("none", threads=2) as rt:
+        for dtype, want in ((np.int32, "sample" if native_partition() else "psrs"), (np.float16, "psrs"),
+                            (np.bool_, "psrs"), (">i8", "psrs")):
+            assert pipeline.cpu_method(rt, 1 << 20, np.dtype(dtype)) == want
+            assert pipeline.cpu_method(rt, 1 << 20, np.dtype(dtype), PipelineOptions(cpu_sort="psrs")) == "psrs"
+
+
 def test_scatter_refuses_offsets_that_do_not_fit(compiled):
     x = np.arange(10, dtype=np.int32)
     ids = np.array([0, 1] * 5, np.uint8)
@@ -175,7 +209,8 @@ def test_stable_partition_bad_input():
 
 
 def test_the_profile_picks_the_cpu_sort_it_measured_faster():
-    """cpu_sort_method: PSRS where its curve lies below the sample sort's, "auto" elsewhere and without the curve;
+    """cpu_sort_method: PSRS where its curve lies below the sample sort's, the sample sort elsewhere, "auto"
+    without the PSRS curve;
     fast_cost charges the faster of the two, and n log n past the largest size measured."""
     import hpu
     from hpu.core.costs import CostCurves
@@ -188,7 +223,7 @@ def test_the_profile_picks_the_cpu_sort_it_measured_faster():
     both = prof.replace(curves={"sort": CostCurves.measured(sizes, {"cpu_sort": sample, "cpu_sort_psrs": psrs})
                                 .to_dict()})
     only = prof.replace(curves={"sort": CostCurves.measured(sizes, {"cpu_sort": sample}).to_dict()})
-    assert [cpu_sort_method(both, n) for n in sizes] == ["psrs", "auto", "auto"]
+    assert [cpu_sort_method(both, n) for n in sizes] == ["psrs", "sample", "sample"]
     assert [cpu_sort_method(p, 1 << 16) for p in (only, prof)] == ["auto", "auto"]
     assert [float(fast_cost(both, "cpu_sort", n)) for n in sizes] == pytest.approx([1e-4, 2e-3, 40e-3])
     # Past 2^24 a sort's curve grows as n log n: the curve's own extrapolation times log2(n) / 24.

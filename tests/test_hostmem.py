@@ -271,3 +271,13 @@ def test_plain_memory_does_not_push_out_a_free_pinned_block(runtime):
     assert d is not None and plain_first.is_pinned(d) and plain_first.total_bytes == 2 * MIN_POOLED_BYTES
     del d
     plain_first.close()
+    mixed = HostArrayPool(runtime.context, runtime.queue, 2 * MIN_POOLED_BYTES)
+    e, f = (mixed.empty(N_POOLED // 2, np.int32, pinned=p) for p in (True, False))
+    del e, f
+    gc.collect()
+    # Room for a plain array of both blocks' size only by dropping the pinned one too: none, and both stay.
+    assert mixed.empty(N_POOLED, np.int32, pinned=False) is None and mixed.total_bytes == 2 * MIN_POOLED_BYTES
+    g = mixed.empty(N_POOLED // 2, np.int32, pinned=False)  # the free plain block, recycled
+    assert g is not None and not mixed.is_pinned(g) and mixed.total_bytes == 2 * MIN_POOLED_BYTES
+    del g
+    mixed.close()

@@ -157,7 +157,7 @@ def test_splitters_break_ties_by_position_and_bucket_ids_agree_with_brute_force(
         a[::17] = np.nan
         a[::23] = -0.0
     else:
-        a[::19] = np.iinfo(dtype).max  # level with the padding the compiled search adds
+        a[::19] = np.iinfo(dtype).max  # the largest key: the last entry of the compiled search's table
     for fractions in ([0.5], [0.2, 0.5], list(np.linspace(0.02, 0.98, 40))):  # compare and binary-search paths
         keys, pos = choose_splitters(a, fractions, sample=700)
         rank = np.empty(a.size, np.int64)

@@ -180,14 +180,14 @@ class HostArrayPool:
             else:
                 # Make room: drop free blocks, oldest first; never a pinned one for plain memory, which costs
                 # numpy.empty where the pool is full, while pinning a block again costs far more.
-                while self._total + need > self.max_bytes:
-                    drop = next((b for b in self._free if pinned or not b.pinned), None)
-                    if drop is None:
+                droppable = [b for b in self._free if pinned or not b.pinned]
+                if self._total - sum(b.nbytes for b in droppable) + need > self.max_bytes:
+                    return None  # no room even without them: keep them
+                for drop in droppable:
+                    if self._total + need <= self.max_bytes:
                         break
                     self._free.remove(drop)
                     self._total -= drop.nbytes
-                if self._total + need > self.max_bytes:
-                    return None
                 self._total += need
         if block is None:
             try:

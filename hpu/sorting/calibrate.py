@@ -87,6 +87,11 @@ def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurv
     return CostCurves.measured(sizes, series)
 
 
+#: One thread's sort as ``cpu_sort_1`` measures it: numpy's (PSRS on one thread), whatever an earlier profile of
+#: the runtime would choose.
+NUMPY_SORT = PipelineOptions(cpu_sort="psrs")
+
+
 def _measure_size(rt: Runtime, a: np.ndarray, repeats: int, series: dict[str, list[float]]) -> None:
     def timed(fn: Any) -> float:
         return median_time(fn, repeats=repeats, idle=True)[0]
@@ -99,7 +104,7 @@ def _measure_size(rt: Runtime, a: np.ndarray, repeats: int, series: dict[str, li
                                                          options=opts)))
     if rt.threads > 1:
         series["cpu_sort_1"].append(timed(lambda: fast_sort(a, rt, strategy="cpu", alpha=1.0, transfer_level=0,
-                                                             cpu_threads=1)))
+                                                             cpu_threads=1, options=NUMPY_SORT)))
     for k in (2, 16):
         parts = np.array_split(np.concatenate([np.sort(c) for c in np.array_split(a, k)]), k)
         series[f"merge{k}"].append(timed(lambda parts=parts: multiway_merge(parts, out, rt.pool, rt.threads)))

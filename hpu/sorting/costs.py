@@ -22,8 +22,8 @@ from ..core.model import Recurrence, Split, UnitShares, check_n, equal_finish_sh
 from ..core.profile import Profile
 from .cpu import COMPRESS_MAX_BUCKETS, native_partition
 
-__all__ = ["FAST_COSTS", "PIECE_FILL", "SORT_COSTS", "cpu_sort_method", "exchange_split", "fast_cost", "fast_split", "keyrange_split",
-           "mergesort_closed_forms", "partition_cost"]
+__all__ = ["FAST_COSTS", "PIECE_FILL", "SORT_COSTS", "cpu_sort_method", "exchange_split", "fast_cost", "fast_split",
+           "keyrange_split", "mergesort_closed_forms", "partition_cost"]
 
 #: A key range sorted on a device holds at most this fraction of what one device run may hold, so that a sample's
 #: error rarely overflows it (:func:`hpu.sorting.keyrange.keyrange_sort`; :func:`keyrange_split` predicts so).
@@ -65,9 +65,10 @@ FAST_COSTS = ("cpu_sort", "cpu_sort_1", "cpu_sort_psrs", "device_sort", "transfe
               "partition4", "kept_pinned", "kept_plain")
 
 
-#: The curves of comparison sorts: past the largest calibrated size :func:`fast_cost` scales them by
-#: ``log2 n / log2 n_max`` beyond the at least linear growth every curve is extrapolated with.
-SORT_COSTS = ("cpu_sort", "cpu_sort_1", "cpu_sort_psrs", "device_sort")
+#: The curves of the CPU's comparison sorts: past the largest calibrated size :func:`fast_cost` scales them by
+#: ``log2 n / log2 n_max`` beyond the at least linear growth every curve is extrapolated with (not the device's:
+#: a CPU device sorts by a radix sort, linear in ``n``).
+SORT_COSTS = ("cpu_sort", "cpu_sort_1", "cpu_sort_psrs")
 
 
 def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
@@ -114,12 +115,12 @@ def fast_cost(profile: Profile, name: str, n: Any, itemsize: int = 4) -> Any:
 
 
 def cpu_sort_method(profile: Profile, n: int, itemsize: int = 4) -> str:
-    """:func:`hpu.sorting.cpu.parallel_sort`'s ``method`` for ``n`` keys: ``"psrs"`` where the profile measured PSRS
-    faster than the sample sort there (its curves ``cpu_sort_psrs`` and ``cpu_sort``,
-    :func:`hpu.sorting.calibrate.measure_costs`), else ``"auto"``.
+    """:func:`hpu.sorting.cpu.parallel_sort`'s ``method`` for ``n`` keys: ``"psrs"`` or ``"sample"``, whichever the
+    profile measured faster there (its curves ``cpu_sort_psrs`` and ``cpu_sort``,
+    :func:`hpu.sorting.calibrate.measure_costs`); ``"auto"`` where it has not both.
 
     Which one wins depends on the machine (``experiments/bench_cpusort.py``; ``experiments/README.md``, *The CPU's
-    sort*): on the CPU-only machine (2 cores, whose numpy sorts 2^24 int32 5.6 times slower than the H100
+    sort*): on the CPU-only machine (2 cores, whose numpy sorts 2^24 int32 5.5 times slower than the H100
     machine's) the sample sort of 2^24 int32 took 234 ms against 372 ms for PSRS; on the H100 machine (16 cores)
     30.4 ms against 22.1 ms, and within 9% of PSRS at 2^22 and 2^28.
     """
@@ -127,7 +128,7 @@ def cpu_sort_method(profile: Profile, n: int, itemsize: int = 4) -> str:
     if curves is None or "cpu_sort_psrs" not in curves or "cpu_sort" not in curves:
         return "auto"
     faster = float(curves.cost("cpu_sort_psrs", n, itemsize)) < float(curves.cost("cpu_sort", n, itemsize))
-    return "psrs" if faster else "auto"
+    return "psrs" if faster else "sample"
 
 
 def partition_cost(profile: Profile, n: Any, buckets: int, itemsize: int = 4) -> Any:

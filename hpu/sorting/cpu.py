@@ -23,7 +23,7 @@ from __future__ import annotations
 import concurrent.futures
 import ctypes
 import functools
-import math
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +31,8 @@ import numpy as np
 
 from ..core.streaming import copy_into
 from ..core.util import native_library
+
+log = logging.getLogger("hpu")
 
 __all__ = ["bucket_ids", "choose_splitters", "multiway_merge", "native_partition", "parallel_copy", "parallel_sort",
            "sample_sort", "scatter", "stable_partition", "stable_sort_inplace"]
@@ -48,6 +50,8 @@ COMPARE_MAX_SPLITTERS = 32
 
 #: Most buckets of the compiled partition (a bucket number is one byte).
 NATIVE_MAX_BUCKETS = 256
+#: Element sizes the compiled scatter moves.
+SCATTER_ITEMSIZES = (1, 2, 4, 8, 16)
 
 
 @functools.cache
@@ -57,7 +61,11 @@ def _partition_library() -> Any:
     if lib is None:
         return None
     p, i64 = ctypes.c_void_p, ctypes.c_int64
-    counts, scatter = lib.hpu_bucket_counts, lib.hpu_scatter
+    try:
+        counts, scatter = lib.hpu_bucket_counts, lib.hpu_scatter
+    except AttributeError as exc:  # pragma: no cover - a build of another version
+        log.warning("hpu: the compiled partition lacks %s; using numpy instead", exc)
+        return None
     counts.argtypes, counts.restype = [ctypes.c_char, i64, p, i64, i64, p, p, ctypes.c_int, p, p], ctypes.c_int
     scatter.argtypes, scatter.restype = [p, i64, i64, p, p, ctypes.c_int, p, i64], ctypes.c_int
     return counts, scatter
@@ -65,13 +73,13 @@ def _partition_library() -> Any:
 
 def native_partition(dtype: np.dtype | None = None) -> bool:
     """Whether the compiled partition was built (and, given ``dtype``, handles its keys: signed and unsigned integers
-    and float32/float64 do; other dtypes take numpy's way)."""
+    and float32/float64 in native byte order do; other dtypes take numpy's way)."""
     if _partition_library() is None:
         return False
     if dtype is None:
         return True
     dt = np.dtype(dtype)
-    return (dt.kind in "iu" and dt.itemsize in (1, 2, 4, 8)) or dt in (np.float32, np.float64)
+    return dt.isnative and ((dt.kind in "iu" and dt.itemsize in (1, 2, 4, 8)) or dt in (np.float32, np.float64))
 
 
 #: Buckets up to which :func:`stable_partition` compresses the keys of each bucket in turn; above, it gathers them
@@ -130,7 +138,8 @@ def stable_partition(x: np.ndarray, ids: np.ndarray, k: int, out: np.ndarray | N
     if k < 1 or x.shape != ids.shape:
         raise ValueError(f"need k >= 1 and one bucket number a key, got k={k}, {x.shape} keys, {ids.shape} numbers")
     out = np.empty_like(x) if out is None else out[: x.shape[0]]
-    compiled = native_partition() and k <= NATIVE_MAX_BUCKETS and x.flags.c_contiguous and out.flags.c_contiguous
+    compiled = (native_partition() and k <= NATIVE_MAX_BUCKETS and x.flags.c_contiguous and out.flags.c_contiguous
+                and x.dtype.itemsize in SCATTER_ITEMSIZES and not x.dtype.hasobject)
     if method == "scatter" or (method == "auto" and compiled):
         if k > NATIVE_MAX_BUCKETS:
             raise ValueError(f"the compiled scatter takes at most {NATIVE_MAX_BUCKETS} buckets, got k={k}")
@@ -229,11 +238,18 @@ def bucket_ids(x: np.ndarray, start: int, keys: np.ndarray, positions: np.ndarra
     numpy.ndarray, shape (m,)
         Values in ``[0, K - 1]``: bucket ``b`` holds the pairs after
         splitter ``b - 1`` and not after splitter ``b``.
+
+    Raises
+    ------
+    ValueError
+        ``out`` shorter than ``x``.
     """
     m = x.shape[0]
+    if out is not None and out.shape[0] < m:
+        raise ValueError(f"out holds {out.shape[0]} bucket numbers, the keys are {m}")
     ids = np.empty(m, np.uint8 if keys.size < 256 else np.uint16) if out is None else out[:m]
     if (keys.size < NATIVE_MAX_BUCKETS and ids.dtype == np.uint8 and x.flags.c_contiguous and ids.flags.c_contiguous
-            and native_partition(x.dtype)):
+            and keys.dtype == x.dtype and native_partition(x.dtype)):
         _native_bucket_ids(x, start, keys, positions, ids, counts)
         return ids
     if keys.size <= COMPARE_MAX_SPLITTERS:
@@ -295,6 +311,8 @@ def scatter(x: np.ndarray, ids: np.ndarray, offsets: np.ndarray, out: np.ndarray
     ------
     RuntimeError
         The compiled partition was not built (:func:`native_partition`).
+    TypeError
+        Elements that hold Python objects.
     ValueError
         Mismatched dtypes or lengths, a non-contiguous array, an unhandled itemsize, offsets not int64, or a bucket
         number past ``offsets`` or a slot outside ``out`` (found while writing: ``out`` is then partly written).
@@ -302,6 +320,8 @@ def scatter(x: np.ndarray, ids: np.ndarray, offsets: np.ndarray, out: np.ndarray
     lib = _partition_library()
     if lib is None:
         raise RuntimeError("hpu's compiled partition was not built (no C compiler at install)")
+    if x.dtype.hasobject:
+        raise TypeError(f"scatter moves plain bytes, not Python objects ({x.dtype})")
     if (x.dtype != out.dtype or ids.shape != x.shape or ids.dtype != np.uint8 or offsets.dtype != np.int64
             or offsets.ndim != 1 or not all(a.flags.c_contiguous for a in (x, ids, offsets, out))
             or not out.flags.writeable or not offsets.flags.writeable):
@@ -484,6 +504,7 @@ def sample_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int, 
                else TypeError(f"sample_sort does not handle {a.dtype} keys"))
     n = a.shape[0]
     out = np.empty_like(a) if out is None else out
+    a = np.ascontiguousarray(a)
     k = int(buckets) if buckets else min(NATIVE_MAX_BUCKETS, max(n // SAMPLE_BUCKET, 4 * threads))
     k = max(1, min(k, NATIVE_MAX_BUCKETS, n))
     if n <= 1 or k == 1:
@@ -507,7 +528,8 @@ def sample_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int, 
     for f in [pool.submit(scatter, a[lo:hi], ids[lo:hi], offsets[t], out) for t, lo, hi in blocks]:
         f.result()
     order = np.argsort(-np.diff(bounds), kind="stable")
-    jobs = [pool.submit(stable_sort_inplace, out[bounds[b] : bounds[b + 1]]) for b in order if bounds[b + 1] > bounds[b]]
+    jobs = [pool.submit(stable_sort_inplace, out[bounds[b] : bounds[b + 1]]) for b in order
+            if bounds[b + 1] > bounds[b]]
     for f in jobs:
         f.result()
     return out

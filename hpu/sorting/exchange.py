@@ -215,7 +215,7 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         if not redone:
             t0 = rec.now()
             parallel_sort(src, rt.pool, rt.threads, out=out, scratch=rt.host_pool.empty(n, dt),
-                          method=cpu_method(rt, n, dt.itemsize, options))
+                          method=cpu_method(rt, n, dt, options))
             rec.add("cpu:pool", "fallback", 0, t0, rec.now(), 1, n, src.nbytes)
             redone.append(True)
 

@@ -270,7 +270,7 @@ def _run(rt: Runtime, plan: KeyRangePlan, src: np.ndarray, out: np.ndarray, rec:
         for a, b in ranges:
             t0 = rec.now()
             parallel_sort(out[a:b], rt.pool, rt.threads, out=out[a:b], scratch=rt.host_pool.empty(b - a, out.dtype),
-                          method=cpu_method(rt, b - a, out.itemsize, options))
+                          method=cpu_method(rt, b - a, out.dtype, options))
             rec.add("cpu:pool", kind, 0, t0, rec.now(), 1, b - a, (b - a) * out.itemsize)
 
     used = [u for u in range(1, len(rt.units) + 1) if buckets(u)]

@@ -63,7 +63,7 @@ from ..core.runtime import DeviceLease, Runtime
 from ..core.streaming import copy_into
 from ..core.trace import Recorder, Trace, event_times
 from .costs import cpu_sort_method, fast_cost
-from .cpu import multiway_merge, parallel_copy, parallel_sort
+from .cpu import multiway_merge, native_partition, parallel_copy, parallel_sort
 from .device import ALGORITHMS, DeviceSorter
 from .keys import packed_bits
 
@@ -126,8 +126,9 @@ class PipelineOptions:
         streaming stores (:func:`hpu.core.streaming.stream_copy`; default
         True), rather than ``numpy.copyto`` (False).
     cpu_sort : {"auto", "sample", "psrs"}
-        The CPU's sort (:func:`hpu.sorting.cpu.parallel_sort`'s ``method``); ``"auto"`` (default): the one the
-        profile measured faster at the call's size (:func:`cpu_method`).
+        The CPU's sort (:func:`hpu.sorting.cpu.parallel_sort`'s ``method``; ``"sample"`` where the compiled
+        partition takes the keys, else PSRS); ``"auto"`` (default): the one the profile measured faster at the
+        call's size (:func:`cpu_method`).
     """
 
     chunk_bytes: int | None = None
@@ -194,11 +195,15 @@ def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions) ->
     return "plain" if plain < pinned else "pin"
 
 
-def cpu_method(rt: Runtime, n: int, itemsize: int, options: PipelineOptions = DEFAULT_OPTIONS) -> str:
-    """``method`` for :func:`hpu.sorting.cpu.parallel_sort` of ``n`` keys: ``options.cpu_sort`` unless ``"auto"``;
-    then ``"psrs"`` where the profile measured PSRS faster than the sample sort at ``n``
-    (:func:`hpu.sorting.costs.cpu_sort_method`), else ``"auto"`` (the sample sort where it was built)."""
-    return options.cpu_sort if options.cpu_sort != "auto" else cpu_sort_method(rt.profile, n, itemsize)
+def cpu_method(rt: Runtime, n: int, dtype: np.dtype, options: PipelineOptions = DEFAULT_OPTIONS) -> str:
+    """``method`` for :func:`hpu.sorting.cpu.parallel_sort` of ``n`` keys of ``dtype``: ``options.cpu_sort`` unless
+    ``"auto"``, else the one the profile measured faster at ``n`` (:func:`hpu.sorting.costs.cpu_sort_method`);
+    PSRS instead of the sample sort where the compiled partition does not take the keys
+    (:func:`hpu.sorting.cpu.native_partition`)."""
+    method = options.cpu_sort
+    if method == "auto":
+        method = cpu_sort_method(rt.profile, n, np.dtype(dtype).itemsize)
+    return "psrs" if method == "sample" and not native_partition(dtype) else method
 
 
 def _piece_length(itemsize: int, chunk_bytes: int, align: int) -> int:
@@ -721,7 +726,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
         tt = rec.now()
         threads = min(cpu_threads, rt.threads) if cpu_threads > 0 else rt.threads
         parallel_sort(src, rt.pool, threads, out=out, scratch=rt.host_pool.empty(n, dt),
-                      method=cpu_method(rt, n, dt.itemsize, options))
+                      method=cpu_method(rt, n, dt, options))
         rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n, src.nbytes)
         return out, rec.finish(trace)
 
@@ -731,13 +736,13 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
         cpu_run = np.empty(n_cpu, dtype=dt)
         tt = rec.now()
         parallel_sort(src[:n_cpu], rt.pool, rt.threads, out=cpu_run, scratch=rt.host_pool.empty(n_cpu, dt),
-                      method=cpu_method(rt, n_cpu, dt.itemsize, options))
+                      method=cpu_method(rt, n_cpu, dt, options))
         rec.add("cpu:pool", "sort", 0, tt, rec.now(), 1, n_cpu, n_cpu * dt.itemsize)
         return cpu_run
 
     def redo() -> list[np.ndarray]:
         tt = rec.now()
-        run = parallel_sort(src[n_cpu:], rt.pool, rt.threads, method=cpu_method(rt, n_dev, dt.itemsize, options))
+        run = parallel_sort(src[n_cpu:], rt.pool, rt.threads, method=cpu_method(rt, n_dev, dt, options))
         rec.add("cpu:pool", "fallback", 0, tt, rec.now(), 1, n_dev, n_dev * dt.itemsize)
         return [run]
 

@@ -59,7 +59,7 @@ from .core.runtime import Runtime, default_runtime, list_devices, set_default_ru
 from .core.util import check_int
 from .core.kernels import CL_TYPES
 from .sorting.api import sort as hpu_sort
-from .sorting.cpu import multiway_merge, stable_partition
+from .sorting.cpu import bucket_ids, multiway_merge, stable_partition
 from .sorting.mergesort import planned_split, planned_strategy
 from .sorting.keys import check_sort_dtype, to_unsigned
 from .tabu import hybrid_ea, tabu_search
@@ -308,12 +308,13 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
     parts : int
         Number of key ranges.
     method : {"auto", "sort", "numpy"}
-        ``"sort"``: the block sorted by :func:`hpu.sort` on this process's default runtime and cut by binary
-        search (the local sort of "parallel sorting by regular sampling", Shi and Schaeffer, JPDC 14(4), 1992):
-        each piece sorted.  ``"numpy"``: a stable counting sort of the range numbers on one thread: each piece
-        in block order.  ``"auto"`` (default): ``"sort"`` where that runtime sorts a block of this size and
-        dtype on its device (:func:`hpu.sorting.planned_strategy`), else ``"numpy"``.  Either way the pieces
-        hold the same keys, equal keys in input order, which is all the final stable sort needs.
+        ``"sort"``: the block sorted by :func:`hpu.sort` on this process's default runtime and cut by binary search (the
+        local sort of "parallel sorting by regular sampling", Shi and Schaeffer, JPDC 14(4), 1992): each piece sorted.
+        ``"numpy"``: a stable counting sort of the range numbers on one thread (:func:`hpu.sorting.cpu.bucket_ids` and
+        :func:`hpu.sorting.cpu.stable_partition`, compiled where hpu's partition was built): each piece in block order.
+        ``"auto"`` (default): ``"sort"`` where that runtime sorts a block of this size and dtype on its device
+        (:func:`hpu.sorting.planned_strategy`) and that device is not the host's CPU, else ``"numpy"``.  Either way the
+        pieces hold the same keys, equal keys in input order, which is all the final stable sort needs.
 
     Returns
     -------
@@ -332,23 +333,20 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
     if method == "sort":
         return _cut_sorted(block, offset, splitters)
     su, sg = splitters
-    u = to_unsigned(block)
-    dest = np.searchsorted(su, u, side="left")
-    tied = np.flatnonzero(su[np.minimum(dest, su.size - 1)] == u) if su.size else np.zeros(0, np.int64)
-    for v in np.unique(u[tied]):  # keys equal to a splitter's: split by position
-        mine = tied[u[tied] == v]
-        lo = np.searchsorted(su, v, side="left")
-        hi = np.searchsorted(su, v, side="right")
-        dest[mine] = lo + np.searchsorted(sg[lo:hi], mine + offset, side="left")
-    grouped, counts = stable_partition(block, dest, parts)
+    dest = bucket_ids(to_unsigned(block), offset, su, sg)  # keys level with a splitter's: split by position
+    grouped, counts = stable_partition(np.ascontiguousarray(block), dest, parts)
     return tuple(np.split(grouped, np.cumsum(counts)[:-1]))
 
 
 def _partition_method(block: np.ndarray, parts: int) -> str:
     """:func:`partition_block`'s ``"auto"``: ``"sort"`` where this process's default runtime sorts ``block`` on
-    its device, else ``"numpy"``."""
-    usable = parts > 1 and block.shape[0]
-    return "sort" if usable and planned_strategy(block.shape[0], block.dtype, default_runtime()) != "cpu" else "numpy"
+    a device of its own (a GPU), else ``"numpy"``.  A CPU device (PoCL) sorts on the host's cores, where the
+    compiled partition is faster: on the CPU-only machine one int64 block took 15.5-84.4 ms partitioned against
+    23.5-154 ms sorted on PoCL and cut, 2^20 to 2^23 keys, and its ranges' sorts did not make up for it
+    (``experiments/results/cpu-only/bench_dask_partition_compiled.log``)."""
+    rt = default_runtime()
+    usable = parts > 1 and block.shape[0] and not rt.device_shares_host_cores
+    return "sort" if usable and planned_strategy(block.shape[0], block.dtype, rt) != "cpu" else "numpy"
 
 
 def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray],

@@ -313,8 +313,8 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
         ``"numpy"``: a stable counting sort of the range numbers on one thread (:func:`hpu.sorting.cpu.bucket_ids` and
         :func:`hpu.sorting.cpu.stable_partition`, compiled where hpu's partition was built): each piece in block order.
         ``"auto"`` (default): ``"sort"`` where that runtime sorts a block of this size and dtype on its device
-        (:func:`hpu.sorting.planned_strategy`) and that device is not the host's CPU, else ``"numpy"``.  Either way the
-        pieces hold the same keys, equal keys in input order, which is all the final stable sort needs.
+        (:func:`hpu.sorting.planned_strategy`), else ``"numpy"``.  Either way the pieces hold the same keys, equal keys
+        in input order, which is all the final stable sort needs.
 
     Returns
     -------
@@ -340,13 +340,12 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
 
 def _partition_method(block: np.ndarray, parts: int) -> str:
     """:func:`partition_block`'s ``"auto"``: ``"sort"`` where this process's default runtime sorts ``block`` on
-    a device of its own (a GPU), else ``"numpy"``.  A CPU device (PoCL) sorts on the host's cores, where the
-    compiled partition is faster: on the CPU-only machine one int64 block took 15.5-84.4 ms partitioned against
-    23.5-154 ms sorted on PoCL and cut, 2^20 to 2^23 keys, and its ranges' sorts did not make up for it
-    (``experiments/results/cpu-only/bench_dask_partition_compiled.log``)."""
-    rt = default_runtime()
-    usable = parts > 1 and block.shape[0] and not rt.device_shares_host_cores
-    return "sort" if usable and planned_strategy(block.shape[0], block.dtype, rt) != "cpu" else "numpy"
+    its device, else ``"numpy"``.  Also on a CPU device (PoCL), though there the compiled partition alone is
+    faster than a block's sort and cut: sorted pieces are merged, partitioned ones sorted again, and over a cluster
+    of two workers on the CPU-only machine the partitioned blocks' sorts made up for it only at 2^26 keys
+    (``experiments/results/cpu-only/bench_dask_compiled.log`` against ``bench_dask_merge.log``)."""
+    usable = parts > 1 and block.shape[0]
+    return "sort" if usable and planned_strategy(block.shape[0], block.dtype, default_runtime()) != "cpu" else "numpy"
 
 
 def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray],

@@ -35,7 +35,7 @@ from ..core.util import native_library
 log = logging.getLogger("hpu")
 
 __all__ = ["bucket_ids", "choose_splitters", "multiway_merge", "native_partition", "parallel_copy", "parallel_sort",
-           "sample_sort", "scatter", "stable_partition", "stable_sort_inplace"]
+           "partition_by_splitters", "sample_sort", "scatter", "stable_partition", "stable_sort_inplace"]
 
 #: Fewest elements per thread (below it, hand-offs between threads cost more than they save).
 SERIAL_CUTOFF = 1 << 18
@@ -449,6 +449,88 @@ def _merge_runs(x: np.ndarray) -> None:
     x.sort(kind="stable")  # timsort finds the sorted runs and merges them; already stable
 
 
+def partition_by_splitters(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.ndarray,
+                           ids: np.ndarray, pool: concurrent.futures.Executor, threads: int, *,
+                           block: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Write every key of ``src`` into its bucket's range of ``out``, in input order within each bucket.
+
+    Two passes of ``threads`` pool tasks, each a run of blocks of ``block`` keys: each key's bucket is found and
+    counted (:func:`bucket_ids`); then each block's keys go to their buckets' offsets in ``out``, by the compiled
+    scatter (:func:`scatter`, one pass) where it is built and takes the keys, else by grouping the block
+    (:func:`stable_partition`) and copying each bucket's segment.  The partition of a sample sort (Frazer and
+    McKellar, "Samplesort", JACM 17(3), 1970), the bucket numbers kept between the passes as in Sanders and
+    Winkel, "Super scalar sample sort", ESA 2004.
+
+    Parameters
+    ----------
+    src : numpy.ndarray, shape (n,)
+    keys, positions : numpy.ndarray, shape (K - 1,)
+        Splitters (:func:`choose_splitters`).
+    out : numpy.ndarray, shape (n,), ``src.dtype``
+        Does not overlap ``src``.
+    ids : numpy.ndarray, shape (n,), uint8 (K <= 256) or uint16
+        Written: each key's bucket.
+    pool : concurrent.futures.Executor
+    threads : int
+        Most tasks at once (>= 1).
+    block : int
+        Keys per block (>= 1).
+
+    Returns
+    -------
+    bounds : numpy.ndarray, shape (K + 1,), int64
+        Bucket ``b`` is ``out[bounds[b]:bounds[b + 1]]``.
+    blocks : numpy.ndarray, shape (C + 1,), int64
+        Input block bounds.
+    counts : numpy.ndarray, shape (C, K), int64
+        Keys of block ``c`` in bucket ``b``.
+
+    Raises
+    ------
+    ValueError
+        ``ids`` shorter than ``src``.
+    """
+    n, k = src.shape[0], keys.size + 1
+    size = max(1, int(block))
+    blocks = np.array(list(range(0, n, size)) + [n], np.int64)
+    nblocks = blocks.size - 1
+    counts = np.zeros((nblocks, k), np.int64)
+    tasks = max(1, min(threads, nblocks))
+    ranges = np.linspace(0, nblocks, tasks + 1).astype(np.int64)
+    spans = [[(c, int(blocks[c]), int(blocks[c + 1])) for c in range(int(ranges[t]), int(ranges[t + 1]))]
+             for t in range(tasks)]
+
+    def count(t: int) -> None:
+        for c, a, b in spans[t]:
+            bucket_ids(src[a:b], a, keys, positions, out=ids[a:b], counts=counts[c])
+
+    for f in [pool.submit(count, t) for t in range(tasks)]:
+        f.result()
+    bounds = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
+    dest = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # (block, bucket) -> offset in out
+    compiled = (k <= NATIVE_MAX_BUCKETS and ids.dtype == np.uint8 and native_partition(src.dtype)
+                and src.flags.c_contiguous and out.flags.c_contiguous)
+
+    def place(t: int) -> None:
+        grouped = None if compiled else np.empty(size, src.dtype)
+        for c, a, b in spans[t]:
+            if compiled:
+                scatter(src[a:b], ids[a:b], dest[c].copy(), out)
+                continue
+            stable_partition(src[a:b], ids[a:b], k, out=grouped, counts=counts[c])
+            start = 0
+            for j in np.flatnonzero(counts[c]):
+                m = int(counts[c, j])
+                out[dest[c, j] : dest[c, j] + m] = grouped[start : start + m]
+                start += m
+
+    for f in [pool.submit(place, t) for t in range(tasks)]:
+        f.result()
+    return bounds, blocks, counts
+
+
+
+
 #: Keys a bucket of :func:`sample_sort` aims at (numpy sorts a bucket of 2^16 int32 keys in cache).
 SAMPLE_BUCKET = 1 << 16
 #: Sample drawn a bucket for :func:`sample_sort`'s splitters: bucket sizes then deviate from their share by
@@ -462,12 +544,9 @@ def sample_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int, 
     key ranges, then every range sorted where it lies in ``out`` (no merge).
 
     A random sample gives ``K - 1`` (key, position) splitters (:func:`choose_splitters`; ties broken by position,
-    so that equal keys are divided and the sort stays stable); each thread finds the bucket of every key of its
-    block and counts them (:func:`bucket_ids`), then writes its keys to their buckets' slots in ``out``
-    (:func:`scatter`: blocks in input order, so each bucket keeps its keys in input order); the threads then sort
-    the buckets in place, largest first (:func:`stable_sort_inplace`).  Frazer and McKellar, "Samplesort", JACM
-    17(3), 1970; in the form of Sanders and Winkel, "Super scalar sample sort", ESA 2004 (bucket numbers kept
-    between the counting and the scattering pass).
+    so that equal keys are divided and the sort stays stable); the threads partition the keys into their buckets'
+    ranges of ``out``, a block each (:func:`partition_by_splitters`: each bucket keeps its keys in input order),
+    then sort the buckets in place, largest first (:func:`stable_sort_inplace`).
 
     Parameters
     ----------
@@ -518,15 +597,8 @@ def sample_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int, 
         a, usable = src, False
     keys, positions = choose_splitters(a, np.arange(1, k) / k, seed=seed, sample=SAMPLE_PER_BUCKET * k)
     ids = scratch.view(np.uint8)[:n] if usable and scratch.nbytes >= n else np.empty(n, np.uint8)
-    cuts = np.linspace(0, n, max(1, min(threads, n // SERIAL_CUTOFF)) + 1).astype(np.int64)
-    counts = np.zeros((cuts.size - 1, k), np.int64)
-    blocks = [(t, int(cuts[t]), int(cuts[t + 1])) for t in range(cuts.size - 1)]
-    for f in [pool.submit(bucket_ids, a[lo:hi], lo, keys, positions, ids[lo:hi], counts[t]) for t, lo, hi in blocks]:
-        f.result()
-    bounds = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
-    offsets = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # (block, bucket) -> first slot in out
-    for f in [pool.submit(scatter, a[lo:hi], ids[lo:hi], offsets[t], out) for t, lo, hi in blocks]:
-        f.result()
+    tasks = max(1, min(threads, n // SERIAL_CUTOFF))
+    bounds = partition_by_splitters(a, keys, positions, out, ids, pool, tasks, block=-(-n // tasks))[0]
     order = np.argsort(-np.diff(bounds), kind="stable")
     jobs = [pool.submit(stable_sort_inplace, out[bounds[b] : bounds[b + 1]]) for b in order
             if bounds[b + 1] > bounds[b]]
@@ -554,10 +626,11 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
     threads : int
         Threads to use (>= 1).
     out : numpy.ndarray, shape (n,), optional
-        Destination (must not overlap ``a``); a new array by default.
+        Destination (``a`` itself sorts in place); a new array by default.
     scratch : numpy.ndarray, optional
         A 1-D array of ``a``'s dtype with at least ``n`` elements for the
-        sorted chunks (saves allocating and page-faulting one per call).
+        sorted chunks of PSRS, or the sample sort's bucket numbers
+        (:func:`sample_sort`; saves allocating and page-faulting one per call).
     runs : int, optional
         Number of chunks sorted in the first phase (default ``threads``;
         more than ``threads`` balances the load when some threads are slow,

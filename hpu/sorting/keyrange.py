@@ -41,8 +41,7 @@ from ..core.hybrid import UnitsResult, run_units
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
 from .costs import PIECE_FILL
-from .cpu import (NATIVE_MAX_BUCKETS, bucket_ids, choose_splitters, native_partition, parallel_sort, scatter,
-                  stable_partition)
+from .cpu import NATIVE_MAX_BUCKETS, bucket_ids, choose_splitters, parallel_sort, partition_by_splitters
 from .pipeline import DEFAULT_OPTIONS, PipelineOptions, cpu_method, device_share, kept_policy, max_device_elements
 
 __all__ = ["KeyRangePlan", "bucket_ids", "check_shares", "choose_splitters", "keyrange_sort", "partition"]
@@ -88,13 +87,9 @@ class KeyRangePlan:
 
 def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.ndarray, rt: Runtime, *,
               block: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Write every key of ``src`` into its bucket's range of ``out``, in input order within each bucket.
-
-    Two passes of the thread pool (each task a run of blocks of ``block``
-    keys): each key's bucket is found and counted (:func:`hpu.sorting.cpu.bucket_ids`); then each block's keys
-    go to their buckets' offsets in ``out``, by the compiled scatter (:func:`hpu.sorting.cpu.scatter`, one pass)
-    where it is built and takes the keys, else by grouping the block (:func:`hpu.sorting.cpu.stable_partition`)
-    and copying each bucket's segment.
+    """Write every key of ``src`` into its bucket's range of ``out``, in input order within each bucket, on the
+    runtime's thread pool (:func:`hpu.sorting.cpu.partition_by_splitters`, blocks of ``block`` keys, default
+    :data:`BLOCK`), the keys' bucket numbers in the runtime's host pool.
 
     Parameters
     ----------
@@ -104,9 +99,7 @@ def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.
     out : numpy.ndarray, shape (n,), ``src.dtype``
         Does not overlap ``src``.
     rt : Runtime
-        Its thread pool does the work.
     block : int, optional
-        Keys per block (default :data:`BLOCK`).
 
     Returns
     -------
@@ -114,45 +107,11 @@ def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.
     blocks : numpy.ndarray, shape (C + 1,), int64
     counts : numpy.ndarray, shape (C, K), int64
     ids : numpy.ndarray, shape (n,), uint8 (K <= 256) or uint16
-        Each key's bucket.
+        Each key's bucket (what :meth:`KeyRangePlan.gather` redoes a bucket from).
     """
-    n, k = src.shape[0], keys.size + 1
-    size = int(block) if block is not None else BLOCK
-    blocks = np.array(list(range(0, n, size)) + [n], np.int64)
-    nblocks = blocks.size - 1
-    counts = np.zeros((nblocks, k), np.int64)
-    ids = rt.host_pool.empty_or_new(n, np.uint8 if k <= NATIVE_MAX_BUCKETS else np.uint16)  # recycled plain memory
-    tasks = max(1, min(rt.threads, nblocks))
-    ranges = np.linspace(0, nblocks, tasks + 1).astype(np.int64)
-    spans = [[(c, int(blocks[c]), int(blocks[c + 1])) for c in range(int(ranges[t]), int(ranges[t + 1]))]
-             for t in range(tasks)]
-
-    def count(t: int) -> None:
-        for c, a, b in spans[t]:
-            bucket_ids(src[a:b], a, keys, positions, out=ids[a:b], counts=counts[c])
-
-    for f in [rt.pool.submit(count, t) for t in range(tasks)]:
-        f.result()
-    bounds = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
-    dest = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # (block, bucket) -> offset in out
-    compiled = (k <= NATIVE_MAX_BUCKETS and native_partition(src.dtype) and src.flags.c_contiguous
-                and out.flags.c_contiguous)
-
-    def place(t: int) -> None:
-        grouped = None if compiled else np.empty(size, src.dtype)
-        for c, a, b in spans[t]:
-            if compiled:
-                scatter(src[a:b], ids[a:b], dest[c].copy(), out)
-                continue
-            stable_partition(src[a:b], ids[a:b], k, out=grouped, counts=counts[c])
-            start = 0
-            for j in np.flatnonzero(counts[c]):
-                m = int(counts[c, j])
-                out[dest[c, j] : dest[c, j] + m] = grouped[start : start + m]
-                start += m
-
-    for f in [rt.pool.submit(place, t) for t in range(tasks)]:
-        f.result()
+    ids = rt.host_pool.empty_or_new(src.shape[0], np.uint8 if keys.size < NATIVE_MAX_BUCKETS else np.uint16)
+    bounds, blocks, counts = partition_by_splitters(src, keys, positions, out, ids, rt.pool, rt.threads,
+                                                    block=BLOCK if block is None else int(block))
     return bounds, blocks, counts, ids
 
 

@@ -12,12 +12,14 @@ device sorting each staging wave on arrival or the whole array after the
 last copy, with the host's copies by streaming stores or ``numpy.copyto``, and with the device's sort
 (``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=..., stream_copies=...,
 device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's pinned memory
-(``--memory``: not staged), each call back to back or after an idle pause (``--pause-ms``); the settings in turn,
+(``--memory``: not staged), with a share of the rows sorted by the CPU pool beside the device (``--cpu-rows``,
+rows only), each call back to back or after an idle pause (``--pause-ms``); the settings in turn,
 call by call, so that each median is of calls interleaved with the others'; then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
         [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--waves on,off] [--streams on,off]
-        [--device-sorts auto,merge,tile-radix] [--memory pageable,pinned] [--pause-ms 0] [--json PATH]
+        [--device-sorts auto,merge,tile-radix] [--memory pageable,pinned] [--cpu-rows 0,0.1] [--pause-ms 0]
+        [--json PATH]
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def spans(trace: hpu.Trace) -> dict[str, float]:
     phases = {"stage": lambda e: e.unit.startswith("cpu") and e.kind == "stage",
               "h2d": lambda e: e.unit == "bus" and e.kind == "h2d",
               "sort": lambda e: e.unit == "device",
-              "d2h": lambda e: e.unit == "bus" and e.kind == "d2h"}
+              "d2h": lambda e: e.unit == "bus" and e.kind == "d2h",
+              "cpu": lambda e: e.unit == "cpu:pool" and e.kind == "sort"}
     for name, match in phases.items():
         ev = [e for e in trace.events if match(e)]
         if ev:
@@ -56,18 +59,23 @@ def spans(trace: hpu.Trace) -> dict[str, float]:
     return out
 
 
-def stable_rows(block: np.ndarray, out: np.ndarray) -> None:
-    """The CPU's sort of a block of rows (unused: the device alone sorts here; called if it fails)."""
-    out[...] = np.sort(block, axis=-1, kind="stable")
+def cpu_rows_into(block: np.ndarray, out: np.ndarray) -> None:
+    """The CPU's sort of a block of rows, as ``hpu.sort``'s: 256 KiB of rows copied into ``out`` and sorted there
+    by numpy's default sort at a time (the same bits as its stable sort for these keys, which hold no -0.0 or NaN)."""
+    step = max(1, (256 << 10) // (block.shape[1] * block.itemsize))
+    for i in range(0, block.shape[0], step):
+        np.copyto(out[i:i + step], block[i:i + step])
+        out[i:i + step].sort(axis=-1)
 
 
 def run_part(part: str, a: np.ndarray, values: np.ndarray | None, rt: hpu.Runtime,
-             options: hpu.PipelineOptions) -> tuple[list[np.ndarray], hpu.Trace]:
-    """One device-only call of ``part`` on ``a`` (and ``values``): its results and trace."""
+             options: hpu.PipelineOptions, cpu_share: float = 0.0) -> tuple[list[np.ndarray], hpu.Trace]:
+    """One device-only call of ``part`` on ``a`` (and ``values``; rows: ``cpu_share`` of them sorted by the CPU
+    pool beside the device): its results and trace."""
     if part == "kv":
         return fast_keyed_sort(a, [values], rt, gather=True, redo=None, on_device_error="raise", options=options)
     if part == "rows":
-        out, tr = fast_row_sort(a, ROW, rt, sort_into=stable_rows,
+        out, tr = fast_row_sort(a, ROW, rt, sort_into=cpu_rows_into, cpu_rows=round(cpu_share * a.size / ROW),
                                 on_device_error="raise", options=options)
         return [out], tr
     out, tr = hpu.hybrid_mergesort(a, strategy="gpu", runtime=rt, return_trace=True, options=options)
@@ -80,18 +88,18 @@ def setting(v: str) -> int | None:
 
 
 def best_traces(part: str, ins: dict[str, tuple[np.ndarray, np.ndarray | None]], refs: list[np.ndarray],
-                rt: hpu.Runtime, configs: list[tuple[hpu.PipelineOptions, str]],
+                rt: hpu.Runtime, configs: list[tuple[hpu.PipelineOptions, str, float]],
                 repeats: int, pause: float = 0.0) -> list[tuple[hpu.Trace, float]]:
     """For each of ``configs`` (options, the input's memory: a key of ``ins``, whose values are the keys and the
-    values): the trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``)
+    values, and the CPU's share of rows): the trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``)
     and the median wall time (ms) of the last ``repeats`` (the first warms up), the settings called in turn in each
     round, each call ``pause`` seconds after the one before (idle)."""
     best: list = [None] * len(configs)
     walls: list[list[float]] = [[] for _ in configs]
     for _ in range(repeats + 1):
-        for i, (opts, memory) in enumerate(configs):
+        for i, (opts, memory, share) in enumerate(configs):
             time.sleep(pause)
-            outs, tr = run_part(part, *ins[memory], rt, opts)
+            outs, tr = run_part(part, *ins[memory], rt, opts, share)
             if not all(np.array_equal(o, r) for o, r in zip(outs, refs)):
                 raise SystemExit(f"wrong result of {part} at n = {ins[memory][0].size} from {memory} memory "
                                  f"with {opts}")
@@ -146,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory", default="pageable",
                     help="the inputs' memory to compare: pageable (numpy's) and pinned (hpu.Runtime.empty_pinned, "
                          "read by the DMA engine unstaged); default pageable")
+    ap.add_argument("--cpu-rows", default="0",
+                    help="comma-separated shares of the rows sorted by the CPU pool beside the device (--part rows)")
     ap.add_argument("--pause-ms", type=float, default=0.0,
                     help="idle milliseconds before each call (as between a program's calls; default 0: back to back)")
     ap.add_argument("--repeats", type=int, default=7)
@@ -164,16 +174,18 @@ def main(argv: list[str] | None = None) -> int:
                 "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available(),
                 "pause_ms": args.pause_ms}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'memory':>8} {'chunk':>6} {'tasks':>5} {'wave':>4} {'algorithm':>10} {'waves':>5} "
+        print(f"{'n':>10} {'memory':>8} {'cpu':>4} {'chunk':>6} {'tasks':>5} {'wave':>4} {'algorithm':>10} {'waves':>5} "
               f"{'strm':>4} {'median':>7} {'wall':>7} {'stage':>13} "
-              f"{'h2d':>13} {'sort':>13} {'d2h':>13}   ms (start-end of the fastest run)")
+              f"{'h2d':>13} {'sort':>13} {'d2h':>13} {'cpu sort':>13}   ms (start-end of the fastest run)")
         configs = [(hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",
                                         wave_pieces=setting(p), stream_copies=st == "on",
                                         device_sort=None if ds == "auto" else ds,
-                                        **({} if setting(k) is None else {"staging_tasks": setting(k)})), mem)
+                                        **({} if setting(k) is None else {"staging_tasks": setting(k)})), mem,
+                    float(c))
                    for x in args.chunks_mib.split(",") for k in args.tasks.split(",")
                    for p in args.wave_pieces.split(",") for w in args.waves.split(",")
-                   for st in args.streams.split(",") for ds in args.device_sorts.split(",") for mem in memories]
+                   for st in args.streams.split(",") for ds in args.device_sorts.split(",") for mem in memories
+                   for c in (args.cpu_rows.split(",") if args.part == "rows" else ["0"])]
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
             a, values, refs = inputs(args.part, n, rng)
@@ -181,17 +193,17 @@ def main(argv: list[str] | None = None) -> int:
             if "pinned" in memories:
                 ins["pinned"] = (pinned_copy(rt, a), pinned_copy(rt, values))
             traces = best_traces(args.part, ins, refs, rt, configs, args.repeats, args.pause_ms / 1e3)
-            for (options, memory), (best, median) in zip(configs, traces):
+            for (options, memory, share), (best, median) in zip(configs, traces):
                 wave, mib = options.wave_pieces, options.chunk_bytes / (1 << 20)
                 s = spans(best)
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
                 rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "staging_tasks": options.staging_tasks,
                              "wave_pieces": wave, "waves": options.sort_waves, "stream_copies": options.stream_copies,
-                             "device_sort": options.device_sort, "memory": memory,
+                             "device_sort": options.device_sort, "memory": memory, "cpu_rows": share,
                              "median_wall": median, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
-                         for p in ("stage", "h2d", "sort", "d2h")]
-                print(f"{n:>10} {memory:>8} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} "
+                         for p in ("stage", "h2d", "sort", "d2h", "cpu")]
+                print(f"{n:>10} {memory:>8} {share:4.2f} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} "
                       f"{options.device_sort or 'auto':>10} "
                       f"{'on' if options.sort_waves else 'off':>5} {'on' if options.stream_copies else 'off':>4} "
                       f"{median:7.2f} "

@@ -140,6 +140,35 @@ def test_device_fault_mid_rows(fresh, monkeypatch, on_error, cpu_rows):
     assert same_bits(rows, before) and len(calls) >= 3
 
 
+@pytest.mark.parametrize("on_error", ["fallback", "raise"])
+def test_device_fault_before_staging(fresh, monkeypatch, on_error):
+    """The device share fails before it queues its staging (and with it the CPU's share): the CPU's rows are still
+    sorted, once, before the call returns; the device's rows are redone on the CPU or the failure is raised."""
+    import pyopencl as cl
+
+    from hpu.core.runtime import DeviceLease
+
+    def no_buffer(self, name, nbytes):
+        raise cl.MemoryError("clCreateBuffer failed: MEM_OBJECT_ALLOCATION_FAILURE")
+
+    monkeypatch.setattr(DeviceLease, "buffer", no_buffer)
+    rows = make("float32", (200, 300), "specials", 6)
+    want, calls = np.sort(rows, axis=-1, kind="stable"), []
+
+    def block(b: np.ndarray, o: np.ndarray) -> None:
+        calls.append(b.shape[0])
+        _stable(b, o)
+
+    if on_error == "raise":
+        with pytest.raises(hpu.DeviceFailure, match="ALLOCATION"):
+            _sorted_rows(fresh, rows, 64 << 10, cpu_rows=40, sort_into=block)
+        assert sum(calls) == 40  # the CPU's share ran to its end before the failure was raised
+    else:
+        out, trace = _sorted_rows(fresh, rows, 64 << 10, cpu_rows=40, sort_into=block, on_device_error="fallback")
+        assert same_bits(out, want) and "ALLOCATION" in trace.fallback
+        assert sum(calls) == 200  # 40 rows as the CPU's share, the device's 160 as its redo
+
+
 def test_bad_arguments(fresh):
     tile = row_tile(fresh, np.int32)
     with pytest.raises(ValueError, match="divide"):

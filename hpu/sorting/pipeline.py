@@ -597,7 +597,7 @@ def defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, items
 
 def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: Recorder,
                  dst: np.ndarray | None, options: PipelineOptions, unit: str = "",
-                 row_length: int | None = None) -> list[np.ndarray]:
+                 row_length: int | None = None, staged: Callable[[], None] | None = None) -> list[np.ndarray]:
     """Sort ``src`` on the lease's device as ``2**t`` segments; return the sorted runs as views of its staging memory.
 
     With ``row_length`` (``t == 0``, at most the tile of
@@ -617,6 +617,8 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     it directly: nothing is staged.  ``rt`` gives
     the thread pool and host pool (a peer device's lease may come from
     another runtime); ``unit`` suffixes the trace's ``device`` and ``bus``.
+    ``staged()``, if given, is called once the staging tasks are queued in the
+    pool (and nothing else of the call's is): work it queues comes behind them.
     """
     n, dt = src.shape[0], src.dtype
     nbytes = n * dt.itemsize
@@ -629,6 +631,8 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, up, rec, options.piece_bytes(), row_length,
                                                        most_tasks=options.staging_tasks, stream=options.stream_copies)
     try:
+        if staged is not None:
+            staged()
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
         h2d = upload_pieces(cq, d_in, up, pieces, ready)
         cq.flush()
@@ -788,7 +792,8 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
     in local memory, so no global merge pass) and copied back while the next
     pieces are staged and copied up (:func:`device_share` with
     ``row_length``).  The CPU share's rows go to the pool in blocks, one
-    task for each thread the staging leaves free, each ``sort_into`` its rows of the result;
+    task for each thread the staging leaves free, queued once the staging's tasks are,
+    each ``sort_into`` its rows of the result;
     the two shares write disjoint rows of the result, so nothing is merged.
 
     Parameters
@@ -851,18 +856,21 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
     staging = _staging_tasks(rt, -(-(n - split) // _piece_length(dt.itemsize, options.piece_bytes(), m)),
                              options.staging_tasks)
 
-    # The CPU's tasks are queued before the device's feeder thread starts, whose Python (enqueueing the pipeline)
-    # holds the GIL that the calling thread needs to queue them.  From a pool worker they would run at once, before
-    # the device share: there cpu_share runs them, beside the feeder.
+    # The device share runs on this thread, as without a CPU share, and queues the CPU's tasks right behind its
+    # staging tasks: queued first, they held the staging back by 1-2 ms on the H100 machine
+    # (experiments/results/h100/pipeline_rows_share_before.log).  From a pool worker submissions run at once: there
+    # the CPU share runs on this thread beside the device share's feeder thread.
     t0, tasks = rec.now(), rt.threads if cpu_rows == r else max(1, rt.threads - staging)
+    queued: list[Future] = []
+    on_worker = rt.pool.in_worker()
 
-    def queue_cpu_share() -> list[Future]:
-        return _rows_in_pool(rt, rows_in[:cpu_rows], rows_out[:cpu_rows], sort_into, tasks)
-
-    queued = queue_cpu_share() if cpu_rows > 0 and not rt.pool.in_worker() else None
+    def queue_cpu_share() -> None:
+        if cpu_rows > 0 and not queued:
+            queued.extend(_rows_in_pool(rt, rows_in[:cpu_rows], rows_out[:cpu_rows], sort_into, tasks))
 
     def cpu_share() -> None:
-        for f in queued if queued is not None else queue_cpu_share():
+        queue_cpu_share()  # unless the device share did
+        for f in queued:
             f.result()
         rec.add("cpu:pool", "sort", 0, t0, rec.now(), 1, split, split * dt.itemsize)
 
@@ -881,9 +889,15 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
         return out
 
     device = None if cpu_rows == r else (
-        lambda lease: device_share(rt, lease, keys[split:], 0, rec, out[split:], options, row_length=m))
-    result = run_hybrid(rt, device=device, cpu=cpu_share if cpu_rows else None, redo=redo,
-                        on_device_error=on_device_error, finish=finish)
+        lambda lease: device_share(rt, lease, keys[split:], 0, rec, out[split:], options, row_length=m,
+                                   staged=None if on_worker else queue_cpu_share))
+    if on_worker or device is None or cpu_rows == 0:
+        return run_hybrid(rt, device=device, cpu=cpu_share if cpu_rows else None, redo=redo,
+                          on_device_error=on_device_error, finish=finish), rec.finish(trace)
+    try:
+        result = run_hybrid(rt, device=device, redo=redo, on_device_error=on_device_error, finish=finish)
+    finally:  # the CPU's rows, queued by the device share (or now, if it failed first), are in before returning
+        cpu_share()
     return result, rec.finish(trace)
 
 

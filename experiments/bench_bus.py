@@ -20,6 +20,11 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
   N tasks (the middle of ``--tasks``) stage the pieces while the copy up
   of each, enqueued behind a user event, starts once its task completes
   the event;
+- ``stage + h2d N tasks, ring K``: the same through a ring of K pieces of
+  pinned memory (each of ``--ring``) instead of pinned memory the size of
+  the array: a task stages piece k into slot k mod K once the copy up of
+  piece k - K has left it, so that the slots can stay in the host's cache
+  and the DMA engine read them there rather than from memory;
 - ``unstage N tasks``: pinned memory copied into an ordinary array (touched
   before) by N tasks (the middle of ``--tasks``), as a result leaves the
   staging memory;
@@ -33,6 +38,9 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
   copies of the same bytes, for reference).
 
 Prints the median milliseconds and GB/s (10^9 bytes a second) of each.
+With ``--flush-mib``, each call comes after that many MiB written and read
+on one thread (untimed), so that it finds the caches cold, as a call after
+other work does.
 
     python experiments/bench_bus.py --device gpu --json results/h100/bench_bus.json
 """
@@ -50,7 +58,7 @@ import numpy as np
 import pyopencl as cl
 
 import hpu
-from bench_common import add_runtime_arguments, command_line, shuffled_rounds, utc_now, write_json
+from bench_common import add_runtime_arguments, cache_flusher, command_line, shuffled_rounds, utc_now, write_json
 from hpu.core.streaming import stream_copy, streaming_available
 from hpu.core.util import host_description
 
@@ -65,10 +73,12 @@ def pinned(ctx: Any, queue: Any, nbytes: int) -> tuple[Any, np.ndarray]:
 
 
 def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks: int,
-            staged: Callable[[int], None] = lambda k: None, copy: Callable = np.copyto) -> list[Future]:
+            staged: Callable[[int], None] = lambda k: None, copy: Callable = np.copyto,
+            slot: Callable[[int], int] | None = None) -> list[Future]:
     """Start copying ``src`` into ``dst`` in pieces of ``piece`` bytes on ``tasks`` pool tasks, each taking the next
     piece in order, as hpu's staging does, by ``copy(dst_piece, src_piece)``, and calling ``staged(k)`` once piece
-    ``k`` is in; the tasks' futures."""
+    ``k`` is in; the tasks' futures.  With ``slot``, piece ``k`` goes to ``dst[slot(k):]`` (which may wait for the
+    slot to be free) rather than to its own offset."""
     pieces = range(0, src.shape[0], piece)
     order = itertools.count()  # next() is atomic under the GIL
 
@@ -77,7 +87,9 @@ def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks
             if k >= len(pieces):
                 return
             a = pieces[k]
-            copy(dst[a:a + piece], src[a:a + piece])
+            b = min(a + piece, src.shape[0])
+            d = a if slot is None else slot(k)
+            copy(dst[d:d + b - a], src[a:b])
             staged(k)
 
     return [rt.pool.submit(task) for _ in range(tasks)]
@@ -92,7 +104,7 @@ def wait(futures: list[Future]) -> None:
 Runs = dict[str, tuple[Callable[[], None], int]]  # variant -> (a call that returns when its copies are done, bytes)
 
 
-def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> Runs:
+def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int], rings: list[int]) -> Runs:
     """The OpenCL variants on ``rt``'s device."""
     ctx = rt.context
     q, q2 = cl.CommandQueue(ctx, rt.device), cl.CommandQueue(ctx, rt.device)
@@ -112,6 +124,24 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> R
         up_copies = [cl.enqueue_copy(q, d_a, up[a:a + piece], dst_offset=a, wait_for=[ev], is_blocking=False)
                      for a, ev in zip(range(0, nbytes, piece), ready)]
         q.flush()
+        wait(tasks_done)
+        q.finish()
+        del up_copies
+
+    def ring_upload(copy: Callable, slots: int) -> None:
+        starts = range(0, nbytes, piece)
+        ready = [cl.UserEvent(ctx) for _ in starts]
+        up_copies = [cl.enqueue_copy(q, d_a, up[k % slots * piece:][:min(piece, nbytes - a)], dst_offset=a,
+                                     wait_for=[ready[k]], is_blocking=False) for k, a in enumerate(starts)]
+        q.flush()
+
+        def slot(k: int) -> int:
+            if k >= slots:
+                up_copies[k - slots].wait()  # releases the GIL
+            return k % slots * piece
+
+        tasks_done = staging(rt, pageable, up, piece, mid,
+                             lambda k: ready[k].set_status(cl.command_execution_status.COMPLETE), copy, slot)
         wait(tasks_done)
         q.finish()
         del up_copies
@@ -136,6 +166,8 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int]) -> R
         **{f"stage {t} tasks{name}": ((lambda t=t, c=c: wait(staging(rt, pageable, up, piece, t, copy=c))), nbytes)
            for t in tasks for name, c in copiers()},
         **{f"stage + h2d {mid} tasks{name}": ((lambda c=c: staged_upload(c)), nbytes) for name, c in copiers()},
+        **{f"stage + h2d {mid} tasks, ring {k}{name}": ((lambda c=c, k=k: ring_upload(c, k)), nbytes)
+           for k in rings if k * piece < nbytes for name, c in copiers()},
         **{f"unstage {mid} tasks{name}": ((lambda c=c: wait(staging(rt, down, plain, piece, mid, copy=c))), nbytes)
            for name, c in copiers()},
     }
@@ -203,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--piece-mib", type=float, default=4.0, help="staged piece and copy size, MiB (default 4)")
     ap.add_argument("--tasks", type=lambda v: [int(t) for t in v.split(",")], default=[4, 8, 16],
                     help="comma-separated numbers of pool tasks that stage (default 4,8,16; hpu's: 8)")
+    ap.add_argument("--ring", type=lambda v: [int(t) for t in v.split(",") if t], default=[4, 8],
+                    help="comma-separated pieces in the ring of the staged upload through a ring (default 4,8)")
+    ap.add_argument("--flush-mib", type=int, default=0,
+                    help="MiB written and read before each call, so that it finds the caches cold (default 0)")
     ap.add_argument("--rounds", type=int, default=15, help="shuffled rounds (default 15)")
     ap.add_argument("--pause", type=float, default=None,
                     help="idle seconds before each call (default hpu.core.calibrate.IDLE_PAUSE; 0: back to back)")
@@ -211,22 +247,22 @@ def main(argv: list[str] | None = None) -> int:
     with hpu.Runtime(args.device, profile="hpu1", threads=args.threads) as rt:
         if not rt.has_device:
             ap.error("bench_bus.py needs an OpenCL device")
-        runs = {**opencl_runs(rt, nbytes, piece, args.tasks), **all_gpu_runs(rt, nbytes), **cupy_runs(nbytes)}
+        runs = {**opencl_runs(rt, nbytes, piece, args.tasks, args.ring), **all_gpu_runs(rt, nbytes), **cupy_runs(nbytes)}
         for fn, _ in runs.values():  # warm-up: first-touch costs, driver set-up
             fn()
         samples = shuffled_rounds({k: fn for k, (fn, _) in runs.items()}, args.rounds, np.random.default_rng(0),
-                                  pause=args.pause)
+                                  pause=args.pause, before=cache_flusher(args.flush_mib))
         meta = {"date": utc_now(), "command": command_line("bench_bus.py", argv), "device": rt.device_name,
                 "host": host_description(), "threads": rt.threads, "bytes": nbytes, "piece_bytes": piece,
-                "tasks": args.tasks, "rounds": args.rounds, "pause": args.pause, "streaming": streaming_available()}
+                "tasks": args.tasks, "ring": args.ring, "flush_mib": args.flush_mib, "rounds": args.rounds, "pause": args.pause, "streaming": streaming_available()}
     print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-    print(f"{'variant':<32} {'median ms':>10} {'GB/s':>7}")
+    print(f"{'variant':<40} {'median ms':>10} {'GB/s':>7}")
     rows = []
     for name, ts in samples.items():
         t = float(np.median(ts))
         moved = runs[name][1]
         rows.append({"variant": name, "seconds": t, "samples": ts, "bytes": moved, "gb_per_s": moved / t / 1e9})
-        print(f"{name:<32} {t * 1e3:10.3f} {moved / t / 1e9:7.1f}", flush=True)
+        print(f"{name:<40} {t * 1e3:10.3f} {moved / t / 1e9:7.1f}", flush=True)
     if args.json:
         write_json(args.json, {"meta": meta, "rows": rows})
     return 0

@@ -34,11 +34,11 @@ def command_line(script: str, argv: list[str] | None) -> str:
 
 
 def shuffled_rounds(runs: Mapping[str, Callable[[], Any]], rounds: int, order: np.random.Generator,
-                    pause: float | None = None) -> dict[str, list[float]]:
+                    pause: float | None = None, before: Callable[[], Any] | None = None) -> dict[str, list[float]]:
     """Wall seconds of every callable of ``runs``, ``rounds`` times each, in rounds of shuffled order.
 
-    Each call runs after an idle pause of ``pause`` seconds (default
-    :data:`hpu.core.calibrate.IDLE_PAUSE`); ``order`` shuffles each round.
+    Each call runs after ``before()`` (untimed; e.g. :func:`cache_flusher`'s) and an idle pause of ``pause``
+    seconds (default :data:`hpu.core.calibrate.IDLE_PAUSE`); ``order`` shuffles each round.
     Returns the samples per key of ``runs``, in call order.
     """
     if pause is None:
@@ -48,11 +48,26 @@ def shuffled_rounds(runs: Mapping[str, Callable[[], Any]], rounds: int, order: n
     samples: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(rounds):
         for k in order.permutation(list(runs)):
+            if before is not None:
+                before()
             time.sleep(pause)
             t0 = time.perf_counter()
             runs[k]()
             samples[k].append(time.perf_counter() - t0)
     return samples
+
+
+def cache_flusher(mib: int) -> Callable[[], None]:
+    """A call that writes and reads ``mib`` MiB of its own memory (one thread), so that the next timed call finds
+    the host's caches holding none of its data, as a call after other work does (0: a call that does nothing)."""
+    junk = np.zeros(max(0, mib) << 17, np.int64)
+
+    def flush() -> None:
+        if junk.size:
+            np.add(junk, 1, out=junk)
+            junk.sum()
+
+    return flush
 
 
 def timings(fn: Callable[[], Any], repeats: int) -> list[float]:

@@ -7,7 +7,7 @@
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
-#                                            pause | steady | keyrange-tests)
+#                                            pause | steady | keyrange-tests | ring | rows-share-trace)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -21,6 +21,10 @@
 #                 (GLIBC_TUNABLES; the machine's own threshold: stage glibc).
 # streaming: the host's copies by streaming stores (hpu.core.streaming) against numpy.copyto: bench_bus's staging
 #            copies (8 tasks), then bench_pipeline's sort, rows and key-value parts at 2^24 with each.
+# ring: bench_bus's staged copies up through a ring of 2, 4 or 8 pinned pieces against the whole array's pinned
+#       memory, after the idle pause, after 512 MiB of other work (cold caches) and back to back.
+# rows-share-trace: bench_pipeline's rows (2^14 x 2^10 float32) with CPU shares of the rows (ROW_SHARES) and 4 or 8
+#                   staging tasks, back to back and after 20 ms idle: where each phase starts and ends.
 # glibc: glibc's memcpy thresholds and the cache sizes it derives them from (ld.so --list-tunables, getconf).
 # pipeline-waves: bench_pipeline's sort (2^24, 2^26) and key-value part (2^24) with the pieces per sort wave varied.
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
@@ -283,6 +287,21 @@ for stage in "$@"; do
             | tee "$OUT/bench_bus.log"
         timeout 300 python3 experiments/bench_bus.py --device gpu --pause 0 --json "$OUT/bench_bus_back_to_back.json" \
             2>&1 | tee "$OUT/bench_bus_back_to_back.log"
+        ;;
+    ring)  # staging through a ring of pinned pieces against pinned memory the array's size (bench_bus), after the
+           # idle pause, after 512 MiB of other work (cold caches) and back to back
+        for run in "pause:" "flush:--flush-mib 512" "back_to_back:--pause 0"; do
+            timeout 300 python3 experiments/bench_bus.py --device gpu --tasks 8 --ring 2,4,8 --rounds 11 ${run#*:} \
+                --json "$OUT/bench_bus_ring_${run%%:*}.json" 2>&1 | tee "$OUT/bench_bus_ring_${run%%:*}.log"
+        done
+        ;;
+    rows-share-trace)  # where a CPU share of the rows goes: bench_pipeline's rows with the CPU's share and the staging
+                       # tasks varied, back to back and after 20 ms idle
+        for pause in 0 20; do
+            python3 experiments/bench_pipeline.py --device gpu --part rows --min-log 24 --max-log 24 --chunks-mib 4 \
+                --waves on --streams on --tasks 4,8 --cpu-rows "${ROW_SHARES:-0,0.05,0.1,0.2,0.3}" --repeats 9 \
+                --pause-ms $pause --json "$OUT/pipeline_rows_share_pause$pause.json"
+        done 2>&1 | tee "$OUT/pipeline_rows_share.log"
         ;;
     rows)
         calibrate

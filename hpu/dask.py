@@ -66,8 +66,8 @@ from .tabu import hybrid_ea, tabu_search
 
 log = logging.getLogger("hpu")
 
-__all__ = ["HpuPlugin", "IslandResult", "hybrid_ea_islands", "partition_block", "register", "sort", "tabu_search_many",
-           "worker_speed"]
+__all__ = ["MEMORY_SHARE", "SORT_FOOTPRINT", "HpuPlugin", "IslandResult", "default_partitions", "hybrid_ea_islands",
+           "partition_block", "register", "sort", "tabu_search_many", "worker_speed"]
 
 #: The process's worker runtime, the workers using it, and the lock file of the GPU it claimed.
 _SHARED: dict[str, Any] = {"runtime": None, "workers": 0, "gpu_lock": None}
@@ -76,6 +76,14 @@ _SHARED_LOCK = threading.Lock()
 #: oversampling; Blelloch et al. 1991).
 OVERSAMPLING = 32
 _SPEED_KEYS = 1 << 24
+#: Host bytes a worker's sort of one output block needs at its peak, per byte of the block: its pieces joined
+#: (1) and :func:`hpu.sort`'s own scratch and result, 3.2-4.3 times the keys for 2^22-2^26 int64 keys on a CPU
+#: OpenCL device, whose buffers are host memory too (``experiments/sort_footprint.py``,
+#: ``experiments/results/cpu-only/sort_footprint.log``), with room to spare.
+SORT_FOOTPRINT = 6.0
+#: Share of a worker's memory limit the sorts it runs at once may take (Dask pauses a worker at 80% of it, and the
+#: worker also holds its input blocks and pieces).
+MEMORY_SHARE = 0.5
 
 
 # -- workers -------------------------------------------------------------------
@@ -199,7 +207,8 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
         A dtype :func:`hpu.sort` takes (bool, integers, float16/32/64,
         datetime64, timedelta64), with known chunk sizes.
     npartitions : int, optional
-        Output blocks, one key range each (default: one per worker).
+        Output blocks, one key range each (default: one per worker, more
+        where a worker's memory limit calls for it: :func:`default_partitions`).
     client : distributed.Client, optional
         Default: the current client.  Its workers' speeds
         (:func:`worker_speed`, from each worker's hpu model) weight the key
@@ -241,13 +250,56 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
     if not speeds:
         raise ValueError("the Dask cluster has no workers")
     workers = sorted(speeds)
-    parts = len(workers) if npartitions is None else check_int("npartitions", npartitions, 1)
     n = x.shape[0]
+    if npartitions is None:
+        info = c.scheduler_info()["workers"]
+        parts = default_partitions(n * x.dtype.itemsize, [info[w].get("memory_limit") for w in workers],
+                                   [info[w].get("nthreads", 1) for w in workers])
+    else:
+        parts = check_int("npartitions", npartitions, 1)
     if n <= 1 or parts == 1:
         return x.rechunk(-1).map_blocks(_sort_block, dtype=x.dtype)
     owner = [workers[j % len(workers)] for j in range(parts)]
     weights = np.array([speeds[w] for w in owner], dtype=np.float64)
     return _sample_sort(x, parts, owner, weights / weights.sum(), seed)
+
+
+def default_partitions(nbytes: int, memory_limits: Sequence[int | None], threads: Sequence[int]) -> int:
+    """Output blocks of :func:`sort` by default: one per worker, or more where sorting that much at once would not fit
+    a worker's memory.
+
+    With ``W`` workers, the least memory limit ``L`` (bytes; None or 0: no
+    limit) and the most threads ``t`` of a worker, a worker sorts ``nbytes /
+    W`` of keys; one block each needs :data:`SORT_FOOTPRINT` times that at its
+    peak, which may take :data:`MEMORY_SHARE` of ``L``.  Where it does not
+    fit, each worker gets ``p >= t`` blocks of ``nbytes / (W p)`` (``t`` of
+    them sorted at once), with ``p = ceil(t SORT_FOOTPRINT nbytes / (W
+    MEMORY_SHARE L))``: ``W p`` blocks in all.
+
+    Parameters
+    ----------
+    nbytes : int
+        Bytes of keys to sort.
+    memory_limits : sequence of int or None
+        Each worker's memory limit in bytes (Dask's ``memory_limit``).
+    threads : sequence of int
+        Each worker's threads.
+
+    Returns
+    -------
+    int
+        At least ``len(memory_limits)``, and at least 1.
+    """
+    w = max(1, len(memory_limits))
+    limits = [int(m) for m in memory_limits if m]
+    if not limits:
+        return w
+    budget = MEMORY_SHARE * min(limits)
+    per_worker = nbytes / w
+    if SORT_FOOTPRINT * per_worker <= budget:
+        return w
+    t = max([int(k) for k in threads] + [1])
+    return w * max(t, int(np.ceil(t * SORT_FOOTPRINT * per_worker / budget)))
 
 
 def _sample_sort(x: da.Array, parts: int, owner: list[str], shares: np.ndarray, seed: int) -> da.Array:

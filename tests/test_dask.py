@@ -197,6 +197,41 @@ def test_a_worker_killed_mid_sort(client):
     client.wait_for_workers(3, timeout=120)
 
 
+@pytest.mark.parametrize("workers,threads", [(1, 1), (3, 1), (2, 8)])
+def test_default_partitions_fit_the_memory_limit(workers, threads):
+    """One block per worker while a worker's sort of its share fits MEMORY_SHARE of the least limit; else the fewest
+    blocks a worker (at least its threads, sorted at once) whose sorts at once fit (found by trying every count)."""
+    limit, foot = 1 << 30, hpu.dask.SORT_FOOTPRINT
+    budget = hpu.dask.MEMORY_SHARE * limit
+    for nbytes in [0, 1 << 20, int(budget / foot) * workers, int(budget / foot) * workers + 8, 1 << 30, 5 << 30]:
+        got = hpu.dask.default_partitions(nbytes, [limit] * workers + [None], [threads] * workers + [1])
+        per = nbytes / (workers + 1)
+        if foot * per <= budget:
+            assert got == workers + 1, nbytes
+        else:
+            want = next(p for p in range(1, 1 << 20) if min(threads, p) * foot * per / p <= budget and p >= threads)
+            assert got == (workers + 1) * want and got > workers + 1, nbytes
+    assert hpu.dask.default_partitions(5 << 30, [None, 0, None], [8, 8, 8]) == 3  # no limits: one block a worker
+
+
+def test_memory_limits_set_the_default_blocks(client, monkeypatch):
+    """Workers whose memory limit is too small for one block each get more, smaller blocks; the result is right."""
+    a = np.random.default_rng(5).random(300_000)
+    real = client.scheduler_info
+
+    def small_limits(*args, **kw):
+        info = real(*args, **kw)
+        for w in info["workers"].values():
+            w["memory_limit"] = 2_000_000
+        return info
+
+    monkeypatch.setattr(client, "scheduler_info", small_limits)
+    want = hpu.dask.default_partitions(a.nbytes, [2_000_000] * 3, [1] * 3)
+    y = hpu.dask.sort(da.from_array(a, chunks=50_000), client=client)
+    assert want > 3 and y.numblocks[0] == want
+    assert same_bits(y.compute(), np.sort(a, kind="stable"))
+
+
 def test_key_ranges_follow_worker_speeds(client):
     """Each worker's speed (its hpu model) sets its key range's share; here forced to 3:1."""
     speeds = client.run(hpu.dask.worker_speed)

@@ -248,3 +248,90 @@ def test_each_cpu_sort_option_sorts_right(method):
     assert same_bits(got, np.sort(a, kind="stable"))
     with pytest.raises(ValueError, match="cpu_sort must be"):
         PipelineOptions(cpu_sort="quick")
+
+
+def _brute_buckets(x, start, keys, positions):
+    """Each key's bucket by definition: the splitters its (key, position) pair sorts after, in np.sort's order."""
+    order = np.argsort(np.concatenate([keys, x]), kind="stable")  # splitter keys first among equals
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    k = keys.size
+    ids = np.zeros(x.size, np.int64)
+    for j in range(k):  # a pair sorts after a splitter with an equal key when its position is greater
+        after = rank[k:] > rank[j]
+        level = np.array([np.array_equal(np.array([v]).view(np.uint8), np.array([keys[j]]).view(np.uint8))
+                          or (np.isnan(v) and np.isnan(keys[j])) for v in x])
+        ids += np.where(level, np.arange(start, start + x.size) > positions[j], after)
+    return ids
+
+
+@pytest.mark.parametrize("dtype", ["datetime64[s]", "timedelta64[ms]"])
+def test_bucket_ids_put_nat_last(dtype):
+    """NaT sorts last (numpy's order), level with other NaTs: it is after every splitter but a NaT one."""
+    from hpu.sorting.cpu import bucket_ids
+
+    x = np.array([-1, 5, 7, -1, 3, 9, 5, -1], np.int64).astype(dtype)
+    x[[0, 3, 7]] = np.array("NaT", dtype)
+    for keys, positions in [(x[[6]], np.array([6])), (x[[4, 3]], np.array([4, 3])), (x[[1, 0]], np.array([1, 0]))]:
+        got = bucket_ids(x, 0, keys, positions)
+        assert list(got) == list(_brute_buckets(x, 0, keys, positions)), (keys, positions)
+
+
+def test_bucket_ids_default_type_holds_every_bucket():
+    """More than 65,535 splitters: the default bucket numbers are wide enough (no wrap-around)."""
+    from hpu.sorting.cpu import bucket_ids
+
+    keys = np.arange(70_000, dtype=np.int64)
+    got = bucket_ids(np.array([69_999, 69_998, 5], np.int64), 10**6, keys, np.zeros(70_000, np.int64))
+    assert list(got) == [70_000, 69_999, 6]
+
+
+def test_a_failed_task_raises_only_once_the_others_have_ended(compiled, pool, monkeypatch):
+    """partition_by_splitters raises a task's error only after every other task has stopped writing into its
+    outputs (which the caller may hand back to a pool)."""
+    import time
+
+    from hpu.sorting.cpu import choose_splitters, partition_by_splitters
+
+    real = cpusort.bucket_ids
+
+    def flaky(x, start, *a, **k):
+        if start == 0:
+            raise MemoryError("planted")
+        time.sleep(0.3)
+        return real(x, start, *a, **k)
+
+    monkeypatch.setattr(cpusort, "bucket_ids", flaky)
+    a = np.arange(4000, dtype=np.int32)[::-1].copy()
+    keys, pos = choose_splitters(a, [0.5])
+    ids, out = np.full(4000, 255, np.uint8), np.empty_like(a)
+    with pytest.raises(MemoryError, match="planted"):
+        partition_by_splitters(a, keys, pos, out, ids, pool, 2, block=2000)
+    assert (ids[2000:] < 2).all()  # the other task had written its bucket numbers before the call raised
+
+
+def test_sample_sort_keeps_to_its_threads(compiled, monkeypatch):
+    """The sample sort's bucket sorts run on at most ``threads`` of the pool's workers."""
+    import threading
+
+    names = set()
+    real = cpusort.stable_sort_inplace
+
+    def noted(x):
+        names.add(threading.current_thread().name)
+        real(x)
+
+    monkeypatch.setattr(cpusort, "stable_sort_inplace", noted)
+    a = np.random.default_rng(3).integers(0, 1 << 30, 100_000).astype(np.int32)
+    with concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="w") as p:
+        for threads in (1, 2):
+            names.clear()
+            assert same_bits(sample_sort(a, p, threads, buckets=16), np.sort(a, kind="stable"))
+            assert 1 <= len(names) <= threads, names
+
+
+def test_psrs_ignores_scratch_it_cannot_hold_the_keys_in(pool):
+    """A scratch array of another dtype (as the sample sort's bucket numbers use) is not where PSRS puts its runs."""
+    a = np.random.default_rng(9).integers(-2**31, 2**31, 5000).astype(np.int32)
+    for scratch in (np.zeros(5000, np.uint8), np.zeros(5000, np.int64), np.zeros((5000, 1), np.int32)):
+        assert same_bits(parallel_sort(a, pool, 4, scratch=scratch, method="psrs"), np.sort(a, kind="stable"))

@@ -207,10 +207,10 @@ def choose_splitters(a: np.ndarray, fractions: Sequence[float], *, seed: int = 0
 
 def _after(x: np.ndarray, s: Any, strict: bool) -> np.ndarray:
     """Whether each ``x`` sorts after the key ``s`` (``strict``) or not before it, in numpy's order (NaN last)."""
-    if x.dtype.kind == "f":
-        if s != s:  # NaN: nothing sorts after it; NaNs sort level with it
-            return np.zeros(x.shape, bool) if strict else x != x
-        return ~(x <= s) if strict else ~(x < s)  # NaN compares false: it sorts after every number
+    if x.dtype.kind in "fmM":  # NaN and NaT sort last, level with one another
+        if np.isnan(s):
+            return np.zeros(x.shape, bool) if strict else np.isnan(x)
+        return ~(x <= s) if strict else ~(x < s)  # NaN and NaT compare false: they sort after every value
     return x > s if strict else x >= s
 
 
@@ -247,7 +247,7 @@ def bucket_ids(x: np.ndarray, start: int, keys: np.ndarray, positions: np.ndarra
     m = x.shape[0]
     if out is not None and out.shape[0] < m:
         raise ValueError(f"out holds {out.shape[0]} bucket numbers, the keys are {m}")
-    ids = np.empty(m, np.uint8 if keys.size < 256 else np.uint16) if out is None else out[:m]
+    ids = np.empty(m, np.min_scalar_type(keys.size)) if out is None else out[:m]
     if (keys.size < NATIVE_MAX_BUCKETS and ids.dtype == np.uint8 and x.flags.c_contiguous and ids.flags.c_contiguous
             and keys.dtype == x.dtype and native_partition(x.dtype)):
         _native_bucket_ids(x, start, keys, positions, ids, counts)
@@ -355,6 +355,14 @@ def stable_sort_inplace(x: np.ndarray) -> None:
         x[x.size - nans.size :] = nans
 
 
+def _finish(futures: Sequence[concurrent.futures.Future]) -> None:
+    """Wait for every task, then raise the first one's error: a task that fails never leaves others writing into
+    memory that the caller's error path may hand back (to a pool) while they run."""
+    concurrent.futures.wait(futures)
+    for f in futures:
+        f.result()
+
+
 def parallel_copy(src: np.ndarray, dst: np.ndarray, pool: concurrent.futures.Executor, threads: int, *,
                   stream: bool = True) -> None:
     """``dst[:] = src`` with one chunk per thread (memory bandwidth of several cores); with ``stream``, by
@@ -364,8 +372,7 @@ def parallel_copy(src: np.ndarray, dst: np.ndarray, pool: concurrent.futures.Exe
         copy_into(dst, src, stream)
         return
     b = np.linspace(0, n, threads + 1).astype(np.int64)
-    for f in [pool.submit(copy_into, dst[b[i] : b[i + 1]], src[b[i] : b[i + 1]], stream) for i in range(threads)]:
-        f.result()
+    _finish([pool.submit(copy_into, dst[b[i] : b[i + 1]], src[b[i] : b[i + 1]], stream) for i in range(threads)])
 
 
 def _splitters(runs: Sequence[np.ndarray], nbuckets: int) -> list[np.ndarray]:
@@ -440,9 +447,7 @@ def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent
         if o > start:
             sort(out[start:o])
 
-    futures = [pool.submit(bucket, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)]
-    for f in futures:
-        f.result()
+    _finish([pool.submit(bucket, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
 
 
 def _merge_runs(x: np.ndarray) -> None:
@@ -468,7 +473,7 @@ def partition_by_splitters(src: np.ndarray, keys: np.ndarray, positions: np.ndar
         Splitters (:func:`choose_splitters`).
     out : numpy.ndarray, shape (n,), ``src.dtype``
         Does not overlap ``src``.
-    ids : numpy.ndarray, shape (n,), uint8 (K <= 256) or uint16
+    ids : numpy.ndarray, shape (n,), an unsigned integer type that holds ``K - 1``
         Written: each key's bucket.
     pool : concurrent.futures.Executor
     threads : int
@@ -504,8 +509,7 @@ def partition_by_splitters(src: np.ndarray, keys: np.ndarray, positions: np.ndar
         for c, a, b in spans[t]:
             bucket_ids(src[a:b], a, keys, positions, out=ids[a:b], counts=counts[c])
 
-    for f in [pool.submit(count, t) for t in range(tasks)]:
-        f.result()
+    _finish([pool.submit(count, t) for t in range(tasks)])
     bounds = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
     dest = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # (block, bucket) -> offset in out
     compiled = (k <= NATIVE_MAX_BUCKETS and ids.dtype == np.uint8 and native_partition(src.dtype)
@@ -524,8 +528,7 @@ def partition_by_splitters(src: np.ndarray, keys: np.ndarray, positions: np.ndar
                 out[dest[c, j] : dest[c, j] + m] = grouped[start : start + m]
                 start += m
 
-    for f in [pool.submit(place, t) for t in range(tasks)]:
-        f.result()
+    _finish([pool.submit(place, t) for t in range(tasks)])
     return bounds, blocks, counts
 
 
@@ -599,11 +602,14 @@ def sample_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int, 
     ids = scratch.view(np.uint8)[:n] if usable and scratch.nbytes >= n else np.empty(n, np.uint8)
     tasks = max(1, min(threads, n // SERIAL_CUTOFF))
     bounds = partition_by_splitters(a, keys, positions, out, ids, pool, tasks, block=-(-n // tasks))[0]
-    order = np.argsort(-np.diff(bounds), kind="stable")
-    jobs = [pool.submit(stable_sort_inplace, out[bounds[b] : bounds[b + 1]]) for b in order
-            if bounds[b + 1] > bounds[b]]
-    for f in jobs:
-        f.result()
+    order = [int(b) for b in np.argsort(-np.diff(bounds), kind="stable") if bounds[b + 1] > bounds[b]]
+    sorters = max(1, min(threads, len(order)))
+
+    def sort_buckets(t: int) -> None:  # the largest buckets first, dealt out over the threads
+        for b in order[t::sorters]:
+            stable_sort_inplace(out[bounds[b] : bounds[b + 1]])
+
+    _finish([pool.submit(sort_buckets, t) for t in range(sorters)])
     return out
 
 
@@ -662,7 +668,8 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
         out[:] = a
         stable_sort_inplace(out)
         return out
-    tmp = scratch[:n] if scratch is not None and scratch.shape[0] >= n else np.empty_like(a)
+    fits = scratch is not None and scratch.ndim == 1 and scratch.dtype == a.dtype and scratch.shape[0] >= n
+    tmp = scratch[:n] if fits else np.empty_like(a)
     k = max(threads, min(int(runs or threads), n // SERIAL_CUTOFF))
     b = np.linspace(0, n, k + 1).astype(np.int64)
 
@@ -670,7 +677,6 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
         tmp[b[i] : b[i + 1]] = a[b[i] : b[i + 1]]
         stable_sort_inplace(tmp[b[i] : b[i + 1]])
 
-    for f in [pool.submit(chunk, i) for i in range(k)]:
-        f.result()
+    _finish([pool.submit(chunk, i) for i in range(k)])
     multiway_merge([tmp[b[i] : b[i + 1]] for i in range(k)], out, pool, threads, timsort_max_runs=timsort_max_runs)
     return out

@@ -41,7 +41,7 @@ from ..core.hybrid import UnitsResult, run_units
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
 from .costs import PIECE_FILL
-from .cpu import NATIVE_MAX_BUCKETS, bucket_ids, choose_splitters, parallel_sort, partition_by_splitters
+from .cpu import bucket_ids, choose_splitters, parallel_sort, partition_by_splitters
 from .pipeline import DEFAULT_OPTIONS, PipelineOptions, cpu_method, device_share, kept_policy, max_device_elements
 
 __all__ = ["KeyRangePlan", "bucket_ids", "check_shares", "choose_splitters", "keyrange_sort", "partition"]
@@ -65,7 +65,7 @@ class KeyRangePlan:
         Input block bounds of the partition.
     counts : numpy.ndarray, shape (C, K), int64
         Keys of block ``c`` in bucket ``b``.
-    ids : numpy.ndarray, shape (n,), uint8 or uint16, or None
+    ids : numpy.ndarray, shape (n,), unsigned integers, or None
         Each input key's bucket (:func:`partition`); None for one bucket.
     """
 
@@ -106,10 +106,10 @@ def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.
     bounds : numpy.ndarray, shape (K + 1,), int64
     blocks : numpy.ndarray, shape (C + 1,), int64
     counts : numpy.ndarray, shape (C, K), int64
-    ids : numpy.ndarray, shape (n,), uint8 (K <= 256) or uint16
+    ids : numpy.ndarray, shape (n,), the least unsigned integer type that holds K - 1
         Each key's bucket (what :meth:`KeyRangePlan.gather` redoes a bucket from).
     """
-    ids = rt.host_pool.empty_or_new(src.shape[0], np.uint8 if keys.size < NATIVE_MAX_BUCKETS else np.uint16)
+    ids = rt.host_pool.empty_or_new(src.shape[0], np.min_scalar_type(keys.size))
     bounds, blocks, counts = partition_by_splitters(src, keys, positions, out, ids, rt.pool, rt.threads,
                                                     block=BLOCK if block is None else int(block))
     return bounds, blocks, counts, ids

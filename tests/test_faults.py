@@ -187,3 +187,29 @@ def test_uncalibrated_default_sorts_on_the_cpu(runtime, tmp_path, monkeypatch):
         a = np.random.default_rng(0).integers(0, 1 << 20, 1 << 17).astype(np.int32)
         out, tr = hpu.hybrid_mergesort(a, runtime=rt, return_trace=True)
         assert np.array_equal(out, np.sort(a)) and tr.strategy == "cpu" and tr.alpha == 1.0
+
+
+@pytest.mark.parametrize("device_fails", [False, True])
+def test_a_failing_cpu_share_gives_its_call_s_lease_back(fresh, device_fails):
+    """The CPU share's error is raised, and only once every device share has ended and its lease has gone back:
+    kept for the next call when the device share worked, discarded (its failure reported) when it failed."""
+    from hpu.core.hybrid import run_hybrid
+
+    leases = []
+
+    def device(lease):
+        leases.append(lease)
+        if device_fails:
+            raise cl.LogicError("clEnqueueNDRangeKernel failed: <unknown error -9999>")
+        return 1
+
+    def cpu():
+        raise ZeroDivisionError("planted")
+
+    with pytest.raises(ZeroDivisionError, match="planted"):
+        run_hybrid(fresh, device=device, cpu=cpu, redo=lambda: 1, on_device_error="fallback")
+    kept = fresh.acquire_lease()
+    try:
+        assert (kept is leases[0]) is not device_fails  # a faulted lease is never lent again
+    finally:
+        fresh.release_lease(kept)

@@ -272,12 +272,14 @@ def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]],
                for i in range(k if cpu is not None else k - 1)]
     for f in feeders:
         f.start()
-    cpu_value = None
+    cpu_value, cpu_error = None, None
     try:
         if cpu is not None:
             cpu_value = cpu()
         elif k:
             job(k - 1)
+    except BaseException as e:  # raised once the device shares' failures are reported and their leases given back
+        cpu_error = e
     finally:
         for f in feeders:
             f.join()
@@ -293,6 +295,8 @@ def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]],
                 leases[i] = None
             elif err is not None:
                 runtimes[i].report_failure(err)
+        if cpu_error is not None:
+            raise cpu_error
         for i in sorted(failed, key=lambda j: j in secondary):  # the cause before what it stopped
             value = outcome[i][1]
             err = as_device_failure(value)

@@ -187,6 +187,23 @@ def test_bad_shares_are_refused(fresh):
         hpu.hybrid_mergesort(a, strategy="keyrange", mode="paper", runtime=fresh)
 
 
+@pytest.mark.parametrize("dtype", [">i4", ">f8", "<u8"])
+def test_keys_in_the_other_byte_order(fresh, dtype):
+    """The kernels read native keys: a device share of the other byte order is refused by keyrange_sort (it used to
+    sort the swapped bytes), while hpu.sort and hybrid_mergesort, which convert first, sort them right (hpu.sort in
+    the input's byte order, as numpy, hybrid_mergesort in the host's)."""
+    dt = np.dtype(dtype)
+    a = np.random.default_rng(7).integers(0, 1000, 20_000).astype(dt)
+    want = np.sort(a, kind="stable")
+    assert fresh.supports(dt) == (dt.isnative and fresh.supports(dt.newbyteorder("=")))
+    if not dt.isnative:
+        with pytest.raises(ValueError, match=str(dt)):
+            keyrange_sort(a, fresh, shares=(0.5, 0.5))
+    assert same_bits(hpu.sort(a, runtime=fresh, strategy="keyrange", alpha=0.5), want)
+    got = hpu.hybrid_mergesort(a, runtime=fresh, shares=(0.5, 0.5))
+    assert got.dtype == dt.newbyteorder("=") and np.array_equal(got, want)  # in the host's byte order
+
+
 def test_runtime_devices_arguments(runtime):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")

@@ -297,8 +297,9 @@ def uncalibrated_profile(dev: Any, threads: int) -> Profile:
 
 
 def device_supports(device: Any, dtype: Any) -> bool:
-    """Whether ``device`` can compute on ``dtype`` (float64 needs cl_khr_fp64; False for no device)."""
-    if device is None:
+    """Whether ``device`` can compute on ``dtype`` (float64 needs cl_khr_fp64; False for no device, and for a
+    byte order other than the host's, which the kernels do not read)."""
+    if device is None or not np.dtype(dtype).isnative:
         return False
     if np.dtype(dtype) == np.float64:
         return "cl_khr_fp64" in (device.extensions or "")

@@ -135,8 +135,9 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
 
     Returns
     -------
-    sorted : numpy.ndarray, shape (n,), same dtype
-        A new array equal to ``np.sort(a, kind="stable")``: stable, NaNs
+    sorted : numpy.ndarray, shape (n,), ``a``'s dtype in the host's byte order
+        A new array equal to ``np.sort(a, kind="stable")`` (whose keys keep
+        a non-native byte order; :func:`hpu.sort` keeps it too): stable, NaNs
         last, -0.0 and +0.0 in input order.  In fast mode its memory comes
         from the runtime's recycled host pool (:mod:`hpu.core.hostmem`; pinned
         when the device alone sorts it) and returns there when the array is freed.

@@ -9,6 +9,8 @@ NaN payloads in input order).
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from conftest import same_bits
@@ -129,10 +131,17 @@ def test_device_fault_mid_rows(fresh, monkeypatch, on_error, cpu_rows):
 
     monkeypatch.setattr(DeviceSorter, "sort_rows", faulty)
     rows = make("float64", (400, 300), "specials", 5)
-    before, want = rows.copy(), np.sort(rows, axis=-1, kind="stable")
+    before, want, done = rows.copy(), np.sort(rows, axis=-1, kind="stable"), []
+
+    def slow(b: np.ndarray, o: np.ndarray) -> None:
+        time.sleep(0.2)
+        _stable(b, o)
+        done.append(b.shape[0])
+
     if on_error == "raise":
         with pytest.raises(hpu.DeviceFailure, match="-9999"):
-            _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows)
+            _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows, sort_into=slow)
+        assert sum(done) == cpu_rows  # the CPU's tasks had ended (none left writing into the result)
     else:
         out, trace = _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows, on_device_error="fallback")
         assert same_bits(out, want) and "-9999" in trace.fallback
@@ -142,8 +151,9 @@ def test_device_fault_mid_rows(fresh, monkeypatch, on_error, cpu_rows):
 
 @pytest.mark.parametrize("on_error", ["fallback", "raise"])
 def test_device_fault_before_staging(fresh, monkeypatch, on_error):
-    """The device share fails before it queues its staging (and with it the CPU's share): the CPU's rows are still
-    sorted, once, before the call returns; the device's rows are redone on the CPU or the failure is raised."""
+    """The device share fails before it queues its staging (and with it the CPU's share): with a fallback the CPU's
+    rows are still sorted, once, before the call returns, and the device's are redone on the CPU; else the failure is
+    raised at once."""
     import pyopencl as cl
 
     from hpu.core.runtime import DeviceLease
@@ -162,7 +172,7 @@ def test_device_fault_before_staging(fresh, monkeypatch, on_error):
     if on_error == "raise":
         with pytest.raises(hpu.DeviceFailure, match="ALLOCATION"):
             _sorted_rows(fresh, rows, 64 << 10, cpu_rows=40, sort_into=block)
-        assert sum(calls) == 40  # the CPU's share ran to its end before the failure was raised
+        assert sum(calls) == 0  # raised before the CPU's share was queued: no work wasted, none left running
     else:
         out, trace = _sorted_rows(fresh, rows, 64 << 10, cpu_rows=40, sort_into=block, on_device_error="fallback")
         assert same_bits(out, want) and "ALLOCATION" in trace.fallback

@@ -52,7 +52,7 @@ import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from typing import Any
 
 import numpy as np
@@ -896,8 +896,10 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
                           on_device_error=on_device_error, finish=finish), rec.finish(trace)
     try:
         result = run_hybrid(rt, device=device, redo=redo, on_device_error=on_device_error, finish=finish)
-    finally:  # the CPU's rows, queued by the device share (or now, if it failed first), are in before returning
-        cpu_share()
+    except BaseException:
+        wait(queued)  # no task left writing into the result (pooled memory) once the error propagates
+        raise
+    cpu_share()  # the CPU's rows, queued by the device share (or now, if it failed before and was redone)
     return result, rec.finish(trace)
 
 

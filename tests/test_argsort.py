@@ -213,6 +213,11 @@ def test_unsupported_dtypes_raise_type_error(call):
     (lambda: hpu.sort(np.zeros(3), kind="bogo"), "kind must be one of"),
     (lambda: hpu.sort(np.zeros(3), strategy="fastest"), "strategy"),
     (lambda: hpu.sort(np.zeros((3, 4), np.int8), alpha=5.0), r"alpha must lie in \[0, 1\]"),
+    (lambda: hpu.sort(np.zeros((3, 4)), transfer_level=-1, strategy="gpu"), "transfer_level must be an integer"),
+    (lambda: hpu.argsort(np.zeros(1, np.float32), transfer_level=1.5), "transfer_level must be an integer"),
+    (lambda: hpu.sort(np.zeros(9, np.int8), transfer_level="2"), "transfer_level must be an integer"),
+    (lambda: hpu.hybrid_mergesort(np.zeros(1), on_device_error="bogus"), "on_device_error"),
+    (lambda: hpu.hybrid_mergesort(np.zeros(1), transfer_level=-3), "transfer_level must be an integer"),
     (lambda: hpu.sort_by_key(np.zeros(3), np.zeros(4)), "values has 4 elements but keys has 3"),
     (lambda: hpu.sort_by_key(np.zeros(3), (np.zeros(3), np.zeros(2))), r"values\[1\] has 2 elements"),
     (lambda: hpu.sort_by_key(np.zeros(3), np.zeros((3, 2))), "one-dimensional"),
@@ -222,6 +227,37 @@ def test_unsupported_dtypes_raise_type_error(call):
 def test_bad_arguments_raise_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: hpu.sort(np.zeros(3), alpha="x"), "alpha must be a real number"),
+    (lambda: hpu.hybrid_mergesort(np.arange(10.0), options="x"), "options must be an hpu.PipelineOptions"),
+    (lambda: hpu.hybrid_mergesort(np.zeros(1), runtime="x"), "runtime must be an hpu.Runtime"),
+])
+def test_bad_argument_types_raise_type_error(call, match):
+    with pytest.raises(TypeError, match=match):
+        call()
+
+
+def test_argsort_takes_a_scalar_as_one_element_as_numpy_does(runtime):
+    for axis in (-1, 0, None):
+        assert same_bits(hpu.argsort(np.array(5), axis=axis, runtime=runtime),
+                         np.argsort(np.array(5), axis=axis, kind="stable"))
+    with pytest.raises(np.exceptions.AxisError):
+        hpu.argsort(np.array(5), axis=1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m", [9, 12, 17, 26, 57, 333])
+@pytest.mark.parametrize("strategy", ["auto", "cpu"])
+def test_rows_keep_negative_zeros_without_nans(runtime, dtype, m, strategy):
+    """Rows holding -0.0 and no NaN: numpy's SIMD sort may write -0.0 as +0.0, so the CPU's row sorts find such rows
+    by their input bits and sort them stably."""
+    a = np.tile(np.array([1.0, 0.0, -0.0], dtype), (5, m // 3 + 1))[:, :m].copy()
+    a[1] = np.abs(a[1])  # a row without -0.0
+    for axis in (-1, 0):
+        assert same_bits(hpu.sort(a, axis=axis, runtime=runtime, strategy=strategy),
+                         np.sort(a, axis=axis, kind="stable"))
 
 
 def test_axis_error_is_numpys():

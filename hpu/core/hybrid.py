@@ -25,6 +25,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from .util import check_int
+
 try:
     import pyopencl as cl
 except Exception:  # pragma: no cover - CPU-only installs
@@ -33,7 +35,7 @@ except Exception:  # pragma: no cover - CPU-only installs
 log = logging.getLogger("hpu")
 
 __all__ = ["ON_DEVICE_ERROR", "STRATEGIES", "DeviceFailure", "HybridResult", "as_device_failure",
-           "check_on_device_error", "check_strategy", "run_hybrid", "run_units", "UnitsResult"]
+           "check_on_device_error", "check_split", "check_strategy", "run_hybrid", "run_units", "UnitsResult"]
 
 #: Values of every entry point's ``on_device_error`` argument.
 ON_DEVICE_ERROR = ("fallback", "raise")
@@ -105,6 +107,29 @@ def check_on_device_error(value: str) -> str:
     if value not in ON_DEVICE_ERROR:
         raise ValueError(f"on_device_error must be 'fallback' or 'raise', got {value!r}")
     return value
+
+
+def check_split(alpha: Any, transfer_level: Any) -> tuple[float | None, int | None]:
+    """A forced split's ``alpha`` (the CPU's share, a real number in ``[0, 1]``) and ``transfer_level`` (an
+    integer ``>= 0``; the upper bound depends on the input and is checked where it is known), each None or checked.
+
+    Raises
+    ------
+    TypeError
+        ``alpha`` is not a real number.
+    ValueError
+        ``alpha`` outside ``[0, 1]``, or ``transfer_level`` not an integer ``>= 0``; the message names it.
+    """
+    if alpha is not None:
+        try:
+            alpha = float(alpha)
+        except (TypeError, ValueError):
+            raise TypeError(f"alpha must be a real number in [0, 1], got {alpha!r}") from None
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    if transfer_level is not None:
+        transfer_level = check_int("transfer_level", transfer_level, 0)
+    return alpha, transfer_level
 
 
 @dataclasses.dataclass

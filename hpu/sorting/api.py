@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.hybrid import check_on_device_error, check_strategy
+from ..core.hybrid import check_on_device_error, check_split, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.runtime import Runtime, resolve_runtime
 from .costs import fast_cost
@@ -159,8 +159,9 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: 
     Returns
     -------
     numpy.ndarray of int64 (``numpy.intp``)
-        ``a``'s shape (flattened for ``axis=None``): indices along ``axis``,
-        equal element for element to ``numpy.argsort(a, axis, kind="stable")``.
+        ``a``'s shape (flattened for ``axis=None``; a 0-d ``a`` as one
+        element, as numpy takes it): indices along ``axis``, equal element
+        for element to ``numpy.argsort(a, axis, kind="stable")``.
 
     Raises
     ------
@@ -168,6 +169,8 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: 
         As for :func:`sort`; ``ValueError`` also for rows of ``2**32`` or more
         elements.
     """
+    if np.ndim(a) == 0 and not isinstance(a, np.ma.MaskedArray):  # numpy's argsort takes a scalar as one element
+        a = np.reshape(a, 1)
     arr, axis = _prepare(a, axis, kind, "hpu.argsort")
     opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error)
     rows = _rows(arr, axis)
@@ -248,8 +251,7 @@ class _Options:
                  on_device_error: str):
         check_strategy(strategy, SORT_STRATEGIES)
         check_on_device_error(on_device_error)
-        if alpha is not None and not 0.0 <= float(alpha) <= 1.0:  # checked here too: not every path sorts by
-            raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")  # hybrid_mergesort
+        alpha, transfer_level = check_split(alpha, transfer_level)  # here too: not every path is hybrid_mergesort
         self.runtime, self.strategy, self.on_device_error = resolve_runtime(runtime), strategy, on_device_error
         self.hybrid = dict(strategy=strategy, alpha=alpha, transfer_level=transfer_level, runtime=self.runtime,
                            on_device_error=on_device_error)
@@ -340,8 +342,8 @@ def _sort_rows_into(block: np.ndarray, out: np.ndarray) -> None:
     payloads): rows holding a negative zero or a NaN (NaN sorts last) are
     sorted again stably, found by one check of the whole block (not chunk by
     chunk: small numpy calls hold the GIL, which many threads then wait for):
-    a row's last key is NaN, or the least of its bits as signed integers is
-    -0.0's.  For bool
+    a row's last key is NaN, or the least of its input bits as signed
+    integers is -0.0's (numpy's SIMD sort may write -0.0 as +0.0).  For bool
     and 8- and 16-bit integers numpy's stable sort is a radix sort, the
     fastest.  ``block`` and ``out``: shape ``(k, m)``, ``m >= 1``, one dtype,
     rows contiguous, not overlapping.
@@ -354,7 +356,7 @@ def _sort_rows_into(block: np.ndarray, out: np.ndarray) -> None:
         np.copyto(out[i:i + step], block[i:i + step])
         out[i:i + step].sort(axis=-1)
     if block.dtype.kind == "f":  # -0.0's bits are the least signed integer of their width; NaN sorts last
-        bits = out.view(f"i{block.dtype.itemsize}")
+        bits = block.view(f"i{block.dtype.itemsize}")  # the input's: numpy's SIMD sort may write -0.0 as +0.0
         redo = np.isnan(out[:, -1]) | (bits.min(axis=-1) == np.iinfo(bits.dtype).min)
         if redo.any():
             out[redo] = np.sort(block[redo], axis=-1, kind="stable")

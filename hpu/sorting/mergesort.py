@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.hybrid import check_on_device_error, check_strategy
+from ..core.hybrid import check_on_device_error, check_split, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.model import Split, advanced_split, basic_split
 from ..core.runtime import Runtime, resolve_runtime
@@ -170,13 +170,16 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         strategy = "keyrange" if strategy == "auto" else strategy
     if strategy in ("keyrange", "exchange") and mode != "fast":
         raise ValueError(f"strategy={strategy!r} is a fast-mode strategy; the paper's mode splits by position")
-    if alpha is not None and not 0.0 <= float(alpha) <= 1.0:
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    alpha, transfer_level = check_split(alpha, transfer_level)
+    check_on_device_error(on_device_error)
+    if options is not None and not isinstance(options, PipelineOptions):
+        raise TypeError(f"options must be an hpu.PipelineOptions, got {type(options).__name__}")
+    if runtime is not None and not isinstance(runtime, Runtime):
+        raise TypeError(f"runtime must be an hpu.Runtime, got {type(runtime).__name__}")
     n = arr.shape[0]
     if n <= 1:
         out = arr.copy()
         return (out, Trace("cpu", 1.0, 0, 0, n)) if return_trace else out
-    check_on_device_error(on_device_error)
     rt = resolve_runtime(runtime)
     with rt.call():
         if mode == "fast":

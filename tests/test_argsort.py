@@ -343,6 +343,17 @@ def test_fortran_order_is_kept_as_numpy_keeps_it(runtime):
     assert out.flags.f_contiguous == ref.flags.f_contiguous and np.array_equal(out, ref)
 
 
+@pytest.mark.parametrize("view", ["transposed", "reversed-F", "strided", "3-D F"])
+def test_memory_order_of_any_layout_is_numpys(runtime, view):
+    """numpy sorts a copy in the input's memory order ("K"): so does hpu.sort, whatever the view."""
+    base = make("float64", (4, 6, 10), "random", 2)
+    a = {"transposed": base.transpose(1, 0, 2), "reversed-F": base.reshape(-1)[::-1].reshape(4, 6, 10).T,
+         "strided": base[:, ::2], "3-D F": np.asfortranarray(base)}[view]
+    for axis in (-1, 0, 1):
+        out, ref = hpu.sort(a, axis=axis, runtime=runtime), np.sort(a, axis=axis, kind="stable")
+        assert out.strides == ref.strides and same_bits(np.ascontiguousarray(out), np.ascontiguousarray(ref)), axis
+
+
 # -- the device packing path (hpu.sorting.pipeline.fast_keyed_sort) ---------------------------------------------
 
 

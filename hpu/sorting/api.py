@@ -108,9 +108,9 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
     Returns
     -------
     numpy.ndarray
-        ``a``'s shape (flattened for ``axis=None``) and dtype, equal bit for bit
-        to ``numpy.sort(a, axis, kind="stable")``: NaN and NaT last, -0.0 and
-        +0.0 in input order.
+        ``a``'s shape (flattened for ``axis=None``), dtype and memory order
+        (numpy's order ``"K"``), equal bit for bit to ``numpy.sort(a, axis,
+        kind="stable")``: NaN and NaT last, -0.0 and +0.0 in input order.
 
     Raises
     ------
@@ -146,7 +146,11 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         else:
             out = _cpu_rows(rows, opts.runtime, _sort_rows_into, rows.dtype)
     out = _unrows(out, arr.shape, axis).astype(arr.dtype, copy=False)  # the input's byte order
-    return np.asfortranarray(out) if arr.flags.f_contiguous and not arr.flags.c_contiguous else out  # and layout
+    if out.ndim < 2 or arr.flags.c_contiguous:
+        return out
+    laid = np.empty_like(arr, dtype=out.dtype)  # and the memory order (numpy sorts a copy of order "K")
+    laid[...] = out
+    return laid
 
 
 def argsort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Runtime | None = None,

@@ -327,6 +327,11 @@ def test_numpy_kind_spellings(runtime):
 def test_masked_arrays_are_refused(runtime):
     with pytest.raises(TypeError, match="masked arrays"):
         hpu.sort(np.ma.array([3.0, 1.0, 2.0], mask=[0, 1, 0]), runtime=runtime)
+    with pytest.raises(TypeError, match="masked"):
+        hpu.sort_by_key(np.ma.array([3.0, 1.0, 2.0], mask=[0, 1, 0]), np.arange(3), runtime=runtime)
+    for values in (np.ma.array([3, 1, 2], mask=[0, 1, 0]), (np.arange(3), np.ma.array([3, 1, 2], mask=[0, 1, 0]))):
+        with pytest.raises(TypeError, match=r"masked values(\[1\])? are not supported"):
+            hpu.sort_by_key(np.array([3.0, 1.0, 2.0]), values, runtime=runtime)
 
 
 @pytest.mark.parametrize("strategy", ["auto", "gpu"])

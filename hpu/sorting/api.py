@@ -211,7 +211,7 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
     Raises
     ------
     TypeError
-        Unsupported key dtype.
+        Unsupported key dtype; masked keys or values.
     ValueError
         ``keys`` not 1-D, a value array not 1-D, or of another length than
         ``keys``; a bad ``strategy``, ``alpha`` or ``on_device_error`` (as
@@ -223,6 +223,10 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
     if np.ndim(keys) != 1:
         raise ValueError(f"sort_by_key sorts 1-D keys; got shape {np.shape(keys)}")
     many = isinstance(values, tuple)
+    for i, v in enumerate(values if many else [values]):
+        if isinstance(v, np.ma.MaskedArray):  # its mask would be dropped
+            raise TypeError(f"hpu.sort_by_key: masked {f'values[{i}]' if many else 'values'} are not supported; "
+                            "pass v.filled(...) and carry the mask as another value array")
     vals = [np.asarray(v) for v in (values if many else [values])]
     for i, v in enumerate(vals):
         name = f"values[{i}]" if many else "values"

@@ -7,7 +7,7 @@
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
-#                                            pause | steady | keyrange-tests | ring | rows-share-trace)
+#                                            pause | steady | keyrange-tests | ring | rows-share-trace | large)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -25,6 +25,7 @@
 #       memory, after the idle pause, after 512 MiB of other work (cold caches) and back to back.
 # rows-share-trace: bench_pipeline's rows (2^14 x 2^10 float32) with CPU shares of the rows (ROW_SHARES) and 4 or 8
 #                   staging tasks, back to back and after 20 ms idle: where each phase starts and ends.
+# large: check_large.py, 2^31 + 3 int32 keys (past 32-bit indices) sorted four ways on the GPU against numpy.sort.
 # glibc: glibc's memcpy thresholds and the cache sizes it derives them from (ld.so --list-tunables, getconf).
 # pipeline-waves: bench_pipeline's sort (2^24, 2^26) and key-value part (2^24) with the pieces per sort wave varied.
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
@@ -294,6 +295,12 @@ for stage in "$@"; do
             timeout 300 python3 experiments/bench_bus.py --device gpu --tasks 8 --ring 2,4,8 --rounds 11 ${run#*:} \
                 --json "$OUT/bench_bus_ring_${run%%:*}.json" 2>&1 | tee "$OUT/bench_bus_ring_${run%%:*}.log"
         done
+        ;;
+    large)  # past 2^31 keys: 2^31 + 3 int32 sorted by default, on the device alone, and with the device capped at
+            # 1 GiB (by default and on the device in key ranges), each checked against numpy.sort
+        calibrate
+        python3 experiments/check_large.py --device gpu --log 31 --extra 3 --strategies auto,gpu,capped,capped-gpu \
+            --cap-gib 1 2>&1 | tee "$OUT/check_large.log"
         ;;
     rows-share-trace)  # where a CPU share of the rows goes: bench_pipeline's rows with the CPU's share and the staging
                        # tasks varied, back to back and after 20 ms idle

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import hpu
 from hpu import Profile, ProfileError, Recurrence, advanced_split, basic_split, reference_profile
 from hpu.core.model import level_sum
 from hpu.core.profile import PROFILE_SCHEMA_VERSION
@@ -184,6 +185,41 @@ def test_profile_load_errors(tmp_path):
     missing.write_text(json.dumps({"schema_version": 1, "p": 4}))
     with pytest.raises(ProfileError, match="missing field"):
         Profile.load(missing)
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe\x00 not text")
+    with pytest.raises(ProfileError, match="corrupt"):
+        Profile.load(binary)
+    for curves in (None, [1, 2]):
+        odd = tmp_path / "odd_curves.json"
+        odd.write_text(json.dumps({**HPU1.to_dict(), "curves": curves}))
+        with pytest.raises(ProfileError, match="curves must be a dict"):
+            Profile.load(odd)
+
+
+def test_a_corrupt_cached_profile_leaves_the_runtime_uncalibrated(tmp_path, monkeypatch, caplog):
+    """A cached profile that cannot be read: the runtime warns and runs uncalibrated rather than failing."""
+    import hpu.core.runtime as core_runtime
+
+    path = tmp_path / "cached.json"
+    path.write_bytes(b"\xff\xfe\x00 not text")
+    monkeypatch.setattr(core_runtime, "default_profile_path", lambda device: path)
+    with caplog.at_level("WARNING", logger="hpu"), hpu.Runtime() as rt:
+        assert not rt.calibrated
+    assert "corrupt" in caplog.text
+
+
+@pytest.mark.parametrize("itemsize", [0, -4, 2.5, True])
+def test_cost_curves_need_a_positive_integer_itemsize(itemsize):
+    from hpu.core.costs import CostCurves
+
+    with pytest.raises(ValueError, match="itemsize"):
+        CostCurves((1, 2), {"a": (1.0, 2.0)}, itemsize)
+    curves = CostCurves((1, 2), {"a": (1.0, 2.0)}, 4)
+    with pytest.raises(ValueError, match="itemsize"):
+        curves.cost("a", 10, itemsize)
+    with pytest.raises(ValueError, match="NaN"):
+        curves.cost("a", float("nan"))
+    assert curves.cost("a", 2, 8) == pytest.approx(4.0)  # twice the bytes, twice the time
 
 
 def test_reference_profiles_match_paper_table_2():

@@ -96,6 +96,8 @@ def read_versioned(path: str | os.PathLike, kind: str, version: int, *, oldest: 
         raise ProfileError(f"{kind} file not found: {path}") from None
     except OSError as e:
         raise ProfileError(f"cannot read {kind} file {path}: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{path}: corrupt {kind} file (not text: {e})") from None
     try:
         d = json.loads(text)
     except json.JSONDecodeError as e:
@@ -121,7 +123,8 @@ class CostCurves:
     Raises
     ------
     ValueError
-        Fewer than two sizes, a curve of another length, or a time <= 0.
+        Fewer than two sizes, a curve of another length, a time <= 0, or an
+        itemsize that is not a positive integer.
     """
 
     sizes: tuple[int, ...]
@@ -129,6 +132,9 @@ class CostCurves:
     itemsize: int = 4
 
     def __post_init__(self) -> None:
+        if isinstance(self.itemsize, bool) or not isinstance(self.itemsize, (int, np.integer)) or self.itemsize < 1:
+            raise ValueError(f"itemsize must be a positive integer (bytes per element), got {self.itemsize!r}")
+        object.__setattr__(self, "itemsize", int(self.itemsize))
         sizes = tuple(int(s) for s in self.sizes)
         if len(sizes) < 2 or any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < 1:
             raise ValueError(f"cost curves need >= 2 increasing positive sizes, got {list(self.sizes)}")
@@ -161,7 +167,14 @@ class CostCurves:
         ------
         KeyError
             No curve named ``name``.
+        ValueError
+            ``itemsize`` given and not a positive integer, or ``n`` NaN.
         """
+        if itemsize is not None and (isinstance(itemsize, bool) or not isinstance(itemsize, (int, np.integer))
+                                     or itemsize < 1):
+            raise ValueError(f"itemsize must be a positive integer (bytes per element), got {itemsize!r}")
+        if np.isnan(np.asarray(n, dtype=float)).any():
+            raise ValueError("cost of NaN elements")
         xs = np.log2(np.asarray(self.sizes, dtype=float))
         ys = np.log2(np.asarray(self.seconds[name], dtype=float))
         nn = np.asarray(n, dtype=float)
@@ -171,7 +184,7 @@ class CostCurves:
         hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
         y = np.where(x < xs[0], ys[0] + max(lo_slope, 0.0) * (x - xs[0]), y)
         y = np.where(x > xs[-1], ys[-1] + max(hi_slope, 1.0) * (x - xs[-1]), y)
-        scale = (itemsize or self.itemsize) / self.itemsize
+        scale = (self.itemsize if itemsize is None else itemsize) / self.itemsize
         out = np.where(nn > 0, 2.0**y * scale, 0.0)
         return float(out) if out.ndim == 0 else out
 
@@ -192,7 +205,7 @@ class CostCurves:
             raise ProfileError(f"{source}: cost curves need a 'sizes' list")
         curves = {k: v for k, v in d.items() if k not in ("sizes", "itemsize")}
         try:
-            return cls(tuple(d["sizes"]), curves, int(d.get("itemsize", 4)))
+            return cls(tuple(d["sizes"]), curves, d.get("itemsize", 4))
         except (TypeError, ValueError) as e:
             raise ProfileError(f"{source}: invalid cost curves: {e}") from None
 

@@ -87,6 +87,9 @@ class Profile:
     measurements: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for f in ("curves", "provenance", "measurements"):
+            if not isinstance(getattr(self, f), dict):
+                raise TypeError(f"{f} must be a dict, got {type(getattr(self, f)).__name__}")
         object.__setattr__(self, "p", check_positive("p", self.p))
         object.__setattr__(self, "g", check_positive("g", self.g))
         gamma = check_positive("gamma", self.gamma)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import tempfile
 from pathlib import Path
 
 from .core.calibrate import calibrate, format_profile
@@ -50,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         if out.exists() and not args.force:
             print(f"error: {out} exists; pass --force to overwrite it or --out to save elsewhere", file=sys.stderr)
             return 2
+        problem = _unwritable(out, directory=False) or (args.plot and _unwritable(args.plot, directory=True))
+        if problem:  # found before the measurements, not after them
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         print(f"calibrating {rt.device_name} with {rt.threads} CPU threads" + (" (quick)" if args.quick else ""))
         try:
             prof = calibrate(rt, MERGE_BENCHMARK, curves={"sort": measure_costs}, quick=args.quick,
@@ -67,6 +72,20 @@ def main(argv: list[str] | None = None) -> int:
         for path in calibration_figures(prof, args.plot):
             print(f"wrote {path}")
     return 0
+
+
+def _unwritable(path: Path, *, directory: bool) -> str:
+    """Why ``path`` (a file, or with ``directory`` a folder, made if missing) cannot be written; "" if it can."""
+    if path.is_dir() != directory and path.exists():
+        return f"{path} is {'not ' if directory else ''}a directory"
+    folder = path if directory else path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):  # what saving needs: a new file there
+            pass
+    except OSError as e:
+        return f"cannot write in {folder}: {e.strerror or e}"
+    return ""
 
 
 def _placeholder() -> Profile:

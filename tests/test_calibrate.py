@@ -87,6 +87,21 @@ def test_interrupted_calibration_saves_nothing(tmp_path, monkeypatch):
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
+def test_an_output_that_cannot_be_written_is_refused_before_measuring(tmp_path, monkeypatch, capsys):
+    def never(*a, **k):
+        raise AssertionError("calibrated although the profile could not be saved")
+
+    monkeypatch.setattr("hpu.calibrate.calibrate", never)
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("")
+    cases = [(["--out", str(tmp_path / "dir"), "--force"], "is a directory"),
+             (["--out", str(tmp_path / "file" / "p.json")], "cannot write in"),
+             (["--out", str(tmp_path / "p.json"), "--plot", str(tmp_path / "file")], "is not a directory")]
+    for args, message in cases:
+        assert main(["--device", "none", "--quick", *args]) == 2
+        assert message in capsys.readouterr().err
+
+
 def test_unknown_device_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--device", "no-such-device-xyz", "--quick"])

@@ -7,7 +7,7 @@ import pytest
 from conftest import deltas_match_brute_force, walk_and_check
 
 import hpu
-from hpu.tabu import QAP, evaluate_neighbourhood
+from hpu.tabu import QAP, evaluate_neighbourhood, tabu_search
 from hpu.tabu.engine import Evaluator
 
 DATA = Path(__file__).parents[1] / "experiments/data/qaplib"
@@ -257,6 +257,33 @@ def test_device_delta_with_64_bit_entries(rt):
     delta, _ = evaluate_neighbourhood(q, p, unit="device", runtime=rt)
     np.testing.assert_array_equal(delta, brute_force_deltas(q, p))
     np.testing.assert_array_equal(evaluate_neighbourhood(q, p)[0], delta)
+
+
+@pytest.mark.parametrize("entry, other", [(2**30 - 1, 10), (7300, 7300)])
+def test_mixed_sign_entries_near_the_int32_limits(rt, entry, other):
+    """Entries of both signs: a delta's factors span four entries, so int32 partial sums (the CPU's, below its
+    bound) and int entries (the device's, below 2^29) must not wrap; every split follows the CPU's search and its
+    best value is the objective of its best solution."""
+    rng = np.random.default_rng(3)
+    n = 10 if entry < 2**20 else 8
+    a = np.triu(rng.choice([-entry, entry], (n, n)), 1)
+    b = np.triu(rng.choice([-other, other], (n, n)), 1)
+    q = QAP(a + a.T, b + b.T, tabu_attribute="move")
+    p = q.random_solution(rng)
+    np.testing.assert_array_equal(evaluate_neighbourhood(q, p)[0], brute_force_deltas(q, p))
+    np.testing.assert_array_equal(evaluate_neighbourhood(q, p, unit="device", runtime=rt)[0], brute_force_deltas(q, p))
+    kw = dict(iterations=20, tenure=3, seed=5, runtime=rt)
+    cpu = tabu_search(q, strategy="cpu", **kw)
+    assert cpu.best_value == q.objective(cpu.best_solution)
+    for split in (dict(strategy="gpu", transfer_level=0), dict(strategy="gpu", transfer_level=2, block_iterations=1)):
+        r = tabu_search(q, **split, **kw)
+        assert np.array_equal(r.moves, cpu.moves) and r.best_value == cpu.best_value, split
+
+
+def test_entries_that_do_not_fit_int64_are_refused():
+    for bad in ([[0, -2**63], [-2**63, 0]], [[0, 1e30], [1e30, 0]], np.array([[0, 2**64 - 1], [1, 0]], np.uint64)):
+        with pytest.raises(ValueError, match="int64|overflow"):
+            QAP(bad, [[0, 1], [1, 0]])
 
 
 def test_deltas_on_a_qaplib_instance(rt):

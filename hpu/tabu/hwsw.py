@@ -96,7 +96,7 @@ class HWSWPartitioning(TabuProblem):
         limit = int(limit)
         if limit < 0:
             raise ValueError(f"the limit R must be >= 0, got {limit}")
-        if int(s.sum()) + int(h.sum()) + 4 * int(c.sum()) + limit >= 2**62:
+        if sum(int(x) for x in s) + sum(int(x) for x in h) + 4 * sum(int(x) for x in c) + limit >= 2**62:
             raise ValueError("costs too large: sums could overflow int64")
         self.n = n
         self.name = name

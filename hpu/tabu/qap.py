@@ -28,6 +28,8 @@ from .problem import NeighbourhoodState, TabuProblem
 __all__ = ["QAP", "QAPSolution"]
 
 _INT32_SAFE = 2**31 - 1
+#: Entries below this the device holds as int: its O(1) update adds four of them before widening to long.
+_INT32_ENTRY = 2**29
 _BLOCK_ELEMENTS = 1 << 16  # elements (moves x n) per temporary of the CPU evaluation (stays in cache)
 _BATCH_STATES = 64  # states a stack of batch_arrays' matrix products
 
@@ -131,8 +133,11 @@ class QAP(TabuProblem):
         n = a.shape[0]
         if n < 2:
             raise ValueError(f"a QAP needs n >= 2 facilities, got n = {n}")
-        amax, bmax = int(np.abs(a).max()), int(np.abs(b).max())
-        if 4 * n * n * amax * bmax >= 2**62:
+        amax, bmax = (max(abs(int(m.min())), abs(int(m.max()))) for m in (a, b))  # Python ints: no wrap-around
+        # A delta's factors are differences of four entries: up to 2 max|entry| each with entries >= 0, 4 with mixed
+        # signs (16 n amax bmax summed over a row against 4 n amax bmax; twice that for both of a move's rows).
+        spread = 4 if min(int(a.min()), int(b.min())) >= 0 else 16
+        if max(4 * n * n, 2 * spread * n) * amax * bmax >= 2**62:
             raise ValueError("matrix entries too large: objectives and deltas could overflow int64")
         self.n = n
         self.name = name
@@ -142,7 +147,7 @@ class QAP(TabuProblem):
         self.distance.flags.writeable = False
         self.symmetric = bool(np.array_equal(a, a.T) and np.array_equal(b, b.T))
         self._max_entry = max(amax, bmax)
-        self._delta_bound = 4 * n * amax * bmax  # bound on any partial sum of a delta
+        self._delta_bound = spread * n * amax * bmax  # bound on any partial sum of a delta
 
     @staticmethod
     def _matrix(m: Any, what: str) -> np.ndarray:
@@ -152,6 +157,8 @@ class QAP(TabuProblem):
         if arr.dtype.kind not in "iu":
             if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
                 raise ValueError(f"{what} matrix must hold integers")
+        if arr.size and (float(arr.max()) >= 2.0**63 or float(arr.min()) < -(2.0**63)):
+            raise ValueError(f"{what} matrix entries must fit int64")
         return arr.astype(np.int64)
 
     def __repr__(self) -> str:
@@ -160,7 +167,7 @@ class QAP(TabuProblem):
 
     @property
     def cache_key(self) -> str:
-        return f"n{self.n}-{'sym' if self.symmetric else 'asym'}-{'i32' if self._max_entry < 2**30 else 'i64'}"
+        return f"n{self.n}-{'sym' if self.symmetric else 'asym'}-{'i32' if self._max_entry < _INT32_ENTRY else 'i64'}"
 
     # -- files -----------------------------------------------------------------
     @classmethod
@@ -307,7 +314,7 @@ class _QAPState(NeighbourhoodState):
         self._dtype = np.int32 if problem._delta_bound < _INT32_SAFE else np.int64
         self._a = problem.flow.astype(self._dtype)
         self._at = None if problem.symmetric else np.ascontiguousarray(self._a.T)
-        self._device_dtype = np.int32 if problem._max_entry < 2**30 else np.int64
+        self._device_dtype = np.int32 if problem._max_entry < _INT32_ENTRY else np.int64
         self.block_moves = max(1, _BLOCK_ELEMENTS // problem.n)
         self.reset(perm)
 

@@ -127,6 +127,11 @@ def test_stopping_rules(rt):
                       time_limit=0.2)
     assert res.stop == "time_limit" and res.wall_time >= 0.2 and res.iterations < 10**7
     assert res.device_time > 0 and res.cpu_time == 0 and res.moves_per_second > 0
+    # Every iteration done: the search stopped for its iterations, whatever the clock says by then.
+    res = tabu_search(q, iterations=1, tenure=5, seed=1, strategy="cpu", time_limit=1e-12)
+    assert res.iterations == 1 and res.stop == "iterations"
+    res = tabu_search(q, iterations=3, tenure=5, seed=1, strategy="cpu", time_limit=1e-12)
+    assert res.iterations == 1 and res.stop == "time_limit"  # the clock is checked after every iteration
 
 
 def test_stop_at_target():

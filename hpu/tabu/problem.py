@@ -17,7 +17,8 @@ the problem's ``apply_move``, which the ``tabu_apply`` kernel of
 
 Tabu status is kept per *tabu attribute* (Glover, "Tabu search - part I",
 ORSA J. Computing 1(3), 1989): by default the move index itself
-(a move is tabu for ``tenure`` iterations after it was taken); a problem may
+(a move taken at iteration ``t`` is tabu while the iteration is below
+``t + tenure``: for the ``tenure - 1`` iterations after it); a problem may
 offer the attributes of its literature instead (e.g. the (job, position)
 pairs of Taillard's flow-shop search or the (facility, location) pairs of his
 robust QAP search), named by :attr:`TabuProblem.tabu_attribute`.

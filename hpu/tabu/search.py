@@ -271,7 +271,9 @@ def tabu_search(
     tabu, or is tabu but reaches a value below the best found (aspiration;
     Hou et al. 2019, section 3.5).  The move taken makes its tabu attributes
     (:attr:`TabuProblem.tabu_attribute`: the move itself, or e.g. (job,
-    position) pairs) tabu for the next ``tenure`` iterations.  When every
+    position) pairs) tabu while the iteration is below the one it was taken
+    at plus ``tenure``: for the next ``tenure - 1`` iterations (``tenure``
+    0 and 1 alike keep nothing tabu).  When every
     feasible move is tabu the best of them is taken (Hou et al. pick one at
     random, section 3.6; taking the best keeps every split's trajectory
     identical); when no move is feasible the problem restarts (section 3.4)
@@ -284,7 +286,8 @@ def tabu_search(
     iterations : int
         Maximum number of iterations (>= 1).
     tenure : int
-        Tabu tenure in iterations, ``0 <= tenure < num_moves``.
+        Tabu tenure in iterations, ``0 <= tenure < num_moves``: a move taken at
+        iteration ``t`` is tabu up to iteration ``t + tenure - 1``.
     seed : int, numpy.random.Generator or None
         Seeds the random start and the restarts.  The same seed gives the same
         trajectory with every strategy and split.
@@ -604,7 +607,8 @@ def _run(problem: TabuProblem, ev: Evaluator, split: TabuSplit, rng: np.random.G
         if met:
             stop = met
             break
-        if stops.time_limit is not None and time.perf_counter() - start >= stops.time_limit:
+        if (stops.time_limit is not None and search.done < stops.iterations
+                and time.perf_counter() - start >= stops.time_limit):
             stop = "time_limit"
             break
     search.finish()

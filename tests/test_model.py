@@ -120,6 +120,27 @@ def test_advanced_split_is_well_formed(p, g, inv_gamma, logn):
     assert 0 <= s.transfer_level <= logn
     assert -1e-9 <= s.gpu_work_fraction <= 1 + 1e-9
     assert s.predicted_time > 0 and s.predicted_speedup > 0
+    # The chosen split is never predicted slower than the CPU alone (the device may not help at all).
+    assert s.predicted_time <= advanced_split(MERGESORT, 2.0**logn, Profile(p=p, g=g, gamma=1 / inv_gamma),
+                                              alpha=1.0).predicted_time * (1 + 1e-12)
+
+
+def test_advanced_split_keeps_the_cpu_alone_where_the_device_cannot_help():
+    weak = Profile(p=16, g=4, gamma=1 / 160)
+    assert advanced_split(MERGESORT, 2**20, weak).alpha == 1.0
+    slow_bus = HPU1.replace(cpu_op_seconds=1e-9, h2d_latency=1.0, d2h_latency=1.0)
+    assert advanced_split(MERGESORT, 2**20, slow_bus, data_bytes=4 * 2**20).alpha == 1.0
+    assert advanced_split(MERGESORT, 2**24, HPU1).alpha < 1.0  # the paper's example keeps its device share
+
+
+def test_advanced_split_forced_alpha_is_kept_and_alpha_zero_is_priced_level_by_level():
+    """A forced alpha is predicted as asked, even for trees too small to split; with alpha = 0 the device runs
+    every level, and a level of fewer than g subproblems leaves work-items idle (brute force over the levels)."""
+    assert advanced_split(MERGESORT, 4, HPU1, alpha=0.0).alpha == 0.0
+    n = 2**24
+    s = advanced_split(MERGESORT, n, HPU1, alpha=0.0)
+    levels = sum(n / 2**i * max(1.0, 2**i / HPU1.g) / HPU1.gamma for i in range(24)) + n / HPU1.g / HPU1.gamma
+    assert s.predicted_time == pytest.approx(levels, rel=1e-9)
 
 
 @pytest.mark.parametrize(

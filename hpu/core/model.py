@@ -488,11 +488,13 @@ def advanced_split(
     m = _Advanced(recurrence, n, profile, data_bytes)
     total = recurrence.total_work(n)
     lo = min(profile.p / m.N, 1.0)  # paper 5.2.1: alpha >= p/n so the CPU starts with >= p tasks
+    if alpha is not None:  # forced: predicted as asked
+        return _advanced_result(m, alpha, total)
     if m.N <= profile.p or lo >= 1.0:
-        alpha = 1.0
-    if alpha is None:
-        alpha = _maximise_gpu_work(m, lo)
-    return _advanced_result(m, alpha, total)
+        return _advanced_result(m, 1.0, total)
+    split = _advanced_result(m, _maximise_gpu_work(m, lo), total)
+    cpu_alone = _advanced_result(m, 1.0, total)  # the device may not help at all (latency, a slow device)
+    return split if split.predicted_time <= cpu_alone.predicted_time else cpu_alone
 
 
 def _maximise_gpu_work(m: _Advanced, lo: float) -> float:
@@ -519,9 +521,11 @@ def _advanced_result(m: _Advanced, alpha: float, total: float) -> Split:
         cpu = _levels_time(lambda i: _cpu_level_time(rec, n, i, rec.a**i, prof.p), 0.0, L)
         cpu += rec.leaf_cost * max(1.0, m.N / prof.p)
         return Split("advanced", 1.0, float(L), math.ceil(L), L, 0.0, cpu * s, 0.0, 0.0, cpu * s, total / cpu, "")
-    if alpha <= 0.0:  # the whole tree on the device
-        case = m.case(0.0)
-        gpu, tr = m.t_g(0.0, 0.0, case), m.transfer(0.0)
+    if alpha <= 0.0:  # the whole tree on the device, level by level (a level of fewer than g subproblems leaves
+        case = m.case(0.0)  # work-items idle: f(n/b^i) max(1, a^i/g) / gamma, paper 5.1)
+        gpu = _levels_time(lambda i: _gpu_level_time(rec, n, i, rec.a**i, prof), 0.0, L)
+        gpu += rec.leaf_cost * max(1.0, m.N / prof.g) / prof.gamma
+        tr = m.transfer(0.0)
         return Split("advanced", 0.0, 0.0, 0, L, 1.0, 0.0, gpu * s, tr * s, (gpu + tr) * s, total / (gpu + tr), case)
     y, case = m.y(alpha)
     t_c = m.t_c(alpha)

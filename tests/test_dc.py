@@ -91,6 +91,9 @@ def test_spec_validation():
         DCSpec("x", "", lambda s: None, base_cl="X(0) = 1;")
     with pytest.raises(ValueError, match="identifier"):
         DCSpec("not valid", "", lambda s: None)
+    for taken in ("dc", "B", "LEAF", "kernel", "__x"):  # names the generated OpenCL source could not build with
+        with pytest.raises(ValueError, match="taken"):
+            DCSpec(taken, "", lambda s: None)
     with pytest.raises(TypeError, match="unsupported dtype"):
         array_sum_spec().plan(10, np.complex64)
     with pytest.raises(ValueError, match="n must"):
@@ -110,6 +113,17 @@ def test_execute_validation(runtime, cpu_runtime):
         execute(plan, a, cpu_runtime, strategy="gpu")
     out, _ = execute(plan, a, cpu_runtime, strategy="cpu")
     assert out[0] == a.sum() and same_bits(a, np.arange(100, dtype=np.int64))
+    for data in (a[:1], np.int64(5), a.reshape(10, 10)):  # numpy would broadcast or reshape these silently
+        with pytest.raises(ValueError, match="shape"):
+            execute(plan, data, cpu_runtime, strategy="cpu")
+    with pytest.raises(TypeError, match="unchanged"):
+        execute(plan, a.astype(np.float64), cpu_runtime, strategy="cpu")
+    with pytest.raises(TypeError, match="alpha"):
+        execute(plan, a, runtime, strategy="advanced", alpha="0.5", transfer_level=2)
+    with pytest.raises(ValueError, match="transfer_level must be an integer"):
+        execute(plan, a, runtime, strategy="basic", transfer_level=1.9)
+    out, _ = execute(plan, a.astype(np.int32), cpu_runtime, strategy="cpu")  # a narrower integer fits
+    assert out[0] == a.sum()
 
 
 def test_transfer_at_the_leaves_moves_nothing(runtime):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import numbers
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
@@ -121,10 +122,9 @@ def check_split(alpha: Any, transfer_level: Any) -> tuple[float | None, int | No
         ``alpha`` outside ``[0, 1]``, or ``transfer_level`` not an integer ``>= 0``; the message names it.
     """
     if alpha is not None:
-        try:
-            alpha = float(alpha)
-        except (TypeError, ValueError):
-            raise TypeError(f"alpha must be a real number in [0, 1], got {alpha!r}") from None
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+            raise TypeError(f"alpha must be a real number in [0, 1], got {alpha!r}")
+        alpha = float(alpha)
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
     if transfer_level is not None:

@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.hybrid import DeviceFailure, HybridResult, check_on_device_error, check_strategy, run_hybrid
+from ..core.hybrid import (DeviceFailure, HybridResult, check_on_device_error, check_split, check_strategy,
+                           run_hybrid)
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace, event_times
 from .spec import Plan
@@ -226,12 +227,22 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime, *, strategy: str, al
     ------
     ValueError
         Unknown strategy, alpha outside [0, 1], transfer level outside
-        ``[0, depth]``, or a device strategy in CPU-only mode.
+        ``[0, depth]``, a device strategy in CPU-only mode, or ``data`` not
+        of shape ``(plan.n,)``.
+    TypeError
+        ``alpha`` not a number, or ``data`` of a dtype the plan's would
+        change (a float into an integer plan, a wider integer).
     DeviceFailure
         With ``on_device_error="raise"``.
     """
     y, alpha = _levels(plan, runtime, strategy, alpha, transfer_level)
     check_on_device_error(on_device_error)
+    data = np.asarray(data)
+    if data.shape != (plan.n,):
+        raise ValueError(f"data must have the plan's shape ({plan.n},), got {data.shape}")
+    if not np.can_cast(data.dtype, plan.dtype, casting="same_kind") or (
+            data.dtype.kind in "iu" and plan.dtype.kind in "iu" and data.dtype.itemsize > plan.dtype.itemsize):
+        raise TypeError(f"data of dtype {data.dtype} would not fit the plan's {plan.dtype} unchanged")
     with runtime.call():
         return _run(plan, data, runtime, strategy, y, alpha, on_device_error, split)
 
@@ -239,8 +250,7 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime, *, strategy: str, al
 def _levels(plan: Plan, runtime: Runtime, strategy: str, alpha: float, transfer_level: int | None) -> tuple[int, float]:
     """Check a strategy's arguments; return the transfer level ``y`` and ``alpha`` it runs with."""
     check_strategy(strategy, STRATEGIES)
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+    alpha, transfer_level = check_split(alpha, transfer_level)
     if strategy != "cpu" and not runtime.has_device:
         raise ValueError(f"strategy {strategy!r} needs an OpenCL device, but the runtime is CPU-only")
     if strategy == "cpu":
@@ -249,7 +259,7 @@ def _levels(plan: Plan, runtime: Runtime, strategy: str, alpha: float, transfer_
         return 0, 0.0
     if transfer_level is None:
         raise ValueError(f"strategy {strategy!r} needs a transfer_level")
-    y = int(transfer_level)
+    y = transfer_level
     if not 0 <= y <= plan.depth:
         raise ValueError(f"transfer_level must lie in [0, {plan.depth}] (the recursion tree's levels), got {transfer_level}")
     return y, 0.0 if strategy == "basic" else alpha

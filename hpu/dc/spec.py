@@ -127,8 +127,11 @@ class DCSpec:
             raise ValueError(f"leaf_size must be an integer >= 1, got {self.leaf_size!r}")
         if (self.base_cl is None) != (self.base_np is None):
             raise ValueError("give the base case both as base_cl and base_np, or neither")
-        if not self.name.isidentifier():
+        if not self.name.isascii() or not self.name.isidentifier():
             raise ValueError(f"name must be a C identifier, got {self.name!r}")
+        if self.name in _RESERVED_NAMES or self.name.startswith("__"):
+            raise ValueError(f"name {self.name!r} is taken by the generated OpenCL source or by OpenCL C; "
+                             "choose another")
 
     @property
     def recurrence(self) -> Recurrence:
@@ -227,6 +230,15 @@ class Plan:
                                            {"X(j)": "x_[K * S + (j)]"}, spec.base_cl))
         return "\n".join(parts) + "\n" + kernel_source("dc_levels")
 
+
+#: Names the generated source (``device_source``) or OpenCL C already uses: a spec named so would not build.
+_RESERVED_NAMES = frozenset({
+    "dc", "B", "LEAF", "IS_FLOAT", "DC_NAME", "HAS_BASE", "T", "DC_CAT", "DC_CAT2", "DC_KERNEL", "IN", "OUT", "X",
+    "interleave", "deinterleave", "kernel", "global", "local", "constant", "private", "void", "char", "uchar",
+    "short", "ushort", "int", "uint", "long", "ulong", "float", "double", "half", "bool", "size_t", "if", "else",
+    "for", "while", "do", "return", "static", "const", "restrict", "struct", "union", "typedef", "switch", "case",
+    "break", "continue", "default", "goto", "sizeof", "inline", "extern", "volatile", "signed", "unsigned",
+})
 
 #: Where child element ``j`` of child ``c`` and combined element ``j`` live, per combine variant (paper 6.3).
 _LAYOUTS = {

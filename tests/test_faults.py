@@ -213,3 +213,26 @@ def test_a_failing_cpu_share_gives_its_call_s_lease_back(fresh, device_fails):
         assert (kept is leases[0]) is not device_fails  # a faulted lease is never lent again
     finally:
         fresh.release_lease(kept)
+
+
+def test_a_trace_read_by_two_threads_at_once_counts_every_event():
+    """One thread resolving a trace's deferred events while another asks for them: both see every event."""
+    import time as _time
+
+    from hpu.core.trace import Recorder, Trace
+
+    rec = Recorder()
+
+    def slow_reader():
+        _time.sleep(0.2)
+        rec.add("device", "sort", 0, 0.0, 1.0, 1, 10, 40)
+
+    rec.deferred.append(slow_reader)
+    trace = rec.finish(Trace("gpu", 0.0, 0, 0, 10))
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(trace.busy("device")))
+    t.start()
+    _time.sleep(0.05)
+    seen.append(trace.busy("device"))
+    t.join()
+    assert seen == [1.0, 1.0]

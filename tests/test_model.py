@@ -402,3 +402,11 @@ def test_fast_split_speedup_is_over_mergesort_on_one_core():
     s = fast_split(2**20, prof)
     assert s.case == "fast"
     assert s.predicted_speedup == pytest.approx(2**20 * 21 * 2e-9 / s.predicted_time)
+
+
+def test_one_subproblem_a_level_stays_on_the_cpu():
+    """a = 1 (binary search's recurrence): the basic split keeps every level on the CPU (it divided by log a = 0)."""
+    s = basic_split(Recurrence(1, 2, 0), 1024, HPU1)
+    assert s.transfer_level == 10 and s.gpu_work_fraction == 0.0
+    assert s.predicted_time == pytest.approx(11.0)  # ten levels and the leaf, one operation each
+    assert advanced_split(Recurrence(1, 2, 0), 1024, HPU1).alpha == 1.0

@@ -310,7 +310,7 @@ def basic_split(recurrence: Recurrence, n: float, profile: Profile, *, data_byte
     n = check_n(n)
     rec, prof = recurrence, profile
     L = rec.depth(n)
-    if prof.gamma * prof.g < prof.p:
+    if prof.gamma * prof.g < prof.p or rec.a == 1:  # a = 1: one subproblem a level, nothing to spread out
         y = L
     else:
         y = min(max(math.log(prof.p / prof.gamma) / math.log(rec.a), 0.0), L)

@@ -11,6 +11,10 @@ from typing import Any
 __all__ = ["Recorder", "Trace", "TraceEvent", "event_times"]
 
 
+#: Held while a trace reads its deferred device timestamps (rare and short: one lock for every trace).
+_RESOLVING = threading.RLock()
+
+
 @dataclasses.dataclass(frozen=True)
 class TraceEvent:
     """One timed step of a run.
@@ -90,9 +94,11 @@ class Trace:
         queries) until a trace is asked for, so that a sort that returns no
         trace does not pay for them.  :func:`hpu.hybrid_mergesort` resolves
         the trace it returns; the methods below resolve before they read.
+        Thread-safe: a thread that asks while another resolves waits for it.
         """
-        while self._deferred:
-            self._deferred.pop(0)()
+        with _RESOLVING:
+            while self._deferred:
+                self._deferred.pop(0)()
         return self
 
     def busy(self, unit_prefix: str) -> float:

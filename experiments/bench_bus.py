@@ -247,14 +247,16 @@ def main(argv: list[str] | None = None) -> int:
     with hpu.Runtime(args.device, profile="hpu1", threads=args.threads) as rt:
         if not rt.has_device:
             ap.error("bench_bus.py needs an OpenCL device")
-        runs = {**opencl_runs(rt, nbytes, piece, args.tasks, args.ring), **all_gpu_runs(rt, nbytes), **cupy_runs(nbytes)}
+        runs = {**opencl_runs(rt, nbytes, piece, args.tasks, args.ring), **all_gpu_runs(rt, nbytes),
+                **cupy_runs(nbytes)}
         for fn, _ in runs.values():  # warm-up: first-touch costs, driver set-up
             fn()
         samples = shuffled_rounds({k: fn for k, (fn, _) in runs.items()}, args.rounds, np.random.default_rng(0),
                                   pause=args.pause, before=cache_flusher(args.flush_mib))
         meta = {"date": utc_now(), "command": command_line("bench_bus.py", argv), "device": rt.device_name,
                 "host": host_description(), "threads": rt.threads, "bytes": nbytes, "piece_bytes": piece,
-                "tasks": args.tasks, "ring": args.ring, "flush_mib": args.flush_mib, "rounds": args.rounds, "pause": args.pause, "streaming": streaming_available()}
+                "tasks": args.tasks, "ring": args.ring, "flush_mib": args.flush_mib, "rounds": args.rounds,
+                "pause": args.pause, "streaming": streaming_available()}
     print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
     print(f"{'variant':<40} {'median ms':>10} {'GB/s':>7}")
     rows = []

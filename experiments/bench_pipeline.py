@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                 "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available(),
                 "pause_ms": args.pause_ms}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'memory':>8} {'cpu':>4} {'chunk':>6} {'tasks':>5} {'wave':>4} {'algorithm':>10} {'waves':>5} "
+        print(f"{'n':>10} {'memory':>8} {'cpu':>4} {'chunk':>6} {'tasks':>5} {'wave':>4} {'algorithm':>10} "
+              f"{'waves':>5} "
               f"{'strm':>4} {'median':>7} {'wall':>7} {'stage':>13} "
               f"{'h2d':>13} {'sort':>13} {'d2h':>13} {'cpu sort':>13}   ms (start-end of the fastest run)")
         configs = [(hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.util import check_int
 from .pairs import num_pairs, pair_block, pair_from_index, pair_index
 from .problem import NeighbourhoodState, TabuProblem
 
@@ -38,10 +39,9 @@ def _int_vector(v: Any, n: int | None, what: str) -> np.ndarray:
     if arr.size and arr.dtype.kind not in "iu":
         if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
             raise ValueError(f"{what} must hold integers")
-    arr = arr.astype(np.int64)
-    if np.any(arr < 0):
-        raise ValueError(f"{what} must be non-negative")
-    return arr
+    if arr.size and (float(arr.min()) < 0 or float(arr.max()) >= 2.0**62):
+        raise ValueError(f"{what} must be non-negative integers below 2**62")
+    return arr.astype(np.int64)
 
 
 class HWSWPartitioning(TabuProblem):
@@ -84,7 +84,12 @@ class HWSWPartitioning(TabuProblem):
         if n < 2:
             raise ValueError(f"HW/SW partitioning needs n >= 2 tasks, got n = {n}")
         h = _int_vector(hardware, n, "hardware costs")
-        e = np.array(edges, dtype=np.int64).reshape(-1, 2) if np.size(edges) else np.empty((0, 2), np.int64)
+        e = np.array(edges) if np.size(edges) else np.empty((0, 2), np.int64)
+        if e.ndim != 2 or e.shape[1] != 2:
+            raise ValueError(f"edges must have shape (m, 2): one (task, task) pair a row, got {e.shape}")
+        if e.dtype.kind not in "iu" and not (e.dtype.kind == "f" and np.all(e == np.round(e))):
+            raise ValueError("edge endpoints must be integers (task indices)")
+        e = e.astype(np.int64)
         c = _int_vector(communication, e.shape[0], "communication costs")
         if e.size and (e.min() < 0 or e.max() >= n):
             raise ValueError(f"edge endpoints must lie in [0, {n})")
@@ -93,9 +98,7 @@ class HWSWPartitioning(TabuProblem):
         lo, hi = np.minimum(e[:, 0], e[:, 1]), np.maximum(e[:, 0], e[:, 1])
         if e.size and np.unique(lo * n + hi).size != e.shape[0]:
             raise ValueError("duplicate edge")
-        limit = int(limit)
-        if limit < 0:
-            raise ValueError(f"the limit R must be >= 0, got {limit}")
+        limit = check_int("the limit R", limit, 0)
         if sum(int(x) for x in s) + sum(int(x) for x in h) + 4 * sum(int(x) for x in c) + limit >= 2**62:
             raise ValueError("costs too large: sums could overflow int64")
         self.n = n

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.hybrid import DeviceFailure, check_on_device_error
+from ..core.hybrid import DeviceFailure, check_on_device_error, check_split
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.trace import Recorder, Trace
 from ..core.util import check_int
@@ -177,6 +177,9 @@ def choose_split(problem: TabuProblem, runtime: Runtime | None = None, *, strate
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    alpha, transfer_level = check_split(alpha, transfer_level)  # an integer level, a real alpha, or refused
+    if cpu_chunks is not None:
+        cpu_chunks = check_int("cpu_chunks", cpu_chunks, 1)
     runtime = resolve_runtime(runtime)
     with runtime.call():
         if strategy == "gpu" or (alpha is not None and alpha < 1):

@@ -238,6 +238,14 @@ def test_equal_finish_shares_against_brute_force():
         equal_finish_shares(10, [])
 
 
+@pytest.mark.parametrize("n, k", [(100, 8), (7, 4), (5, 3), (1000, 3)])
+def test_equal_finish_shares_rounds_to_the_best_integer_division(n, k):
+    """Identical linear units: the remainder goes one item a unit, so the time is ceil(n / k) (the whole remainder to
+    one unit took 16 for 100 items over 8)."""
+    got = equal_finish_shares(n, [lambda m: np.asarray(m, float)] * k)
+    assert sum(got.counts) == n and got.predicted_time == -(-n // k)
+
+
 def test_keyrange_split_gives_the_faster_device_the_larger_share():
     fast = hpu.Profile(p=16, g=1 << 14, gamma=0.1, cpu_op_seconds=1e-9)
     from hpu.core.costs import CostCurves

@@ -664,5 +664,17 @@ def _finish_together(n: int, grid: np.ndarray, curves: list[np.ndarray]) -> list
         else:
             lo = mid
     m = np.minimum(np.floor(counts_at(hi)).astype(np.int64), n)
-    m[int(np.argmax(m))] += n - int(m.sum())  # rounding: the difference to (or from) the unit with the most items
+    if abs(n - int(m.sum())) > 64 * len(curves):  # not a rounding difference: to (or from) the largest share
+        m[int(np.argmax(m))] += n - int(m.sum())
+        return [int(v) for v in m]
+
+    def after(i: int, v: int) -> float:  # unit i's time with v items
+        return float(np.interp(v, grid, curves[i]))
+
+    while m.sum() < n:  # rounding: each item left to the unit that then finishes first
+        i = min(range(len(curves)), key=lambda j: after(j, int(m[j]) + 1))
+        m[i] += 1
+    while m.sum() > n:  # each item too many from the unit that finishes last
+        i = max((j for j in range(len(curves)) if m[j] > 0), key=lambda j: after(j, int(m[j])))
+        m[i] -= 1
     return [int(v) for v in m]

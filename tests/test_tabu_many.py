@@ -42,6 +42,20 @@ def test_searches_stop_at_their_own_iteration(rt, rule):
         same(r, ref)
 
 
+def test_the_device_batch_keeps_room_only_for_the_trajectories_it_takes(rt, monkeypatch):
+    """Room for each trajectory grows as the searches go: a budget of 2^31 iterations with an early stop runs (it
+    asked for two 16 GiB arrays up front), and a trajectory longer than the first room is kept whole."""
+    import hpu.tabu.many as many
+
+    monkeypatch.setattr(many, "_TRAIL_START", 40)
+    problem = PROBLEMS["qap"]()
+    for kw in (dict(iterations=2**31 - 20, max_no_improve=5), dict(iterations=150)):
+        kw.update(tenure=7, runtime=rt)
+        res = tabu_search_many(problem, range(2), device_searches=2, block_iterations=16, **kw)
+        for seed, r in enumerate(res):
+            same(r, alone(problem, seed, **kw))
+
+
 @pytest.mark.parametrize("device_searches", [3, 1])
 def test_initials_tie_break_and_generator_seeds(rt, device_searches):
     """A Generator seed is drawn from as tabu_search draws from it, whichever unit runs the search."""

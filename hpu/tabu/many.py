@@ -82,6 +82,7 @@ MANY_BLOCK_ITERATIONS = 512
 #: Accepted values of ``tabu_search_many``'s ``strategy``.
 MANY_STRATEGIES = ("auto", "cpu", "gpu")
 _CALIBRATION_ITERATIONS = 16  # iterations of each timed CPU search
+_TRAIL_START = 4096  # iterations of trajectory the device batch keeps room for at first (then doubled as needed)
 _CALIBRATION_SECONDS = 0.25  # no larger batch is timed once one took this long
 
 
@@ -279,8 +280,9 @@ class _DeviceBatch:
         self.best_value = [state.value if ok else None for state, ok in zip(self.states, feasible)]
         self.best_solution = [st.solution if ok else None for st, ok in zip(starts, feasible)]
         self.best_on_device = np.zeros(S, dtype=bool)
-        self.history = np.zeros((S, stops.iterations), dtype=np.int64)
-        self.moves = np.zeros((S, stops.iterations), dtype=np.int64)
+        width = min(stops.iterations, _TRAIL_START)  # grown as the searches go (most stop early or are short)
+        self.history = np.zeros((S, width), dtype=np.int64)
+        self.moves = np.zeros((S, width), dtype=np.int64)
         self.done = np.zeros(S, dtype=np.int64)
         self.restarts = np.zeros(S, dtype=np.int64)
         self._tries = [(0, 0)] * S  # (iteration, restarts at it)
@@ -370,6 +372,10 @@ class _DeviceBatch:
     def _absorb(self, s: int) -> None:
         """Take search ``s``'s trajectory, best and halt from the last launch."""
         first, last = int(self.done[s]) + 1, int(self.ctrl[s, 4])
+        if last > self.history.shape[1]:  # room for the trajectories: doubled, up to the iterations
+            width = min(self.stops.iterations, max(last, 2 * self.history.shape[1]))
+            grow = ((0, 0), (0, width - self.history.shape[1]))
+            self.history, self.moves = np.pad(self.history, grow), np.pad(self.moves, grow)
         if last >= first:
             rows = self.trail[s, : 2 * (last - first + 1)]
             self.moves[s, first - 1 : last], self.history[s, first - 1 : last] = rows[0::2], rows[1::2]

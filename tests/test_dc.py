@@ -96,8 +96,10 @@ def test_spec_validation():
             DCSpec(taken, "", lambda s: None)
     with pytest.raises(TypeError, match="unsupported dtype"):
         array_sum_spec().plan(10, np.complex64)
-    with pytest.raises(ValueError, match="n must"):
-        array_sum_spec().plan(0, np.int32)
+    for n in (0, 2.5, True):
+        with pytest.raises(ValueError, match="n must be an integer"):
+            array_sum_spec().plan(n, np.int32)
+    assert array_sum_spec().plan(np.int64(10), np.int32).n == 10
 
 
 def test_execute_validation(runtime, cpu_runtime):

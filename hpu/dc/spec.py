@@ -144,12 +144,13 @@ class DCSpec:
         Raises
         ------
         ValueError
-            ``n < 1``.
+            ``n`` not an integer >= 1.
         TypeError
             Unsupported dtype.
         """
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        n = int(n)
         dt = np.dtype(dtype)
         cl_type(dt)
         leaves = max(1, -(-n // self.leaf_size))

@@ -51,7 +51,7 @@ else:
 log = logging.getLogger("hpu")
 
 __all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "ResourceCache", "Runtime", "RuntimeClosedError", "WorkerPool",
-           "UNCALIBRATED", "default_profile_path", "default_runtime", "device_key", "list_devices",
+           "UNCALIBRATED", "check_runtime", "default_profile_path", "default_runtime", "device_key", "list_devices",
            "resolve_runtime", "select_device", "select_devices", "set_default_runtime", "uncalibrated_profile",
            "using_runtime"]
 
@@ -1012,9 +1012,18 @@ def resolve_runtime(runtime: Runtime | None) -> Runtime:
     TypeError
         ``runtime`` is not a Runtime.
     """
-    if runtime is None:
-        return default_runtime()
-    if not isinstance(runtime, Runtime):
+    return default_runtime() if check_runtime(runtime) is None else runtime
+
+
+def check_runtime(runtime: Runtime | None) -> Runtime | None:
+    """``runtime`` if it is None or a :class:`Runtime` (without making the default one).
+
+    Raises
+    ------
+    TypeError
+        ``runtime`` is anything else.
+    """
+    if runtime is not None and not isinstance(runtime, Runtime):
         raise TypeError(f"runtime must be an hpu.Runtime, got {type(runtime).__name__}")
     return runtime
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import importlib.util
 import logging
@@ -10,11 +11,24 @@ import operator
 import os
 import platform
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "check_int", "check_nonneg", "check_positive", "host_description", "native_library"]
+__all__ = ["atomic_write_text", "check_int", "check_nonneg", "check_positive", "host_description", "native_library",
+           "wait_all"]
 
 log = logging.getLogger("hpu")
+
+
+def wait_all(futures: Iterable[concurrent.futures.Future]) -> list:
+    """Wait for every task, then return their results in order or raise the first one's error.
+
+    A task that fails never leaves the others still writing into memory that
+    the caller's error path hands back (to a pool) or redoes.
+    """
+    futures = list(futures)
+    concurrent.futures.wait(futures)
+    return [f.result() for f in futures]
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

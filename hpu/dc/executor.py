@@ -35,6 +35,7 @@ from ..core.hybrid import (DeviceFailure, HybridResult, check_on_device_error, c
                            run_hybrid)
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace, event_times
+from ..core.util import wait_all
 from .spec import Plan
 
 try:
@@ -72,9 +73,7 @@ def _cpu_level(rt: Runtime, plan: Plan, work: np.ndarray, level: int, r0: int, r
         fn(rows[a:b])
         rec.add(f"cpu:{threading.current_thread().name}", kind, level, t, rec.now(), b - a, size, (b - a) * size * plan.dtype.itemsize)
 
-    futures = [rt.pool.submit(task, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-    for f in futures:
-        f.result()
+    wait_all(rt.pool.submit(task, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a)
 
 
 def _cpu_levels(rt: Runtime, plan: Plan, work: np.ndarray, lo: int, hi: int, first: int, last: int,
@@ -240,8 +239,7 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime, *, strategy: str, al
     data = np.asarray(data)
     if data.shape != (plan.n,):
         raise ValueError(f"data must have the plan's shape ({plan.n},), got {data.shape}")
-    if not np.can_cast(data.dtype, plan.dtype, casting="same_kind") or (
-            data.dtype.kind in "iu" and plan.dtype.kind in "iu" and data.dtype.itemsize > plan.dtype.itemsize):
+    if not np.can_cast(data.dtype, plan.dtype, casting="safe"):
         raise TypeError(f"data of dtype {data.dtype} would not fit the plan's {plan.dtype} unchanged")
     with runtime.call():
         return _run(plan, data, runtime, strategy, y, alpha, on_device_error, split)

@@ -52,6 +52,7 @@ import numpy as np
 from ..core.hybrid import check_on_device_error, check_split, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.runtime import Runtime, resolve_runtime
+from ..core.util import wait_all
 from .costs import fast_cost
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
 from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_strategy
@@ -675,5 +676,4 @@ def _in_pool(rt: Runtime, r: int, m: int, fn: Callable[[slice, slice], Any], spl
     if len(blocks) == 1:
         fn(*blocks[0])
         return
-    for f in [rt.pool.submit(fn, rs, cs) for rs, cs in blocks]:
-        f.result()
+    wait_all(rt.pool.submit(fn, rs, cs) for rs, cs in blocks)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..core.streaming import copy_into
-from ..core.util import native_library
+from ..core.util import native_library, wait_all
 
 log = logging.getLogger("hpu")
 
@@ -355,14 +355,6 @@ def stable_sort_inplace(x: np.ndarray) -> None:
         x[x.size - nans.size :] = nans
 
 
-def _finish(futures: Sequence[concurrent.futures.Future]) -> None:
-    """Wait for every task, then raise the first one's error: a task that fails never leaves others writing into
-    memory that the caller's error path may hand back (to a pool) while they run."""
-    concurrent.futures.wait(futures)
-    for f in futures:
-        f.result()
-
-
 def parallel_copy(src: np.ndarray, dst: np.ndarray, pool: concurrent.futures.Executor, threads: int, *,
                   stream: bool = True) -> None:
     """``dst[:] = src`` with one chunk per thread (memory bandwidth of several cores); with ``stream``, by
@@ -372,7 +364,7 @@ def parallel_copy(src: np.ndarray, dst: np.ndarray, pool: concurrent.futures.Exe
         copy_into(dst, src, stream)
         return
     b = np.linspace(0, n, threads + 1).astype(np.int64)
-    _finish([pool.submit(copy_into, dst[b[i] : b[i + 1]], src[b[i] : b[i + 1]], stream) for i in range(threads)])
+    wait_all([pool.submit(copy_into, dst[b[i] : b[i + 1]], src[b[i] : b[i + 1]], stream) for i in range(threads)])
 
 
 def _splitters(runs: Sequence[np.ndarray], nbuckets: int) -> list[np.ndarray]:
@@ -447,7 +439,7 @@ def multiway_merge(runs: Sequence[np.ndarray], out: np.ndarray, pool: concurrent
         if o > start:
             sort(out[start:o])
 
-    _finish([pool.submit(bucket, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
+    wait_all([pool.submit(bucket, cuts[i], cuts[i + 1]) for i in range(len(cuts) - 1)])
 
 
 def _merge_runs(x: np.ndarray) -> None:
@@ -509,7 +501,7 @@ def partition_by_splitters(src: np.ndarray, keys: np.ndarray, positions: np.ndar
         for c, a, b in spans[t]:
             bucket_ids(src[a:b], a, keys, positions, out=ids[a:b], counts=counts[c])
 
-    _finish([pool.submit(count, t) for t in range(tasks)])
+    wait_all([pool.submit(count, t) for t in range(tasks)])
     bounds = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
     dest = bounds[:-1] + np.cumsum(counts, axis=0) - counts  # (block, bucket) -> offset in out
     compiled = (k <= NATIVE_MAX_BUCKETS and ids.dtype == np.uint8 and native_partition(src.dtype)
@@ -528,7 +520,7 @@ def partition_by_splitters(src: np.ndarray, keys: np.ndarray, positions: np.ndar
                 out[dest[c, j] : dest[c, j] + m] = grouped[start : start + m]
                 start += m
 
-    _finish([pool.submit(place, t) for t in range(tasks)])
+    wait_all([pool.submit(place, t) for t in range(tasks)])
     return bounds, blocks, counts
 
 
@@ -609,7 +601,7 @@ def sample_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int, 
         for b in order[t::sorters]:
             stable_sort_inplace(out[bounds[b] : bounds[b + 1]])
 
-    _finish([pool.submit(sort_buckets, t) for t in range(sorters)])
+    wait_all([pool.submit(sort_buckets, t) for t in range(sorters)])
     return out
 
 
@@ -677,6 +669,6 @@ def parallel_sort(a: np.ndarray, pool: concurrent.futures.Executor, threads: int
         tmp[b[i] : b[i + 1]] = a[b[i] : b[i + 1]]
         stable_sort_inplace(tmp[b[i] : b[i + 1]])
 
-    _finish([pool.submit(chunk, i) for i in range(k)])
+    wait_all([pool.submit(chunk, i) for i in range(k)])
     multiway_merge([tmp[b[i] : b[i + 1]] for i in range(k)], out, pool, threads, timsort_max_runs=timsort_max_runs)
     return out

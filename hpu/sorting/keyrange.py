@@ -87,28 +87,10 @@ class KeyRangePlan:
 
 def partition(src: np.ndarray, keys: np.ndarray, positions: np.ndarray, out: np.ndarray, rt: Runtime, *,
               block: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Write every key of ``src`` into its bucket's range of ``out``, in input order within each bucket, on the
-    runtime's thread pool (:func:`hpu.sorting.cpu.partition_by_splitters`, blocks of ``block`` keys, default
-    :data:`BLOCK`), the keys' bucket numbers in the runtime's host pool.
-
-    Parameters
-    ----------
-    src : numpy.ndarray, shape (n,)
-    keys, positions : numpy.ndarray, shape (K - 1,)
-        Splitters (:func:`choose_splitters`).
-    out : numpy.ndarray, shape (n,), ``src.dtype``
-        Does not overlap ``src``.
-    rt : Runtime
-    block : int, optional
-
-    Returns
-    -------
-    bounds : numpy.ndarray, shape (K + 1,), int64
-    blocks : numpy.ndarray, shape (C + 1,), int64
-    counts : numpy.ndarray, shape (C, K), int64
-    ids : numpy.ndarray, shape (n,), the least unsigned integer type that holds K - 1
-        Each key's bucket (what :meth:`KeyRangePlan.gather` redoes a bucket from).
-    """
+    """:func:`hpu.sorting.cpu.partition_by_splitters` (its parameters and results) on ``rt``'s thread pool, in blocks
+    of ``block`` keys (default :data:`BLOCK`), with the keys' bucket numbers (the least unsigned integer type that
+    holds ``K - 1``) in ``rt``'s host pool, returned last as ``ids``: what :meth:`KeyRangePlan.gather` redoes a
+    bucket from."""
     ids = rt.host_pool.empty_or_new(src.shape[0], np.min_scalar_type(keys.size))
     bounds, blocks, counts = partition_by_splitters(src, keys, positions, out, ids, rt.pool, rt.threads,
                                                     block=BLOCK if block is None else int(block))

@@ -27,7 +27,7 @@ import numpy as np
 from ..core.hybrid import check_on_device_error, check_split, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.model import Split, advanced_split, basic_split
-from ..core.runtime import Runtime, resolve_runtime
+from ..core.runtime import Runtime, check_runtime, resolve_runtime
 from ..core.trace import Trace
 from ..dc.executor import STRATEGIES, execute
 from .costs import fast_split
@@ -174,8 +174,7 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     check_on_device_error(on_device_error)
     if options is not None and not isinstance(options, PipelineOptions):
         raise TypeError(f"options must be an hpu.PipelineOptions, got {type(options).__name__}")
-    if runtime is not None and not isinstance(runtime, Runtime):
-        raise TypeError(f"runtime must be an hpu.Runtime, got {type(runtime).__name__}")
+    check_runtime(runtime)
     n = arr.shape[0]
     if n <= 1:
         out = arr.copy()

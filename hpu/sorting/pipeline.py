@@ -62,6 +62,7 @@ from ..core.kernels import CL_TYPES, cl_type
 from ..core.runtime import DeviceLease, Runtime
 from ..core.streaming import copy_into
 from ..core.trace import Recorder, Trace, event_times
+from ..core.util import wait_all
 from .costs import cpu_sort_method, fast_cost
 from .cpu import multiway_merge, native_partition, parallel_copy, parallel_sort
 from .device import ALGORITHMS, DeviceSorter
@@ -550,8 +551,7 @@ def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h:
         dst[a:b] = 0
         rec.add(f"cpu:{threading.current_thread().name}", "touch", -1, t0, rec.now(), 1, b - a, 0)
 
-    for f in [rt.pool.submit(touch, a, b) for a, b in pieces]:  # finished long before the sort; never race a copy-out
-        f.result()
+    wait_all(rt.pool.submit(touch, a, b) for a, b in pieces)  # finished long before the sort; never race a copy-out
 
     def piece(ev: Any, a: int, b: int) -> None:
         ev.wait()
@@ -560,11 +560,8 @@ def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h:
         rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
                 (b - a) * dst.itemsize)
 
-    futures = [rt.pool.submit(piece, ev, a, b) for ev, (a, b) in zip(d2h, pieces)]
-    for f in futures:  # every piece ends before an error is raised: none writes into dst after its caller's redo
-        f.exception()
-    for f in futures:
-        f.result()
+    # Every piece ends before an error is raised: none writes into dst after its caller's redo.
+    wait_all(rt.pool.submit(piece, ev, a, b) for ev, (a, b) in zip(d2h, pieces))
 
 
 def defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, itemsize: int, unit: str = "") -> None:
@@ -870,15 +867,13 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
 
     def cpu_share() -> None:
         queue_cpu_share()  # unless the device share did
-        for f in queued:
-            f.result()
+        wait_all(queued)
         rec.add("cpu:pool", "sort", 0, t0, rec.now(), 1, split, split * dt.itemsize)
 
     def redo() -> list[np.ndarray]:
         t1 = rec.now()
         part = np.empty((r - cpu_rows, m), dt)
-        for f in _rows_in_pool(rt, rows_in[cpu_rows:], part, sort_into, rt.threads):
-            f.result()
+        wait_all(_rows_in_pool(rt, rows_in[cpu_rows:], part, sort_into, rt.threads))
         rec.add("cpu:pool", "fallback", 0, t1, rec.now(), 1, n - split, (n - split) * dt.itemsize)
         return [part]
 

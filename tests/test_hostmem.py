@@ -152,6 +152,31 @@ def test_kept_results_get_plain_memory_only_when_asked(runtime):
     assert not pool.is_pinned(pool.empty_or_new(n, np.int32, pinned=True, kept="plain", inputs=(fourth, fifth)))
 
 
+def test_a_kept_policy_is_asked_only_when_the_choice_arises(runtime):
+    """A callable ``kept`` (the sorts pass their cost model's choice so) is called only when no free pinned block
+    fits while one of the size is leased: a call that recycles a block never pays for it."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    pool = HostArrayPool(runtime.context, runtime.queue, 16 * MIN_POOLED_BYTES)
+    n, asked = MIN_POOLED_BYTES // 4, []
+
+    def policy(answer):
+        return lambda: asked.append(answer) or answer
+
+    first = pool.empty(n, np.int32, pinned=True, kept=policy("plain"))
+    assert pool.is_pinned(first) and asked == []  # the first block of a size: no choice
+    second = pool.empty(n, np.int32, pinned=True, kept=policy("plain"))
+    assert not pool.is_pinned(second) and asked == ["plain"]
+    third = pool.empty(n, np.int32, pinned=True, kept=policy("pin"))
+    assert pool.is_pinned(third) and asked == ["plain", "pin"]
+    del first
+    fourth = pool.empty(n, np.int32, pinned=True, kept=policy("plain"))  # first's block recycled: not asked
+    assert pool.is_pinned(fourth) and asked == ["plain", "pin"]
+    with pytest.raises(ValueError, match="kept"):
+        pool.empty(n, np.int32, pinned=True, kept=policy("never"))
+    assert pool.empty(n, np.int32, pinned=False, kept=policy("never")) is not None  # plain memory: not asked
+
+
 @pytest.mark.parametrize("part", ["sort", "rows", "argsort", "by_key"])
 def test_a_pinned_input_is_not_a_kept_result(fresh, monkeypatch, part):
     """Results in plain memory where the caller keeps earlier ones (the "plain" policy): an input in the pool's

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,13 @@ __all__ = ["HostArrayPool", "MIN_POOLED_BYTES"]
 
 #: Arrays smaller than this come from ``numpy.empty`` (their page faults cost little).
 MIN_POOLED_BYTES = 1 << 20
+
+
+def _check_kept(kept: Any) -> str:
+    """``kept`` itself if it is ``"pin"`` or ``"plain"``; else ValueError."""
+    if kept not in ("pin", "plain"):
+        raise ValueError(f"kept must be 'pin' or 'plain', got {kept!r}")
+    return kept
 
 
 class _Block:
@@ -123,7 +130,7 @@ class HostArrayPool:
         """Bytes held now, leased and free."""
         return self._total
 
-    def empty(self, n: int, dtype: Any, *, pinned: bool = False, kept: str = "pin",
+    def empty(self, n: int, dtype: Any, *, pinned: bool = False, kept: str | Callable[[], str] = "pin",
               inputs: Sequence[np.ndarray] = ()) -> np.ndarray | None:
         """A new uninitialised array of ``n`` elements from the pool, or ``None``.
 
@@ -135,13 +142,16 @@ class HostArrayPool:
         pinned : bool
             Pinned memory (for the DMA engine; plain memory when the pool has
             no OpenCL context).
-        kept : {"pin", "plain"}
+        kept : {"pin", "plain"}, or a callable returning one
             With ``pinned``, when no free pinned block fits while one of this
             size is still leased (the caller keeps earlier results): pin a
             fresh block (``"pin"``), or hand out plain memory instead
             (``"plain"``: the caller stages through pinned buffers of its
             own, see :meth:`is_pinned`), which is cheaper where pinning fresh
-            memory costs more than a staging copy.  The first block of a size
+            memory costs more than a staging copy.  A callable is called only
+            when that choice arises (under the pool's lock: it must not use
+            the pool), so that a choice that costs time (a cost model's) is
+            not paid by the calls that recycle a block.  The first block of a size
             is always pinned: later calls recycle it.  A call with several
             results asks once (views of one block): a block it leased itself a
             moment before would otherwise count as a result the caller keeps.
@@ -163,15 +173,14 @@ class HostArrayPool:
         dt = np.dtype(dtype)
         need = int(n) * dt.itemsize
         pinned = bool(pinned) and self.can_pin
-        if kept not in ("pin", "plain"):
-            raise ValueError(f"kept must be 'pin' or 'plain', got {kept!r}")
+        if not callable(kept):
+            _check_kept(kept)
         if need < MIN_POOLED_BYTES or self._closed or dt.hasobject:  # object arrays must start zeroed
             return None
         with self._lock:
             fits = [b for b in self._free if need <= b.nbytes <= 2 * need and b.pinned == pinned]
-            if pinned and not fits and kept == "plain" and any(
-                    need <= b.nbytes <= 2 * need and all(b is not self._block_of(a) for a in inputs)
-                    for b in self._leased_pinned):
+            if pinned and not fits and self._kept_elsewhere(need, inputs) and _check_kept(
+                    kept() if callable(kept) else kept) == "plain":
                 pinned = False
                 fits = [b for b in self._free if need <= b.nbytes <= 2 * need and not b.pinned]
             block = min(fits, key=lambda b: b.nbytes) if fits else None
@@ -202,7 +211,7 @@ class HostArrayPool:
                 self._leased_pinned.add(block)
         return np.asarray(_Lease(self, block, need)).view(dt)
 
-    def empty_or_new(self, n: int, dtype: Any, *, pinned: bool = False, kept: str = "pin",
+    def empty_or_new(self, n: int, dtype: Any, *, pinned: bool = False, kept: str | Callable[[], str] = "pin",
                      inputs: Sequence[np.ndarray] = ()) -> np.ndarray:
         """:meth:`empty`, or ``numpy.empty(n, dtype)`` where the pool has no array to give.
 
@@ -217,6 +226,12 @@ class HostArrayPool:
         """Whether ``arr`` (or the array it views) lies in pinned memory of this pool."""
         block = self._block_of(arr)
         return block is not None and block.pinned
+
+    def _kept_elsewhere(self, need: int, inputs: Sequence[np.ndarray]) -> bool:
+        """Whether a leased pinned block of ``need`` to ``2 * need`` bytes holds none of ``inputs`` (a result the
+        caller keeps); under the lock."""
+        held = [self._block_of(a) for a in inputs]
+        return any(need <= b.nbytes <= 2 * need and all(b is not h for h in held) for b in self._leased_pinned)
 
     def _block_of(self, arr: Any) -> _Block | None:
         """The block of this pool that ``arr`` (or the array it views) lies in, or None."""

@@ -41,6 +41,7 @@ their next step, and the CPU sorts the whole input again
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Sequence
@@ -200,7 +201,8 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         raise ValueError("a device's share of an exchange sort does not fit its memory; use strategy='keyrange'")
     rec = Recorder()
     src = np.ascontiguousarray(arr)
-    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n, w, options), inputs=(arr,))
+    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=functools.partial(kept_policy, rt, n, w, options),
+                                    inputs=(arr,))
     trace = Trace("exchange", 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
     if n == 0:
         return out, rec.finish(trace)

@@ -31,6 +31,7 @@ the input by the keys' bucket numbers, which no device writes
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -178,7 +179,7 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     fr, owner = _fractions([s[u] for u in active], [pieces[u] for u in active])
     owner = [active[o] for o in owner]
     pinned = active != [0]
-    kept = kept_policy(rt, n, dt.itemsize, options) if pinned else "pin"
+    kept = functools.partial(kept_policy, rt, n, dt.itemsize, options) if pinned else "pin"
     out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept, inputs=(arr,))
     trace = Trace("keyrange", float(s[0]), 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
     t0 = rec.now()

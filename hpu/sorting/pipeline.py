@@ -49,6 +49,7 @@ are shared with the exchange sort of several devices
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import threading
 from collections.abc import Callable, Sequence
@@ -719,7 +720,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
     # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
     pinned = n_cpu == 0 and t == 0
-    kept = kept_policy(rt, n, dt.itemsize, options) if pinned else "pin"
+    kept = functools.partial(kept_policy, rt, n, dt.itemsize, options) if pinned else "pin"
     out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept, inputs=(arr,))
     trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
 
@@ -846,7 +847,8 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
     if not 0 <= cpu_rows <= r:
         raise ValueError(f"cpu_rows must lie in [0, {r}], got {cpu_rows}")
     split, rec = cpu_rows * m, Recorder()
-    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=kept_policy(rt, n - split, dt.itemsize, options),
+    out = rt.host_pool.empty_or_new(n, dt, pinned=True,
+                                    kept=functools.partial(kept_policy, rt, n - split, dt.itemsize, options),
                                     inputs=(keys,))
     trace = Trace(strategy, cpu_rows / r, 0, int(np.ceil(np.log2(max(m, 2)))), n)
     rows_in, rows_out = keys.reshape(r, m), out.reshape(r, m)
@@ -1057,7 +1059,8 @@ def _result_arrays(rt: Runtime, n: int, dtypes: Sequence[np.dtype], options: Pip
     sizes = [n * dt.itemsize for dt in dtypes]
     offsets = np.cumsum([0] + [-(-size // 64) * 64 for size in sizes]).tolist()
     block = rt.host_pool.empty_or_new(offsets[-1], np.uint8, pinned=True,
-                                      kept=kept_policy(rt, n, sum(dt.itemsize for dt in dtypes), options),
+                                      kept=functools.partial(kept_policy, rt, n, sum(dt.itemsize for dt in dtypes),
+                                                             options),
                                       inputs=inputs)
     return [block[o:o + size].view(dt) for o, size, dt in zip(offsets, sizes, dtypes)]
 

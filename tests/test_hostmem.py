@@ -1,6 +1,7 @@
 """The recycled host-memory pool and fast-mode results that live in it."""
 
 import gc
+import threading
 
 import numpy as np
 import pytest
@@ -150,6 +151,41 @@ def test_kept_results_get_plain_memory_only_when_asked(runtime):
     sixth = pool.empty_or_new(n, np.int32, pinned=True, kept="plain", inputs=(fourth, fifth))
     assert pool.is_pinned(sixth)  # a fresh block: fourth's and fifth's are read, not kept
     assert not pool.is_pinned(pool.empty_or_new(n, np.int32, pinned=True, kept="plain", inputs=(fourth, fifth)))
+
+
+def test_a_result_freed_by_the_garbage_collector_inside_the_pool_does_not_deadlock():
+    """A pooled array held only by a reference cycle is freed whenever the cyclic collector runs, which may be on a
+    thread inside :meth:`HostArrayPool.empty`, holding the pool's lock: its block waits there instead of taking
+    the lock again (which hung the thread)."""
+    pool = HostArrayPool(None, None, 1 << 30)
+    n = MIN_POOLED_BYTES // 4
+
+    class Holder:
+        pass
+
+    def churn():
+        threshold = gc.get_threshold()
+        try:
+            for t in range(1, 200):
+                gc.collect()
+                h = Holder()
+                h.me, h.arr = h, pool.empty(n, np.float32)
+                del h
+                gc.set_threshold(t)  # a collection within the next t allocations: inside empty() for some t
+                a = pool.empty(n, np.float32)
+                del a
+                gc.set_threshold(*threshold)
+        finally:
+            gc.set_threshold(*threshold)
+
+    worker = threading.Thread(target=churn, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the pool deadlocked on a block released by the garbage collector"
+    gc.collect()
+    held = pool.total_bytes
+    a, b = pool.empty(n, np.float32), pool.empty(n, np.float32)  # the blocks came back: recycled, none twice
+    assert pool.total_bytes == held and not np.shares_memory(a, b)
 
 
 def test_a_kept_policy_is_asked_only_when_the_choice_arises(runtime):

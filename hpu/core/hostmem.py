@@ -21,9 +21,11 @@ contiguous); only their ``base`` is a lease object of this module.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -118,6 +120,8 @@ class HostArrayPool:
         self._leased_pinned: set[_Block] = set()
         self._total = 0
         self._lock = threading.Lock()
+        self._owner: int | None = None  # the thread holding _lock
+        self._returned: collections.deque[_Block] = collections.deque()  # released while the owner held _lock
         self._closed = False
 
     @property
@@ -177,7 +181,7 @@ class HostArrayPool:
             _check_kept(kept)
         if need < MIN_POOLED_BYTES or self._closed or dt.hasobject:  # object arrays must start zeroed
             return None
-        with self._lock:
+        with self._held():
             fits = [b for b in self._free if need <= b.nbytes <= 2 * need and b.pinned == pinned]
             if pinned and not fits and self._kept_elsewhere(need, inputs) and _check_kept(
                     kept() if callable(kept) else kept) == "plain":
@@ -203,11 +207,11 @@ class HostArrayPool:
                 block = _Block(need, self._context if pinned else None, self._queue)
             except Exception as e:  # out of pinned memory: the caller allocates as usual
                 log.debug("host pool: allocation of %d bytes failed (%s)", need, e)
-                with self._lock:
+                with self._held():
                     self._total -= need
                 return None
         if block.pinned:
-            with self._lock:
+            with self._held():
                 self._leased_pinned.add(block)
         return np.asarray(_Lease(self, block, need)).view(dt)
 
@@ -240,8 +244,30 @@ class HostArrayPool:
             base = base.base
         return base._block if isinstance(base, _Lease) and base._pool is self else None
 
-    def _release(self, block: _Block) -> None:
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """Hold the pool's lock; blocks released meanwhile by this thread are taken back before it is let go."""
         with self._lock:
+            self._owner = threading.get_ident()
+            try:
+                self._take_back()
+                yield
+                self._take_back()
+            finally:
+                self._owner = None
+
+    def _release(self, block: _Block) -> None:
+        """Give ``block`` back (from :class:`_Lease`'s ``__del__``, which the garbage collector may run on a thread
+        that holds the pool's lock, inside :meth:`empty`: the block then waits until that thread lets it go)."""
+        self._returned.append(block)
+        if self._owner != threading.get_ident():
+            with self._held():
+                pass
+
+    def _take_back(self) -> None:
+        """Put the released blocks back (free, or freed once the pool is closed); under the lock."""
+        while self._returned:
+            block = self._returned.popleft()
             self._leased_pinned.discard(block)
             if self._closed:
                 self._total -= block.nbytes
@@ -250,7 +276,7 @@ class HostArrayPool:
 
     def close(self) -> None:
         """Free the blocks not leased; later releases free their blocks (idempotent)."""
-        with self._lock:
+        with self._held():
             self._closed = True
             for b in self._free:
                 self._total -= b.nbytes

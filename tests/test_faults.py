@@ -144,6 +144,51 @@ def test_close_while_calls_run(runtime):
     assert not any(t.is_alive() for t in threads) and len(errors) == 4 and not wrong
 
 
+def test_a_running_call_ends_right_after_close_is_called(runtime):
+    """close() waits for a running call, which still gets its device leases and makes inner calls, and a second
+    close() returns only once everything is released; new calls are refused."""
+    rt = hpu.Runtime(runtime.device, profile=runtime.profile, threads=2)
+    a = np.random.default_rng(5).integers(-1000, 1000, 50_000)
+    seconds = []
+    with rt.call():  # a public call in progress on this thread
+        closers = [threading.Thread(target=lambda: (rt.close(), seconds.append(rt.host_pool.total_bytes)))
+                   for _ in range(2)]
+        closers[0].start()
+        while not rt.closed:
+            threading.Event().wait(0.001)
+        closers[1].start()
+        for strategy in ("gpu", "cpu", "auto"):
+            assert same_bits(hpu.hybrid_mergesort(a, strategy=strategy, runtime=rt), np.sort(a, kind="stable"))
+        assert all(c.is_alive() for c in closers) and not seconds  # both wait for this call
+    for c in closers:
+        c.join(timeout=30)
+    assert not any(c.is_alive() for c in closers) and seconds == [0, 0]  # the host pool released before either
+    with pytest.raises(hpu.RuntimeClosedError, match="closed"):
+        hpu.hybrid_mergesort(a, runtime=rt)
+
+
+def test_closing_a_peer_leaves_its_runtime_working(runtime):
+    """Peers share their runtime's thread pool: closing one leaves the pool to the runtime."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    rt = hpu.Runtime(devices=[runtime.device] * 2, profile=runtime.profile, threads=2)
+    try:
+        rt.peers[0].close()
+        assert rt.pool.submit(lambda: 42).result(timeout=30) == 42
+        a = np.random.default_rng(6).integers(0, 100, 200_000)
+        assert same_bits(hpu.hybrid_mergesort(a, strategy="cpu", runtime=rt), np.sort(a, kind="stable"))
+    finally:
+        rt.close()
+
+
+def test_a_runtime_closed_from_its_own_pool_task_is_released(runtime):
+    rt = hpu.Runtime(runtime.device, profile=runtime.profile, threads=2)
+    rt.pool.submit(rt.close).result(timeout=30)  # raised "cannot join current thread", half closed
+    assert rt.closed and rt.host_pool.total_bytes == 0
+    with pytest.raises(hpu.RuntimeClosedError):
+        rt.acquire_lease()
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_runtime_after_fork_raises_in_the_child():
     rt = hpu.Runtime("none")

@@ -632,6 +632,8 @@ class Runtime:
         self._cond = threading.Condition()
         self._active: dict[int, int] = {}  # thread id -> nesting depth of calls running
         self._closed = False
+        self._released = False  # close() has let everything go (it refuses new calls first, then waits)
+        self._owns_pool = True  # peers share their runtime's pool
         self._idle: list[DeviceLease] = []
         self._max_idle = max(0, int(max_idle_leases))
         self._generation = 0
@@ -656,7 +658,7 @@ class Runtime:
                     device_memory_limit=device_memory_limit, context=context) for d in found[1:])
         for peer in self.peers:
             peer.pool.shutdown()  # never used: no thread was started
-            peer.pool = self.pool
+            peer.pool, peer._owns_pool = self.pool, False
 
     def _open_context(self, context: Any = None) -> None:
         self.context = self.queue = None
@@ -809,25 +811,29 @@ class Runtime:
         return self.build(kernel_source(name, defines), options)
 
     # -- calls, leases, failures ------------------------------------------------
-    def _check_usable(self) -> None:
+    def _check_usable(self, closed: bool = True) -> None:
+        """RuntimeClosedError after a fork, and (``closed``) once :meth:`close` has been called."""
         if self._pid != os.getpid():
             raise RuntimeClosedError(f"this Runtime was created in process {self._pid} and cannot be used after a "
                                      "fork; create a new one in this process (or use the default runtime)")
-        if self._closed:
+        if closed and self._closed:
             raise RuntimeClosedError("this Runtime is closed")
 
     @contextlib.contextmanager
     def call(self) -> Iterator[Runtime]:
         """Mark a call running (every public entry point does): :meth:`close` waits for it.
 
+        A call within a running call of the same thread runs even once
+        :meth:`close` has been called: it is part of the running one.
+
         Raises
         ------
         RuntimeClosedError
-            The runtime is closed, or was created in another process.
+            The runtime is closed (for a new call), or was created in another process.
         """
         me = threading.get_ident()
         with self._cond:
-            self._check_usable()
+            self._check_usable(closed=me not in self._active)
             self._active[me] = self._active.get(me, 0) + 1
         try:
             yield self
@@ -846,12 +852,15 @@ class Runtime:
         Raises
         ------
         RuntimeClosedError
-            The runtime is closed.
+            The runtime is closed and its running calls have ended (they get
+            leases while :meth:`close` waits for them).
         hpu.DeviceFailure
             No usable device (CPU-only mode, or the context could not be rebuilt).
         """
         with self._cond:
-            self._check_usable()
+            self._check_usable(closed=False)
+            if self._released:
+                raise RuntimeClosedError("this Runtime is closed")
             if self._failed is not None:
                 self._rebuild()
             if self.device is None:
@@ -914,10 +923,18 @@ class Runtime:
         return self._closed
 
     def close(self) -> None:
-        """Refuse new calls, wait for running ones, then release everything (idempotent, thread-safe)."""
+        """Refuse new calls, wait for running ones, then release everything (idempotent, thread-safe).
+
+        A second ``close`` returns once the first has released everything
+        (at once from a thread inside a running call, which the first waits
+        for).  Closing a runtime from one of its own pool's tasks leaves the
+        pool's threads to end as their tasks do.
+        """
         me = threading.get_ident()
         with self._cond:
             if self._closed:
+                if me not in self._active and self._pid == os.getpid():
+                    self._cond.wait_for(lambda: self._released)
                 return
             self._closed = True
             if self._pid == os.getpid():
@@ -925,7 +942,17 @@ class Runtime:
             idle, self._idle = self._idle, []
         if self._pid != os.getpid():
             return  # a forked child owns none of the parent's threads or device objects
-        self.pool.shutdown(wait=True)
+        try:
+            self._release_all(idle)
+        finally:
+            with self._cond:
+                self._released = True
+                self._cond.notify_all()
+
+    def _release_all(self, idle: list[DeviceLease]) -> None:
+        """close()'s second half: the pool's threads, the leases, queue, caches, host pool and peers."""
+        if self._owns_pool:
+            self.pool.shutdown(wait=not self.pool.in_worker())  # a worker cannot wait for itself
         for lease in idle:
             lease.discard()
         if self.queue is not None:

@@ -153,10 +153,18 @@ def test_advanced_split_forced_alpha_is_kept_and_alpha_zero_is_priced_level_by_l
         (dict(p=4, g=10, gamma=1.5), "gamma must lie in"),
         (dict(p=4, g=10, gamma=float("nan")), "gamma must"),
         (dict(p=4, g=10, gamma=0.5, h2d_latency=-1), "h2d_latency"),
+        (dict(p=10**400, g=10, gamma=0.5), "p must be finite"),
     ],
 )
 def test_profile_rejects_bad_values(kwargs, match):
     with pytest.raises(ValueError, match=match):
+        Profile(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [dict(p="16", g=10, gamma=0.5), dict(p=4, g=10, gamma=True),
+                                    dict(p=4, g=10, gamma=0.5, cpu_op_seconds=" 1e-9 ")])
+def test_profile_rejects_numbers_given_as_other_types(kwargs):
+    with pytest.raises(TypeError, match="real number"):
         Profile(**kwargs)
 
 
@@ -215,6 +223,14 @@ def test_profile_load_errors(tmp_path):
         odd.write_text(json.dumps({**HPU1.to_dict(), "curves": curves}))
         with pytest.raises(ProfileError, match="curves must be a dict"):
             Profile.load(odd)
+    huge = tmp_path / "huge.json"
+    huge.write_text(json.dumps({**HPU1.to_dict(), "p": 10**400}))
+    with pytest.raises(ProfileError, match="finite"):
+        Profile.load(huge)
+    broken = tmp_path / "broken_curves.json"  # read when loaded, not at the first call that needs them
+    broken.write_text(json.dumps({**HPU1.to_dict(), "curves": {"sort": {"sizes": [5], "steps": {}}}}))
+    with pytest.raises(ProfileError, match="sort"):
+        Profile.load(broken)
 
 
 def test_a_corrupt_cached_profile_leaves_the_runtime_uncalibrated(tmp_path, monkeypatch, caplog):

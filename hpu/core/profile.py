@@ -147,7 +147,7 @@ class Profile:
         ------
         ProfileError
             If the schema version is missing or newer than this code, or a
-            field is missing or invalid.
+            field (cost curves included) is missing or invalid.
         """
         d = dict(check_versioned(d, "profile", PROFILE_SCHEMA_VERSION, source=source))
         if d["schema_version"] == 1 and d.get("fast"):
@@ -157,9 +157,12 @@ class Profile:
         if missing:
             raise ProfileError(f"{source}: missing field(s) {', '.join(missing)}")
         try:
-            return cls(**{k: v for k, v in d.items() if k in fields})
+            profile = cls(**{k: v for k, v in d.items() if k in fields})
         except (TypeError, ValueError) as e:
             raise ProfileError(f"{source}: invalid profile: {e}") from None
+        for workload in profile.curves:  # parsed now: a bad curve is a bad profile, not a failure of every call
+            profile.cost_curves(workload)
+        return profile
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the profile as versioned JSON, atomically (no half-written file); return the path."""

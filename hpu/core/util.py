@@ -7,6 +7,7 @@ import ctypes
 import importlib.util
 import logging
 import math
+import numbers
 import operator
 import os
 import platform
@@ -121,10 +122,12 @@ def check_int(name: str, value: object, low: int, high: int | None = None, what:
 
 
 def _real(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # no strings, no flags
+        raise TypeError(f"{name} must be a real number, got {value!r}")
     try:
         v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number, got {value!r}") from None
+    except OverflowError:  # an int past the float range
+        raise ValueError(f"{name} must be finite, got {value!r}") from None
     if not math.isfinite(v):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return v

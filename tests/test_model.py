@@ -1,6 +1,7 @@
 """The HPU model against the paper (sections 5.1, 5.2.1, 5.2.2) and its own closed forms."""
 
 import json
+import os
 import math
 
 import numpy as np
@@ -193,6 +194,20 @@ def test_profile_roundtrip(tmp_path):
     assert Profile.load(path) == prof
     assert json.loads(path.read_text())["schema_version"] == PROFILE_SCHEMA_VERSION
     assert not list(path.parent.glob("*.tmp"))
+
+
+def test_a_saved_profile_has_the_permissions_of_an_ordinary_file(tmp_path):
+    """Readable by others as any new file is (the umask applies), not private like a temporary file; saving again
+    keeps the file's own permissions."""
+    umask = os.umask(0o022)
+    try:
+        path = HPU1.save(tmp_path / "p.json")
+        assert path.stat().st_mode & 0o777 == 0o644
+        path.chmod(0o640)
+        HPU1.replace(name="again").save(path)
+        assert path.stat().st_mode & 0o777 == 0o640 and Profile.load(path).name == "again"
+    finally:
+        os.umask(umask)
 
 
 def test_profile_load_errors(tmp_path):

@@ -11,7 +11,7 @@ import numbers
 import operator
 import os
 import platform
-import tempfile
+import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -36,13 +36,18 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` through a temporary file and a rename: readers never see half a file.
 
     Creates missing parent directories; an interrupted write (Ctrl-C included)
-    leaves the old file, if any, untouched.  Returns the path.
+    leaves the old file, if any, untouched.  The file keeps the old one's
+    permissions, or gets those of a new file (``0o666`` less the umask), not
+    the private ones of a temporary file.  Returns the path.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # as open() makes a file: the umask applies
     try:
         with os.fdopen(fd, "w") as fh:
+            if path.exists():
+                os.chmod(fh.fileno(), path.stat().st_mode & 0o7777)
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:

@@ -1,6 +1,8 @@
 """The recycled host-memory pool and fast-mode results that live in it."""
 
+import copy
 import gc
+import pickle
 import threading
 
 import numpy as np
@@ -274,6 +276,14 @@ def test_empty_pinned(fresh):
         fresh.empty_pinned((2, -1))
     with pytest.raises(TypeError, match="object"):
         fresh.empty_pinned(4, object)
+    sub = np.dtype((np.float32, 3))  # a sub-array dtype adds its shape, as in numpy.empty
+    assert fresh.empty_pinned((2, N_POOLED), sub).shape == np.empty((2, N_POOLED), sub).shape == (2, N_POOLED, 3)
+    lease = a.base
+    while isinstance(lease, np.ndarray):
+        lease = lease.base
+    for dup in (copy.copy, copy.deepcopy, pickle.dumps):  # two leases of one block would hand it out twice
+        with pytest.raises(TypeError, match="lease"):
+            dup(lease)
     with hpu.Runtime(None, threads=1) as cpu_only:
         if not cpu_only.has_device:
             assert not cpu_only.host_pool.is_pinned(cpu_only.empty_pinned(N_POOLED, np.int32))

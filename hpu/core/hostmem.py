@@ -90,6 +90,15 @@ class _Lease:
     def __del__(self) -> None:
         self._pool._release(self._block)
 
+    def __copy__(self) -> _Lease:  # a second lease of one block would give it back twice
+        raise TypeError("a pooled array's lease cannot be copied; copy the array")
+
+    def __deepcopy__(self, memo: dict) -> _Lease:
+        raise TypeError("a pooled array's lease cannot be copied; copy the array")
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a pooled array's lease cannot be pickled; pickle the array")
+
 
 class HostArrayPool:
     """A pool of host memory blocks recycled between results, plain or pinned.

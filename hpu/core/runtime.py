@@ -774,6 +774,11 @@ class Runtime:
         TypeError
             A dtype that holds Python objects (pinned memory is for the
             device's copies).
+
+        Notes
+        -----
+        A sub-array dtype such as ``(np.float32, 3)`` adds its shape to the
+        array's, as with ``numpy.empty``.
         """
         dims = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
         if any(d < 0 for d in dims):
@@ -781,6 +786,7 @@ class Runtime:
         dt = np.dtype(dtype)
         if dt.hasobject:
             raise TypeError(f"empty_pinned holds numbers for the device's copies, not {dt}")
+        dims, dt = dims + dt.shape, dt.base  # numpy.empty's rule for sub-array dtypes
         return self.host_pool.empty_or_new(int(np.prod(dims, dtype=np.int64)), dt, pinned=True).reshape(dims)
 
     # -- programs --------------------------------------------------------------

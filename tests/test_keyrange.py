@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from conftest import same_bits
@@ -234,8 +236,44 @@ def test_equal_finish_shares_against_brute_force():
                 for i in range(61))
     assert got.predicted_time == pytest.approx(brute, abs=1.0)
     assert sum(got.counts) == 60
-    with pytest.raises(ValueError, match="1 to 8 units"):
+    with pytest.raises(ValueError, match="at least one unit"):
         equal_finish_shares(10, [])
+
+
+@pytest.mark.parametrize("k", [2, 3, 5, 9, 12])
+@pytest.mark.parametrize("seed", range(4))
+def test_equal_finish_shares_finds_the_best_set_of_units(k, seed):
+    """Units of fixed cost c_i and rate r_i (T_i(m) = c_i + m / r_i for m > 0): against the exact optimum over every
+    subset U of units, T = (n + sum r_i c_i) / sum r_i where every unit of U starts before T; any number of units
+    (more than 8: an 8-GPU host's devices and the CPU)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(10, 100_000))
+    c, r = rng.uniform(0, 50, k), rng.uniform(0.5, 100, k)
+    costs = [lambda m, c=ci, r=ri: np.where(np.asarray(m, float) > 0, c + np.asarray(m, float) / r, 0.0)
+             for ci, ri in zip(c, r)]
+    best = math.inf
+    for mask in range(1, 1 << k):
+        used = [i for i in range(k) if mask >> i & 1]
+        t = (n + sum(r[i] * c[i] for i in used)) / sum(r[i] for i in used)
+        if all(c[i] <= t for i in used):
+            best = min(best, t)
+    got = equal_finish_shares(n, costs)
+    assert sum(got.counts) == n and min(got.counts) >= 0
+    assert best - 1e-9 <= got.predicted_time <= best + 1.0 / r.min() + 1e-6  # whole items: one more at most
+
+
+def test_an_eight_device_host_is_planned_and_sorted(runtime):
+    """Eight devices and the CPU: nine units (the model took at most eight, so "auto" and "keyrange" raised)."""
+    h100 = hpu.reference_profile("h100")
+    split = keyrange_split(1e8, h100, [h100] * 8)
+    assert sum(split.shares) == pytest.approx(1.0) and math.isfinite(split.predicted_time)
+    assert sum(s > 0 for s in split.shares[1:]) >= 2  # identical devices share the keys
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = np.random.default_rng(8).standard_normal(100_000)
+    with hpu.Runtime(devices=[runtime.device] * 8, profile=runtime.profile, threads=2) as rt:
+        for strategy in ("keyrange", "auto"):
+            assert same_bits(hpu.hybrid_mergesort(a, strategy=strategy, runtime=rt), np.sort(a, kind="stable"))
 
 
 @pytest.mark.parametrize("n, k", [(100, 8), (7, 4), (5, 3), (1000, 3)])

@@ -605,9 +605,14 @@ def equal_finish_shares(n: int, costs: Sequence[Callable[[np.ndarray], np.ndarra
     moving items from the last unit to finish to another lowers the max), so
     ``m_i = T_i^{-1}(T)`` and ``T`` solves ``sum_{i in U} T_i^{-1}(T) = n``
     (bisection on ``T``).  Fixed costs (``lambda_i``) can make a unit's
-    share slower than leaving it out; every subset ``U`` is tried and the
-    fastest kept.  For linear costs ``T_i(m) = m / r_i`` the shares are
-    ``r_i / sum_j r_j``: each unit gets its share of the total speed.
+    share slower than leaving it out.  Which units take part: every unit
+    whose time for a first item, ``T_i(1)``, is below the optimum's ``T``
+    (a unit left out that could finish an item sooner would take items from
+    the others and lower ``T``), and no other.  So the units taking part are
+    one of the ``k`` prefixes of the units ordered by ``T_i(1)``; each prefix
+    is tried and the fastest kept (``k`` bisections, not one per subset).
+    For linear costs ``T_i(m) = m / r_i`` the shares are ``r_i / sum_j r_j``:
+    each unit gets its share of the total speed.
 
     Parameters
     ----------
@@ -615,7 +620,7 @@ def equal_finish_shares(n: int, costs: Sequence[Callable[[np.ndarray], np.ndarra
         Items to divide (>= 0).
     costs : sequence of callable
         ``T_i(m)`` for an array ``m`` of item counts (float64), seconds;
-        non-decreasing in ``m``.  At most 8 units.
+        non-decreasing in ``m``.  At least one unit.
     samples : int
         Points of the geometric grid on which each ``T_i`` is inverted.
 
@@ -626,19 +631,21 @@ def equal_finish_shares(n: int, costs: Sequence[Callable[[np.ndarray], np.ndarra
     Raises
     ------
     ValueError
-        ``n < 0``, no units or more than 8.
+        ``n < 0`` or no units.
     """
     n = int(n)
     k = len(costs)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    if not 1 <= k <= 8:
-        raise ValueError(f"equal_finish_shares takes 1 to 8 units, got {k}")
+    if k < 1:
+        raise ValueError("equal_finish_shares needs at least one unit")
     grid = np.unique(np.concatenate([[0.0], np.geomspace(1.0, max(n, 1), samples), [float(n)]]))
     curves = [np.maximum.accumulate(np.asarray(c(grid), dtype=float)) for c in costs]  # made non-decreasing
+    first = [float(np.interp(1.0, grid, c)) for c in curves]  # T_i(1)
+    order = sorted(range(k), key=lambda i: first[i])
     best: UnitShares | None = None
-    for mask in range(1, 1 << k):
-        used = [i for i in range(k) if mask >> i & 1]
+    for r in range(1, k + 1):
+        used = sorted(order[:r])
         counts = _finish_together(n, grid, [curves[i] for i in used])
         full = [0] * k
         for i, m in zip(used, counts):

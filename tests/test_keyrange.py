@@ -16,6 +16,7 @@ from hpu.sorting import cpu
 from hpu.core.model import equal_finish_shares
 from hpu.sorting.costs import fast_cost, keyrange_split, partition_cost
 from hpu.sorting.cpu import native_partition
+from hpu.sorting.exchange import exchange_sort
 from hpu.sorting.keyrange import KeyRangePlan, bucket_ids, choose_splitters, keyrange_sort, partition
 
 cl = pytest.importorskip("pyopencl")
@@ -187,6 +188,36 @@ def test_bad_shares_are_refused(fresh):
         hpu.hybrid_mergesort(a, shares=(0.5, 0.5), strategy="gpu", runtime=fresh)
     with pytest.raises(ValueError, match="fast-mode"):
         hpu.hybrid_mergesort(a, strategy="keyrange", mode="paper", runtime=fresh)
+    for n in (0, 1, 1000):  # on every path, the shortest included
+        with pytest.raises(ValueError, match="summing to 1"):
+            hpu.hybrid_mergesort(a[:n], shares=(-1.0, 2.0), runtime=fresh)
+        with pytest.raises(ValueError, match="summing to 1"):
+            hpu.hybrid_mergesort(a[:n], shares=(float("nan"), 1.0), runtime=fresh)
+    with pytest.raises(ValueError, match="transfer_level"):
+        hpu.hybrid_mergesort(a[:1], transfer_level=99, runtime=fresh)
+    with hpu.Runtime(None, threads=1) as cpu_only:  # no device: the CPU's share alone
+        if not cpu_only.has_device:
+            with pytest.raises(ValueError, match="summing to 1"):
+                hpu.hybrid_mergesort(a, shares=(-5.0, 9.0, 1.0), runtime=cpu_only)
+            assert same_bits(hpu.hybrid_mergesort(a, shares=(1.0,), runtime=cpu_only), a)
+
+
+def test_shares_summing_to_one_within_the_tolerance_and_device_dtypes(runtime):
+    """Shares a rounding away from 1 are scaled (the splitters' fractions passed 1 and raised); a dtype the devices
+    do not sort is a ValueError before any work (int16 failed in a device thread, after the partition); an exchange
+    sort refuses a CPU share however much memory the devices have."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = np.random.default_rng(3).integers(-1000, 1000, 20_000).astype(np.int32)
+    with hpu.Runtime(devices=[runtime.device] * 2, profile=runtime.profile, threads=2) as rt:
+        out, _ = keyrange_sort(a, rt, (0.5000005, 0.5, 1e-7))
+        assert same_bits(out, np.sort(a, kind="stable"))
+        for sort, sh in ((keyrange_sort, (0.2, 0.4, 0.4)), (exchange_sort, (0.0, 0.5, 0.5))):
+            with pytest.raises(ValueError, match="cannot sort int16"):
+                sort(a.astype(np.int16), rt, sh)
+    with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2, device_memory_limit=1 << 16) as rt:
+        with pytest.raises(ValueError, match="no share"):
+            hpu.hybrid_mergesort(a, strategy="exchange", shares=(0.3, 0.7), runtime=rt)
 
 
 @pytest.mark.parametrize("dtype", [">i4", ">f8", "<u8"])

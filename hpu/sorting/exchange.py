@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from ..core.hybrid import DeviceFailure, UnitsResult, run_units
+from ..core.kernels import CL_TYPES
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
 from .cpu import parallel_sort
@@ -195,7 +196,7 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     w = dt.itemsize
     active, starts = _device_ranges(n, s)
     for i in active:
-        if not units[i].supports(dt):
+        if dt not in CL_TYPES or not units[i].supports(dt):
             raise ValueError(f"device {units[i].device_name!r} cannot sort {dt}; give it share 0")
     if not exchange_fits(rt, n, s, w):
         raise ValueError("a device's share of an exchange sort does not fit its memory; use strategy='keyrange'")

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..core.hybrid import UnitsResult, run_units
+from ..core.kernels import CL_TYPES
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
 from .costs import PIECE_FILL
@@ -110,18 +111,19 @@ def _fractions(shares: Sequence[float], pieces: Sequence[int]) -> tuple[list[flo
 
 
 def check_shares(shares: Sequence[float], units: int) -> np.ndarray:
-    """``shares`` as a float array: ``1 + units`` non-negative fractions (the CPU's, then each device's) summing to 1.
+    """``shares`` as a float array: ``1 + units`` non-negative fractions (the CPU's, then each device's) summing to 1
+    (within 1e-6; scaled to sum to 1 exactly, so that the splitters' fractions stay in [0, 1]).
 
     Raises
     ------
     ValueError
-        Another length, a negative share or a sum other than 1 (within 1e-6).
+        Another length, a negative or NaN share, or a sum other than 1 (within 1e-6).
     """
     s = np.asarray(shares, dtype=float)
-    if s.shape != (1 + units,) or np.any(s < 0) or not math.isclose(s.sum(), 1.0, abs_tol=1e-6):
+    if s.shape != (1 + units,) or not np.all(s >= 0) or not math.isclose(s.sum(), 1.0, abs_tol=1e-6):
         raise ValueError(f"shares must be {1 + units} non-negative fractions (the CPU, then each of "
                          f"{units} devices) summing to 1, got {list(shares)}")
-    return s
+    return s / s.sum()
 
 
 def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_device_error: str = "fallback",
@@ -169,7 +171,7 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     s = check_shares(shares, len(units))
     n, dt = arr.shape[0], arr.dtype
     for i, u in enumerate(units):
-        if s[1 + i] > 0 and not u.supports(dt):
+        if s[1 + i] > 0 and (dt not in CL_TYPES or not u.supports(dt)):
             raise ValueError(f"device {u.device_name!r} cannot sort {dt}; give it share 0")
     rec = Recorder()
     src = np.ascontiguousarray(arr)

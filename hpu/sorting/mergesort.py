@@ -33,7 +33,7 @@ from ..dc.executor import STRATEGIES, execute
 from .costs import fast_split
 from .paper import mergesort_spec
 from .exchange import exchange_fits, exchange_sort
-from .keyrange import keyrange_sort
+from .keyrange import check_shares, keyrange_sort
 from .pipeline import DEFAULT_OPTIONS, PipelineOptions, fast_sort, max_device_elements
 
 log = logging.getLogger("hpu")
@@ -175,8 +175,14 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     if options is not None and not isinstance(options, PipelineOptions):
         raise TypeError(f"options must be an hpu.PipelineOptions, got {type(options).__name__}")
     check_runtime(runtime)
+    if shares is not None:  # on every path: the model's CPU fallback and n <= 1 included
+        s = check_shares(shares, len(resolve_runtime(runtime).units))
+        if strategy == "exchange" and s[0] > 0:
+            raise ValueError(f"an exchange sort gives the CPU no share (it stages the devices' copies), got {s[0]}")
     n = arr.shape[0]
     if n <= 1:
+        if transfer_level not in (None, 0):
+            raise ValueError(f"transfer_level must lie in [0, 0] for n={n}, got {transfer_level}")
         out = arr.copy()
         return (out, Trace("cpu", 1.0, 0, 0, n)) if return_trace else out
     rt = resolve_runtime(runtime)

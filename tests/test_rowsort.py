@@ -227,8 +227,8 @@ def test_rows_on_device_follows_the_model(runtime, monkeypatch, device_sort_seco
     sizes = [1 << 10, 1 << 20]
     curves = {"sizes": sizes, "cpu_sort": [1e-3, 1.0], "device_sort": [1e-4, device_sort_seconds],
               "transfer": [1e-4, 0.1 if on_device else 0.3], "merge2": [1e-4, 0.1], "merge16": [1e-4, 0.2]}
-    with hpu.Runtime(runtime.device, profile=hpu.Profile(p=2, g=1, gamma=1, curves={"sort": curves}),
-                     threads=2) as rt:
+    profile = hpu.Profile(p=2, g=1, gamma=1, curves={"sort": curves})
+    with hpu.Runtime(runtime.device, profile=profile, threads=2) as rt:
         assert hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, rt) is on_device
         assert hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, rt, strategy="gpu")
         for strategy in ("cpu", "basic", "advanced", "keyrange"):
@@ -236,7 +236,8 @@ def test_rows_on_device_follows_the_model(runtime, monkeypatch, device_sort_seco
         assert not hpu.sorting.rows_on_device(1, 1 << 10, np.float32, rt, strategy="gpu")
         assert not hpu.sorting.rows_on_device(8, row_tile(rt, np.float32) + 1, np.float32, rt, strategy="gpu")
         assert not hpu.sorting.rows_on_device(8, 8, np.float16, rt, strategy="gpu")
-        monkeypatch.undo()
+    monkeypatch.undo()
+    with hpu.Runtime(runtime.device, profile=profile, threads=2) as rt:  # a runtime decides once per shape
         merge = hpu.sorting.device.default_algorithm(rt.device) == "merge"
         assert hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, rt) is (on_device and merge)
     assert not hpu.sorting.rows_on_device(1 << 10, 1 << 10, np.float32, runtime), "uncalibrated: the CPU"

@@ -44,6 +44,7 @@ than ``2**32`` elements.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -507,19 +508,36 @@ def rows_on_device(rows: int, m: int, dtype: Any, runtime: Runtime | None = None
         An unknown ``strategy``.
     """
     check_strategy(strategy, SORT_STRATEGIES)
-    rt, dt, n = resolve_runtime(runtime), np.dtype(dtype), rows * m
+    rt = resolve_runtime(runtime)
     if strategy not in ("auto", "gpu") or rows < 2 or m < 2 or not rt.has_device:
         return False
-    if strategy == "auto" and (rt.profile.cost_curves("sort") is None or default_algorithm(rt.device) != "merge"):
-        return False  # checked before row_tile, which builds the kernels
-    if m > row_tile(rt, dt) or n * dt.itemsize > min(rt.device_memory_bytes, int(rt.device.max_mem_alloc_size)):
-        return False
-    if strategy == "gpu":
-        return True
-    b, size = row_block(m, dt.itemsize), dt.itemsize
-    device = fast_cost(rt.profile, "transfer", n, size) + \
-        fast_cost(rt.profile, "device_sort", n, size) * (b / m) * np.log2(b) / np.log2(n)
-    return bool(device < fast_cost(rt.profile, "cpu_sort", n, size) * np.log2(m) / np.log2(n))
+    return _rows_memo(rt)(int(rows), int(m), np.dtype(dtype), strategy)
+
+
+def _rows_memo(rt: Runtime) -> Callable[[int, int, np.dtype, str], bool]:
+    """The runtime's memoised :func:`rows_on_device` decision for its current profile (deterministic; thread-safe;
+    the cache goes with the runtime's resources when its context is rebuilt): each call's decision took a few
+    cost-curve evaluations and device queries, 0.1-0.2 ms of Python with the caches cold from the sort before."""
+    profile = rt.profile
+
+    def make() -> Callable[[int, int, np.dtype, str], bool]:
+        @functools.lru_cache(maxsize=1024)
+        def decide(rows: int, m: int, dt: np.dtype, strategy: str) -> bool:
+            n = rows * m
+            if strategy == "auto" and (profile.cost_curves("sort") is None or default_algorithm(rt.device) != "merge"):
+                return False  # checked before row_tile, which builds the kernels
+            if m > row_tile(rt, dt) or n * dt.itemsize > min(rt.device_memory_bytes,
+                                                               int(rt.device.max_mem_alloc_size)):
+                return False
+            if strategy == "gpu":
+                return True
+            b, size = row_block(m, dt.itemsize), dt.itemsize
+            device = fast_cost(profile, "transfer", n, size) + \
+                fast_cost(profile, "device_sort", n, size) * (b / m) * np.log2(b) / np.log2(n)
+            return bool(device < fast_cost(profile, "cpu_sort", n, size) * np.log2(m) / np.log2(n))
+        return decide
+
+    return rt.resources.get(("sort", "rows_on_device", id(profile)), make)
 
 
 def _rows_on_device(rows: np.ndarray, opts: _Options) -> bool:

@@ -70,7 +70,7 @@ __all__ = ["MEMORY_SHARE", "SORT_FOOTPRINT", "HpuPlugin", "IslandResult", "defau
            "partition_block", "register", "sort", "tabu_search_many", "worker_speed"]
 
 #: The process's worker runtime, the workers using it, and the lock file of the GPU it claimed.
-_SHARED: dict[str, Any] = {"runtime": None, "workers": 0, "gpu_lock": None}
+_SHARED: dict[str, Any] = {"runtime": None, "workers": set(), "gpu_lock": None, "previous_default": None}
 _SHARED_LOCK = threading.Lock()
 #: Sampled keys per output partition, drawn from the input blocks in proportion to their sizes (regular
 #: oversampling; Blelloch et al. 1991).
@@ -121,25 +121,38 @@ class HpuPlugin(distributed.WorkerPlugin):
         with _SHARED_LOCK:  # workers in one process (LocalCluster(processes=False)) share its runtime
             if _SHARED["runtime"] is None:
                 device = self._claim_gpu() if self.device == "auto" else self.device
-                _SHARED["runtime"] = Runtime(device, threads=self.threads or worker.state.nthreads)
-                set_default_runtime(_SHARED["runtime"])
-            _SHARED["workers"] += 1
+                try:
+                    _SHARED["runtime"] = Runtime(device, threads=self.threads or worker.state.nthreads)
+                except BaseException:
+                    self._release_gpu()
+                    raise
+                _SHARED["previous_default"] = set_default_runtime(_SHARED["runtime"])
+            _SHARED["workers"].add(worker.address)  # teardown counts only workers whose setup succeeded
             rt = _SHARED["runtime"]
         log.info("hpu on worker %s: %s, %s profile", worker.address, rt.device_name,
                  "calibrated" if rt.calibrated else "uncalibrated")
 
     def teardown(self, worker: Any) -> None:
         with _SHARED_LOCK:
-            _SHARED["workers"] -= 1
-            if _SHARED["workers"] > 0 or _SHARED["runtime"] is None:
+            if worker.address not in _SHARED["workers"]:
+                return  # its setup failed (distributed tears such a plugin down all the same)
+            _SHARED["workers"].discard(worker.address)
+            if _SHARED["workers"] or _SHARED["runtime"] is None:
                 return
             rt, _SHARED["runtime"] = _SHARED["runtime"], None
-            if set_default_runtime(None) is not rt:
+            previous, _SHARED["previous_default"] = _SHARED["previous_default"], None
+            current = set_default_runtime(previous)  # the process's default before the workers came back
+            if current is not rt:  # replaced since: that choice stays
                 log.debug("the default runtime had been replaced; closing hpu's worker runtime only")
+                set_default_runtime(current)
             rt.close()
-            if _SHARED["gpu_lock"] is not None:
-                os.close(_SHARED["gpu_lock"])
-                _SHARED["gpu_lock"] = None
+            self._release_gpu()
+
+    @staticmethod
+    def _release_gpu() -> None:
+        if _SHARED["gpu_lock"] is not None:
+            os.close(_SHARED["gpu_lock"])
+            _SHARED["gpu_lock"] = None
 
     def _claim_gpu(self) -> str | None:
         """The ``"P:D"`` index of the first of the host's GPUs whose lock file this process can take (of one taken
@@ -184,6 +197,13 @@ def worker_speed(dtype: Any = np.int32) -> float:
     return n / (n * np.log2(n) * rt.profile.cpu_op_seconds / max(rt.profile.p, 1.0))
 
 
+def _worker_facts(dtype: Any, dask_worker: Any = None) -> tuple[float, int | None, int]:
+    """(:func:`worker_speed`, memory limit in bytes or None, threads) of the worker this runs on (``client.run``;
+    the scheduler's own list may name only some workers)."""
+    limit = getattr(getattr(dask_worker, "memory_manager", None), "memory_limit", None)
+    return worker_speed(dtype), limit, int(dask_worker.state.nthreads)
+
+
 # -- the sample sort -------------------------------------------------------------
 
 
@@ -212,8 +232,12 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
     client : distributed.Client, optional
         Default: the current client.  Its workers' speeds
         (:func:`worker_speed`, from each worker's hpu model) weight the key
-        ranges, and output block ``j`` is placed on worker ``j mod workers``
-        (other workers may take it if that one is gone).
+        ranges, and output block ``j`` is meant for worker ``j mod workers``
+        (an annotation of its task; other workers may take it).  Dask's
+        array optimisation drops annotations with its low-level fusion,
+        which is on by default: the blocks go where the scheduler puts them
+        unless the graph is computed unoptimised (``persist(...,
+        optimize_graph=False)``) or with ``dask.config.set({"optimization.fuse.active": False})``.
     seed : int
         Seed of the sample positions (the result does not depend on it).
 
@@ -222,7 +246,8 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
     dask.array.Array, shape (n,)
         Lazy; equal to ``numpy.sort(x, kind="stable")`` once computed.
         Its blocks' sizes are unknown until computed
-        (``compute_chunk_sizes()``): they depend on the keys.
+        (``compute_chunk_sizes()``): they depend on the keys (known for one
+        block: ``npartitions=1`` or at most one key).
 
     Raises
     ------
@@ -239,24 +264,29 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
     takes a share of the sample (ordered by key, then position) proportional
     to ``w``'s speed, so a worker with a calibrated GPU gets a wider key range.
     """
-    x = da.asarray(x)
+    if not isinstance(x, da.Array):
+        x = np.asarray(x)  # its dtype checked before dask chunks it (dask refuses object arrays its own way)
     check_sort_dtype(x.dtype, "hpu.dask.sort")
+    seed = check_int("seed", seed, 0)
+    x = da.asarray(x)
     if x.ndim != 1:
         raise ValueError(f"hpu.dask.sort sorts 1-D arrays; got shape {x.shape}")
     if any(np.isnan(c) for c in x.chunks[0]):
         raise ValueError("hpu.dask.sort needs known chunk sizes; call x.compute_chunk_sizes() first")
+    if npartitions is not None:
+        npartitions = check_int("npartitions", npartitions, 1)
     c = _client(client)
-    speeds = c.run(worker_speed, x.dtype)
-    if not speeds:
+    facts = c.run(_worker_facts, x.dtype)
+    if not facts:
         raise ValueError("the Dask cluster has no workers")
-    workers = sorted(speeds)
+    workers = sorted(facts)
+    speeds = {w: facts[w][0] for w in workers}
     n = x.shape[0]
     if npartitions is None:
-        info = c.scheduler_info()["workers"]
-        parts = default_partitions(n * x.dtype.itemsize, [info[w].get("memory_limit") for w in workers],
-                                   [info[w].get("nthreads", 1) for w in workers])
+        parts = default_partitions(n * x.dtype.itemsize, [facts[w][1] for w in workers],
+                                   [facts[w][2] for w in workers], [speeds[w] for w in workers])
     else:
-        parts = check_int("npartitions", npartitions, 1)
+        parts = npartitions
     if n <= 1 or parts == 1:
         return x.rechunk(-1).map_blocks(_sort_block, dtype=x.dtype)
     owner = [workers[j % len(workers)] for j in range(parts)]
@@ -264,17 +294,20 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
     return _sample_sort(x, parts, owner, weights / weights.sum(), seed)
 
 
-def default_partitions(nbytes: int, memory_limits: Sequence[int | None], threads: Sequence[int]) -> int:
+def default_partitions(nbytes: int, memory_limits: Sequence[int | None], threads: Sequence[int],
+                       speeds: Sequence[float] | None = None) -> int:
     """Output blocks of :func:`sort` by default: one per worker, or more where sorting that much at once would not fit
     a worker's memory.
 
     With ``W`` workers, the least memory limit ``L`` (bytes; None or 0: no
-    limit) and the most threads ``t`` of a worker, a worker sorts ``nbytes /
-    W`` of keys; one block each needs :data:`SORT_FOOTPRINT` times that at its
-    peak, which may take :data:`MEMORY_SHARE` of ``L``.  Where it does not
-    fit, each worker gets ``p >= t`` blocks of ``nbytes / (W p)`` (``t`` of
-    them sorted at once), with ``p = ceil(t SORT_FOOTPRINT nbytes / (W
-    MEMORY_SHARE L))``: ``W p`` blocks in all.
+    limit), the most threads ``t`` of a worker and the largest share ``s``
+    of the keys a worker sorts (its speed over the sum of the speeds:
+    ``1 / W`` for equal ones), a worker sorts up to ``s nbytes`` of keys; one
+    block each needs :data:`SORT_FOOTPRINT` times that at its peak, which
+    may take :data:`MEMORY_SHARE` of ``L``.  Where it does not fit, each
+    worker gets ``p >= t`` blocks, its share in ``p`` (``t`` of them sorted
+    at once), with ``p = ceil(t SORT_FOOTPRINT s nbytes / (MEMORY_SHARE L))``:
+    ``W p`` blocks in all.
 
     Parameters
     ----------
@@ -284,6 +317,9 @@ def default_partitions(nbytes: int, memory_limits: Sequence[int | None], threads
         Each worker's memory limit in bytes (Dask's ``memory_limit``).
     threads : sequence of int
         Each worker's threads.
+    speeds : sequence of float, optional
+        Each worker's keys per second (:func:`worker_speed`), which
+        :func:`sort` weights the key ranges by; default equal.
 
     Returns
     -------
@@ -295,7 +331,8 @@ def default_partitions(nbytes: int, memory_limits: Sequence[int | None], threads
     if not limits:
         return w
     budget = MEMORY_SHARE * min(limits)
-    per_worker = nbytes / w
+    share = 1.0 / w if not speeds or sum(speeds) <= 0 else max(speeds) / sum(speeds)
+    per_worker = nbytes * share
     if SORT_FOOTPRINT * per_worker <= budget:
         return w
     t = max([int(k) for k in threads] + [1])
@@ -484,9 +521,12 @@ def tabu_search_many(problem: Any, seeds: Sequence[Any], *, client: distributed.
     ValueError
         No client or no workers; both before any task runs.
     """
-    c = _ready_client(client, "tabu_search_many", problem, list(seeds), kw)
-    shared = c.scatter(problem, broadcast=True)  # sent once, not with every task
-    return c.gather(c.map(_one_search, list(seeds), problem=shared, kw=kw, key="hpu-tabu-search", pure=False))
+    seeds = list(seeds)  # once: an iterator gives its seeds once
+    c = _ready_client(client, "tabu_search_many", problem, seeds, kw)
+    # Sent once, not with every task; under a key of its own (a key from the contents is the previous call's, which
+    # the scheduler may be dropping just then: "lost dependencies").
+    shared = c.scatter(problem, broadcast=True, hash=False)
+    return c.gather(c.map(_one_search, seeds, problem=shared, kw=kw, key="hpu-tabu-search", pure=False))
 
 
 def _ready_client(client: distributed.Client | None, what: str, *sent: Any) -> distributed.Client:
@@ -500,7 +540,7 @@ def _ready_client(client: distributed.Client | None, what: str, *sent: Any) -> d
         raise TypeError(f"{what} sends the problem and arguments to the workers, but they cannot be pickled: {e}") \
             from e
     c = _client(client)
-    if not c.scheduler_info().get("workers"):
+    if not c.nthreads():
         raise ValueError("the Dask cluster has no workers")
     return c
 
@@ -569,10 +609,10 @@ def hybrid_ea_islands(problem: Any, *, islands: int | None = None, epochs: int =
         what :func:`hpu.tabu.hybrid_ea` raises.
     """
     c = _ready_client(client, "hybrid_ea_islands", problem, seed, kw)
-    k = len(c.scheduler_info()["workers"]) if islands is None else check_int("islands", islands, 1)
+    k = len(c.nthreads()) if islands is None else check_int("islands", islands, 1)
     epochs = check_int("epochs", epochs, 1)
     migrants = check_int("migrants", migrants, 0, kw.get("population", _EA_POPULATION), " (the population)")
-    shared = c.scatter(problem, broadcast=True)  # sent once, not with every epoch's tasks
+    shared = c.scatter(problem, broadcast=True, hash=False)  # sent once (see tabu_search_many)
 
     def mapper(fn: Callable[..., Any], *args: list) -> list:
         return c.gather(c.map(fn, *args, key="hpu-island-epoch", pure=False))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+import types
 
 import numpy as np
 import pytest
@@ -217,16 +218,17 @@ def test_default_partitions_fit_the_memory_limit(workers, threads):
 def test_memory_limits_set_the_default_blocks(client, monkeypatch):
     """Workers whose memory limit is too small for one block each get more, smaller blocks; the result is right."""
     a = np.random.default_rng(5).random(300_000)
-    real = client.scheduler_info
+    real = client.run
 
-    def small_limits(*args, **kw):
-        info = real(*args, **kw)
-        for w in info["workers"].values():
-            w["memory_limit"] = 2_000_000
-        return info
+    def small_limits(fn, *args, **kw):  # what the workers report of themselves, with 2 MB limits
+        out = real(fn, *args, **kw)
+        if fn is hpu.dask._worker_facts:
+            out = {w: (speed, 2_000_000, threads) for w, (speed, _, threads) in out.items()}
+        return out
 
-    monkeypatch.setattr(client, "scheduler_info", small_limits)
-    want = hpu.dask.default_partitions(a.nbytes, [2_000_000] * 3, [1] * 3)
+    monkeypatch.setattr(client, "run", small_limits)
+    speeds = list(client.run(hpu.dask.worker_speed, np.float64).values())
+    want = hpu.dask.default_partitions(a.nbytes, [2_000_000] * 3, [1] * 3, speeds)
     y = hpu.dask.sort(da.from_array(a, chunks=50_000), client=client)
     assert want > 3 and y.numblocks[0] == want
     assert same_bits(y.compute(), np.sort(a, kind="stable"))
@@ -242,6 +244,55 @@ def test_key_ranges_follow_worker_speeds(client):
     y.compute_chunk_sizes()
     assert abs(y.chunks[0][0] / a.size - 0.75) < 0.05
     assert same_bits(y.compute(), np.sort(a, kind="stable"))
+
+
+def test_tabu_search_many_takes_any_iterable_and_repeats(client):
+    """Seeds from an iterator (it gave no result); calls one after another with the same problem, whose data the
+    scheduler may still be dropping from the call before ("lost dependencies" under a key from the contents)."""
+    problem = _qap(8, 1)
+    kw = dict(iterations=10, tenure=3, strategy="cpu")
+    want = [r.best_value for r in hpu.dask.tabu_search_many(problem, [0, 1, 2], **kw)]
+    assert [r.best_value for r in hpu.dask.tabu_search_many(problem, iter(range(3)), **kw)] == want
+    for _ in range(10):
+        assert [r.best_value for r in hpu.dask.tabu_search_many(problem, (s for s in range(3)), **kw)] == want
+
+
+def test_default_partitions_size_the_fastest_worker_s_share():
+    """A worker with 9 of 10 parts of the speed sorts 9/10 of the keys: its blocks must fit, not those of an equal
+    share (they were twice the memory budget)."""
+    limit, foot = 4_000_000, hpu.dask.SORT_FOOTPRINT
+    nbytes = int(hpu.dask.MEMORY_SHARE * limit / foot * 1.5)  # an equal half fits; 9/10 does not
+    assert hpu.dask.default_partitions(nbytes, [limit] * 2, [1] * 2) == 2
+    got = hpu.dask.default_partitions(nbytes, [limit] * 2, [1] * 2, [9.0, 1.0])
+    assert got > 2 and foot * nbytes * 0.9 / (got // 2) <= hpu.dask.MEMORY_SHARE * limit
+
+
+def test_the_plugin_restores_the_default_runtime_and_counts_only_workers_it_set_up():
+    """In-process workers: the process's default runtime comes back when they go, and a plugin whose set-up failed
+    (distributed tears it down all the same) does not close the runtime of a later cluster's workers."""
+    mine = hpu.Runtime("none", threads=1)
+    before = hpu.set_default_runtime(mine)
+    try:
+        failed = hpu.dask.HpuPlugin(device="no-such-device")
+        worker = types.SimpleNamespace(address="inproc://failed", state=types.SimpleNamespace(nthreads=1))
+        with pytest.raises(ValueError, match="no-such-device"):
+            failed.setup(worker)
+        failed.teardown(worker)  # as distributed does after a failed set-up
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cl, \
+                Client(cl) as c:
+            hpu.dask.register(c, device="none")
+            shared = hpu.default_runtime()
+            assert shared is not mine
+            first = next(iter(cl.workers.values()))
+            first.plugins["hpu"].teardown(first)  # one worker gone, as when it is retired
+            assert not shared.closed  # the other still uses it
+            a = np.random.default_rng(2).random(10_000)
+            assert same_bits(hpu.dask.sort(da.from_array(a, chunks=1000), npartitions=3, client=c).compute(),
+                             np.sort(a, kind="stable"))
+        assert shared.closed and hpu.default_runtime() is mine and not mine.closed
+    finally:
+        hpu.set_default_runtime(before)
+        mine.close()
 
 
 def test_tabu_search_many_equals_one_by_one(client):
@@ -300,6 +351,11 @@ def test_bad_input_is_refused_before_any_task(client):
         hpu.dask.sort(x[x > 3])
     with pytest.raises(ValueError, match="npartitions"):
         hpu.dask.sort(da.arange(10), npartitions=0)
+    with pytest.raises(ValueError, match="seed"):  # raised on the workers at compute time before
+        hpu.dask.sort(da.arange(10), seed=-1)
+    for objects in (np.array([3, 1, 2], dtype=object), [1.0, None]):  # dask's NotImplementedError before
+        with pytest.raises(TypeError, match="unsupported dtype"):
+            hpu.dask.sort(objects)
     problem = _qap(6, 0)
     problem.unpicklable = lambda: None
     with pytest.raises(TypeError, match="pickled"):

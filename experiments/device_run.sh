@@ -7,7 +7,8 @@
 #                                            sort-tests | rows | rows-kv | two-gpu | multi-device | pipeline-tasks |
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
-#                                            pause | steady | keyrange-tests | ring | rows-share-trace | large)
+#                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
+#                                            review-tests)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -84,6 +85,8 @@
 #        a program's calls, or bench_mergesort's and bench_argsort's rounds with numpy), medians of 15.
 # steady: bench_mergesort (2^24 int32: gpu, gpu+pinned, auto) and bench_argsort (2^24 int32: argsort, kv, rows) with
 #         each call after an idle pause (their default) and back to back (--back-to-back), with the profile.
+# review-tests: tests/test_hostmem.py, test_faults.py, test_keyrange.py, test_exchange.py, test_model.py and
+#               test_rowsort.py on the GPU (the files of the last review's fixes).
 # sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
 #             merge and radix).
 set -euo pipefail
@@ -370,6 +373,11 @@ for stage in "$@"; do
     keyrange-tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_keyrange.py tests/test_cpusort.py \
             tests/test_hostmem.py 2>&1 | tail -3 | tee "$OUT/tests_keyrange.log"
+        ;;
+    review-tests)  # the test files of the last review's fixes on the GPU
+        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_hostmem.py tests/test_faults.py \
+            tests/test_keyrange.py tests/test_exchange.py tests/test_model.py tests/test_rowsort.py 2>&1 \
+            | tail -3 | tee "$OUT/tests_review.log"
         ;;
     sort-tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py tests/test_argsort.py \

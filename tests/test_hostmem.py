@@ -165,24 +165,25 @@ def test_a_result_freed_by_the_garbage_collector_inside_the_pool_does_not_deadlo
     class Holder:
         pass
 
+    threshold = gc.get_threshold()
+
     def churn():
-        threshold = gc.get_threshold()
-        try:
-            for t in range(1, 200):
-                gc.collect()
-                h = Holder()
-                h.me, h.arr = h, pool.empty(n, np.float32)
-                del h
-                gc.set_threshold(t)  # a collection within the next t allocations: inside empty() for some t
-                a = pool.empty(n, np.float32)
-                del a
-                gc.set_threshold(*threshold)
-        finally:
+        for t in range(1, 200):
+            gc.collect()
+            h = Holder()
+            h.me, h.arr = h, pool.empty(n, np.float32)
+            del h
+            gc.set_threshold(t)  # a collection within the next t allocations: inside empty() for some t
+            a = pool.empty(n, np.float32)
+            del a
             gc.set_threshold(*threshold)
 
     worker = threading.Thread(target=churn, daemon=True)
-    worker.start()
-    worker.join(timeout=60)
+    try:
+        worker.start()
+        worker.join(timeout=60)
+    finally:
+        gc.set_threshold(*threshold)  # also if the thread hangs (with a low threshold set)
     assert not worker.is_alive(), "the pool deadlocked on a block released by the garbage collector"
     gc.collect()
     held = pool.total_bytes

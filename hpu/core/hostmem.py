@@ -129,8 +129,7 @@ class HostArrayPool:
         self._leased_pinned: set[_Block] = set()
         self._total = 0
         self._lock = threading.Lock()
-        self._owner: int | None = None  # the thread holding _lock
-        self._returned: collections.deque[_Block] = collections.deque()  # released while the owner held _lock
+        self._returned: collections.deque[_Block] = collections.deque()  # released blocks not yet taken back
         self._closed = False
 
     @property
@@ -255,23 +254,31 @@ class HostArrayPool:
 
     @contextlib.contextmanager
     def _held(self) -> Iterator[None]:
-        """Hold the pool's lock; blocks released meanwhile by this thread are taken back before it is let go."""
+        """Hold the pool's lock; blocks released meanwhile (by any thread) are taken back before and after."""
         with self._lock:
-            self._owner = threading.get_ident()
-            try:
-                self._take_back()
-                yield
-                self._take_back()
-            finally:
-                self._owner = None
+            self._take_back()
+            yield
+            self._take_back()
+        self._drain()
 
     def _release(self, block: _Block) -> None:
-        """Give ``block`` back (from :class:`_Lease`'s ``__del__``, which the garbage collector may run on a thread
-        that holds the pool's lock, inside :meth:`empty`: the block then waits until that thread lets it go)."""
+        """Give ``block`` back (from :class:`_Lease`'s ``__del__``).
+
+        Never waits for the lock: the garbage collector may run ``__del__`` on
+        a thread that holds it (inside :meth:`empty`).  The block is queued;
+        whoever holds the lock, this thread or another, takes it back as it
+        lets the lock go.
+        """
         self._returned.append(block)
-        if self._owner != threading.get_ident():
-            with self._held():
-                pass
+        self._drain()
+
+    def _drain(self) -> None:
+        """Take back the queued blocks if the lock is free (else its holder does, after letting it go)."""
+        while self._returned and self._lock.acquire(blocking=False):
+            try:
+                self._take_back()
+            finally:
+                self._lock.release()
 
     def _take_back(self) -> None:
         """Put the released blocks back (free, or freed once the pool is closed); under the lock."""

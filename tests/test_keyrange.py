@@ -186,6 +186,8 @@ def test_bad_shares_are_refused(fresh):
         hpu.hybrid_mergesort(a, shares=(0.5, 0.25, 0.25), runtime=fresh)
     with pytest.raises(ValueError, match="keyrange"):
         hpu.hybrid_mergesort(a, shares=(0.5, 0.5), strategy="gpu", runtime=fresh)
+    with pytest.raises(ValueError, match="not both"):  # shares silently overrode alpha, or alpha shares
+        hpu.hybrid_mergesort(a, shares=(0.5, 0.5), alpha=0.3, strategy="keyrange", runtime=fresh)
     with pytest.raises(ValueError, match="fast-mode"):
         hpu.hybrid_mergesort(a, strategy="keyrange", mode="paper", runtime=fresh)
     for n in (0, 1, 1000):  # on every path, the shortest included

@@ -131,7 +131,7 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         summing to 1 (the CPU's 0 for ``"exchange"``); default: the model's
         (:func:`hpu.sorting.costs.keyrange_split`,
         :func:`~hpu.sorting.costs.exchange_split`), or ``alpha`` for the CPU
-        and the rest divided as the model divides it.
+        and the rest divided as the model divides it (not with ``alpha``).
 
     Returns
     -------
@@ -165,6 +165,8 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     check_strategy(strategy, SORT_STRATEGIES)
     if shares is not None:
+        if alpha is not None:
+            raise ValueError("give alpha (the CPU's share) or shares (every unit's), not both")
         if strategy not in ("auto", "keyrange", "exchange"):
             raise ValueError(f"shares go with strategy='keyrange' or 'exchange', not {strategy!r}")
         strategy = "keyrange" if strategy == "auto" else strategy

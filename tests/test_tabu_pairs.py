@@ -147,3 +147,25 @@ def test_all_pairs_are_each_moves_pair(n):
     np.testing.assert_array_equal(i, ri)
     np.testing.assert_array_equal(j, rj)
     assert not i.flags.writeable and not j.flags.writeable and all_pairs(n)[0] is i  # cached, read-only
+
+
+def test_indices_that_are_not_integers_are_refused():
+    """A float index was truncated (2.9 taken as move 2) and a bool taken as 0 or 1."""
+    from hpu.tabu import PPP
+    from hpu.tabu.hamming import subset_from_index, subset_index
+
+    for bad in (1.7, True, np.array([0.5, 1.0]), [True, False]):
+        with pytest.raises(TypeError, match="integers"):
+            pair_from_index(5, bad)
+        with pytest.raises(TypeError, match="integers"):
+            subset_from_index(6, 2, bad)
+    with pytest.raises(TypeError, match="integers"):
+        pair_index(5, 0.5, 1.9)
+    with pytest.raises(TypeError, match="integers"):
+        subset_index(6, 0, 2.5)
+    ppp = PPP(np.ones((3, 5), dtype=np.int64), np.ones(3, dtype=np.int64))
+    with pytest.raises(TypeError, match="integers"):
+        ppp.move(2.9)
+    i, j = pair_from_index(5, np.array([0, 9], dtype=np.uint16))  # integers of any width still work
+    assert i.tolist() == [0, 3] and j.tolist() == [1, 4]
+    assert pair_index(5, np.int32(0), 1) == 0 and subset_from_index(6, 2, np.uint8(0)) == (0, 1)

@@ -384,8 +384,10 @@ def test_bad_arguments_and_solutions():
         PFSP.taillard("ta001", tabu_attribute="job")
     with pytest.raises(ValueError, match="time seed"):
         taillard_processing_times(0, 5, 5)
-    with pytest.raises(ValueError, match="jobs and machines"):
+    with pytest.raises(ValueError, match="jobs must be an integer"):
         taillard_processing_times(1, 0, 5)
+    with pytest.raises(ValueError, match="jobs must be an integer"):  # 3.5 jobs were 3
+        taillard_processing_times(1, 3.5, 3)
     q = PFSP(np.ones((2, 4), dtype=int))
     for bad, message in [([0, 1, 1, 3], "not a permutation of the jobs 0..3"),
                          ([0, 1, 2], r"got shape \(3,\)"),

@@ -148,6 +148,38 @@ def test_stop_at_target():
     assert unreachable.stop == "iterations" and unreachable.iterations == 50
 
 
+def test_stops_past_the_int_ranges_agree_on_every_path(rt):
+    """A target beyond int64 or a max_no_improve beyond int32 is valid; the device's resident blocks took them as
+    C integers and raised OverflowError where the host loop ran."""
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    runs = [dict(strategy="cpu", cpu_chunks=1), dict(strategy="gpu", transfer_level=0, block_iterations=1),
+            dict(strategy="gpu", transfer_level=0, block_iterations=4)]
+    for stops, stop in [(dict(target=2**63), "target"), (dict(target=-2**63 - 1), "iterations"),
+                        (dict(max_no_improve=2**31), "iterations")]:
+        results = [tabu_search(q, iterations=8, tenure=3, seed=0, runtime=rt, **stops, **kw) for kw in runs]
+        assert {r.stop for r in results} == {stop}, stops
+        assert len({r.iterations for r in results}) == 1 and len({r.best_value for r in results}) == 1
+
+
+def test_a_cpu_search_leaves_the_device_alone(fresh, monkeypatch, tmp_path):
+    """strategy="cpu" chooses its CPU ranges from the CPU's costs: the device is not calibrated (a device failure
+    there made a CPU search raise, and PoCL's compiler aborts on some kernels), and nothing half-measured is saved."""
+    tabu_calibrate = importlib.import_module("hpu.tabu.calibrate")  # hpu.tabu.calibrate is also the function
+
+    def no_device(*args, **kw):
+        raise AssertionError("the device was measured")
+
+    monkeypatch.setattr(tabu_calibrate, "_measure_device", no_device)
+    monkeypatch.setenv("HPU_PROFILE_DIR", str(tmp_path))
+    q = QAP.from_qaplib(DATA / "tai12a.dat")
+    res = tabu_search(q, iterations=20, tenure=5, seed=3, strategy="cpu", runtime=fresh, on_device_error="raise")
+    ref = tabu_search(q, iterations=20, tenure=5, seed=3, strategy="cpu", cpu_chunks=1, runtime=fresh)
+    assert res.split.alpha == 1.0 and np.array_equal(res.moves, ref.moves)
+    assert not costs_path(q, fresh).exists()
+    with pytest.raises(ValueError, match="units"):
+        calibrate(q, fresh, units="gpu")
+
+
 def test_initial_solution_and_input_untouched():
     q = QAP.from_qaplib(DATA / "tai12a.dat")
     start = q.read_solution(DATA / "tai12a.sln").permutation
@@ -348,8 +380,15 @@ def test_forced_choices_and_errors():
         plan_split(1000, None, strategy="hybrid", work_group_size=64)
     with pytest.raises(ValueError, match="needs an OpenCL device"):
         plan_split(1000, None, strategy="gpu", transfer_level=1)
-    with pytest.raises(ValueError, match="transfer_level must be >= 0"):
+    with pytest.raises(ValueError, match="transfer_level must be an integer >= 0"):
         plan_split(1000, c, transfer_level=-2)
+    for bad in (dict(transfer_level=1.9), dict(transfer_level="3"), dict(cpu_chunks=2.7), dict(cpu_chunks=True)):
+        with pytest.raises(ValueError, match="must be an integer"):  # truncated or converted before
+            plan_split(1000, c, **bad)
+    with pytest.raises(ValueError, match="num_moves must be an integer"):
+        plan_split(10.9, c)
+    with pytest.raises(TypeError, match="alpha must be a real number"):
+        plan_split(1000, c, alpha="0.5")
     assert list(transfer_levels(1000, 128)) == [0, 1, 2, 3]
     assert list(transfer_levels(128, 128)) == [0] and list(transfer_levels(0, 128)) == []
 

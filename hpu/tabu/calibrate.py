@@ -271,8 +271,9 @@ def _measure_hybrid(ev: Evaluator, costs: TabuCosts, passes: _Passes, threads: i
     return o, omega, omega_p, raw
 
 
-def _measure_costs(problem: TabuProblem, runtime: Runtime) -> TabuCosts:
-    """Run every measurement of the module docstring on a random solution of ``problem``."""
+def _measure_costs(problem: TabuProblem, runtime: Runtime, device: bool = True) -> TabuCosts:
+    """Run every measurement of the module docstring on a random solution of ``problem`` (the CPU's alone without
+    ``device``)."""
     state = problem.state(problem.random_solution(np.random.default_rng(0)))
     N = problem.num_moves
     with Evaluator(state, runtime, cpu_moves=N, on_device_error="raise") as ev:
@@ -286,7 +287,7 @@ def _measure_costs(problem: TabuProblem, runtime: Runtime) -> TabuCosts:
         costs = TabuCosts(kind=problem.kind, key=problem.cache_key, threads=runtime.threads, work_group_size=0,
                           cpu_move_seconds=c, cpu_call_seconds=c0, pool_seconds=d, cpu_parallelism=p_eff,
                           host_seconds=host, measurements=meas)
-        if not runtime.has_device:
+        if not (device and runtime.has_device):
             return costs
         fields, meas["device"] = _measure_device(ev, passes, runtime)
         costs = dataclasses.replace(costs, **fields)
@@ -361,7 +362,7 @@ def _measure_and_save(problem: TabuProblem, runtime: Runtime, path: Path) -> Tab
 
 
 def calibrate(problem: TabuProblem, runtime: Runtime | None = None, *, force: bool = False,
-              cache: bool = True) -> TabuCosts:
+              cache: bool = True, units: str = "all") -> TabuCosts:
     """Measure (or load from the cache) the costs the split model needs for ``problem``'s kind and size.
 
     Parameters
@@ -377,6 +378,11 @@ def calibrate(problem: TabuProblem, runtime: Runtime | None = None, *, force: bo
     cache : bool
         Read and write the cache file (:func:`costs_path`) and the runtime's
         copy of it; False measures anew and keeps nothing.
+    units : {"all", "cpu"}
+        ``"cpu"``: the CPU's costs only, for a search that leaves the device
+        alone (``strategy="cpu"``): the cached costs where the file holds
+        them, else the CPU measured alone, kept by the runtime but not saved
+        (the file holds every unit's); the device is not touched.
 
     Returns
     -------
@@ -389,6 +395,8 @@ def calibrate(problem: TabuProblem, runtime: Runtime | None = None, *, force: bo
     ------
     hpu.DeviceFailure
         The device failed during the measurements (the runtime is told).
+    ValueError
+        An unknown ``units``.
 
     Notes
     -----
@@ -400,8 +408,12 @@ def calibrate(problem: TabuProblem, runtime: Runtime | None = None, *, force: bo
     its result; what other threads run on the runtime meanwhile slows the
     measured units down, so calibrate before a concurrent workload.
     """
+    if units not in ("all", "cpu"):
+        raise ValueError(f"units must be 'all' or 'cpu', got {units!r}")
     rt = resolve_runtime(runtime)
     with rt.call():
+        if units == "cpu" and rt.has_device:
+            return _cpu_costs(problem, rt, cache and not force)
         if not cache:
             return _measure_costs(problem, rt)
         path = costs_path(problem, rt)
@@ -412,3 +424,19 @@ def calibrate(problem: TabuProblem, runtime: Runtime | None = None, *, force: bo
             rt.resources.get(key, lambda: costs, TabuCosts)
             return costs
         return rt.resources.get(key, lambda: _load_or_measure(problem, rt, path), TabuCosts)
+
+
+def _cpu_costs(problem: TabuProblem, rt: Runtime, cached: bool) -> TabuCosts:
+    """:func:`calibrate`'s ``units="cpu"`` on a runtime with a device."""
+    def measure() -> TabuCosts:
+        return _measure_costs(problem, rt, device=False)
+
+    if not cached:
+        return measure()
+    path = costs_path(problem, rt)
+    if path.exists():
+        try:
+            return rt.resources.get(("tabu", "costs", str(path)), lambda: TabuCosts.load(path), TabuCosts)
+        except ProfileError as e:
+            log.warning("ignoring the cached tabu costs: %s", e)
+    return rt.resources.get(("tabu", "cpu costs", str(path)), measure, TabuCosts)

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from .pairs import pair_block
+from .pairs import index_array, pair_block
 
 __all__ = ["num_subsets", "subset_index", "subset_from_index", "subset_block"]
 
@@ -97,11 +97,11 @@ def subset_index(n: int, *elements) -> np.ndarray | int:
     """
     n, k = _check(n, len(elements))
     if all(np.ndim(e) == 0 for e in elements):
-        c = [int(e) for e in elements]
+        c = [int(v) for v in index_array("positions", elements)]
         if c[0] < 0 or c[-1] >= n or any(a >= b for a, b in zip(c, c[1:])):
             raise ValueError(f"positions must satisfy 0 <= c_1 < ... < c_k < n = {n}, got {tuple(c)}")
         return math.comb(n, k) - 1 - sum(math.comb(n - 1 - ct, k - t) for t, ct in enumerate(c))
-    c = np.broadcast_arrays(*(np.asarray(e, dtype=np.int64) for e in elements))
+    c = np.broadcast_arrays(*(index_array("positions", e) for e in elements))
     bad = (c[0] < 0) | (c[-1] >= n)
     for a, b in zip(c, c[1:]):
         bad |= a >= b
@@ -179,7 +179,7 @@ def subset_from_index(n: int, k: int, index) -> tuple:
             rest -= math.comb(a, k - t)
             out.append(n - 1 - a)
         return tuple(out)
-    idx = np.asarray(index, dtype=np.int64)
+    idx = index_array("index", index)
     if np.any(idx < 0) or np.any(idx >= total):
         raise ValueError(f"move index out of range [0, {total}) for n = {n}, k = {k}")
     rest, out = total - 1 - idx, []

@@ -17,9 +17,11 @@ from __future__ import annotations
 import functools
 import math
 
+from typing import Any
+
 import numpy as np
 
-__all__ = ["num_pairs", "pair_index", "pair_from_index", "pair_block", "all_pairs", "packed_pairs"]
+__all__ = ["index_array", "num_pairs", "pair_index", "pair_from_index", "pair_block", "all_pairs", "packed_pairs"]
 
 
 def _check_n(n: int) -> int:
@@ -41,6 +43,20 @@ def num_pairs(n: int) -> int:
     """
     n = _check_n(n)
     return n * (n - 1) // 2
+
+
+def index_array(name: str, value: Any) -> np.ndarray:
+    """``value``, integers (Python or numpy, any shape, not bools), as int64.
+
+    Raises
+    ------
+    TypeError
+        Other values: a float was truncated to an index, a bool taken as one.
+    """
+    a = np.asarray(value)
+    if a.dtype.kind not in "iu" and a.size:
+        raise TypeError(f"{name} must be integers, got {a.dtype} {value!r:.60}")
+    return a.astype(np.int64)
 
 
 def pair_index(n: int, i, j) -> np.ndarray | int:
@@ -67,8 +83,7 @@ def pair_index(n: int, i, j) -> np.ndarray | int:
     """
     n = _check_n(n)
     scalar = np.ndim(i) == 0 and np.ndim(j) == 0
-    ii = np.asarray(i, dtype=np.int64)
-    jj = np.asarray(j, dtype=np.int64)
+    ii, jj = index_array("i", i), index_array("j", j)
     if np.any(ii < 0) or np.any(ii >= jj) or np.any(jj >= n):
         raise ValueError(f"pairs must satisfy 0 <= i < j < n = {n}")
     out = ii * (n - 1) - ii * (ii + 1) // 2 + jj - 1
@@ -111,7 +126,7 @@ def pair_from_index(n: int, index) -> tuple:
         q = (math.isqrt(8 * (total - 1 - idx) + 1) - 1) // 2  # exact integer square root
         i = n - 2 - q
         return i, idx - (i * (n - 1) - i * (i + 1) // 2) + 1
-    idx = np.asarray(index, dtype=np.int64)
+    idx = index_array("index", index)
     if np.any(idx < 0) or np.any(idx >= total):
         raise ValueError(f"move index out of range [0, {total}) for n = {n}")
     k = total - 1 - idx

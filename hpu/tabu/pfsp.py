@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.util import check_int
 from .pairs import pair_block, pair_from_index
 from .problem import NeighbourhoodState, TabuProblem
 
@@ -101,11 +102,8 @@ def taillard_processing_times(time_seed: int, jobs: int, machines: int) -> np.nd
     ValueError
         If the seed or a size is out of range.
     """
-    seed, jobs, machines = int(time_seed), int(jobs), int(machines)
-    if not 1 <= seed < _LEHMER_M:
-        raise ValueError(f"PFSP: Taillard's time seed must lie in [1, 2**31 - 2], got {seed}")
-    if jobs < 1 or machines < 1:
-        raise ValueError(f"PFSP: jobs and machines must be >= 1, got {jobs} jobs, {machines} machines")
+    seed = check_int("PFSP: Taillard's time seed", time_seed, 1, _LEHMER_M)
+    jobs, machines = check_int("PFSP: jobs", jobs, 1), check_int("PFSP: machines", machines, 1)
     out = np.empty(machines * jobs, dtype=np.int64)
     for t in range(out.size):
         hi, lo = divmod(seed, 127773)

@@ -185,7 +185,8 @@ def choose_split(problem: TabuProblem, runtime: Runtime | None = None, *, strate
         if strategy == "gpu" or (alpha is not None and alpha < 1):
             runtime.require_device()
         if costs is None and _needs_costs(strategy, alpha, transfer_level, cpu_chunks, runtime):
-            costs = calibrate(problem, runtime)
+            cpu_alone = strategy == "cpu" or (alpha is not None and alpha >= 1)  # the device is left alone
+            costs = calibrate(problem, runtime, units="cpu" if cpu_alone else "all")
         device = runtime.device  # read once: another thread's failure may take it away
         return plan_split(problem.num_moves, costs, strategy=strategy, alpha=alpha, transfer_level=transfer_level,
                           cpu_chunks=1 if cpu_chunks is None and runtime.threads == 1 else cpu_chunks,
@@ -224,10 +225,12 @@ def check_stops(problem: TabuProblem, iterations: Any, tenure: Any, time_limit: 
         raise ValueError("iterations + tenure must be < 2**31 (the tabu status is int32)")
     if time_limit is not None and not time_limit > 0:
         raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
-    if max_no_improve is not None:
-        max_no_improve = check_int("max_no_improve", max_no_improve, 1)
+    if max_no_improve is not None:  # past the iterations it never stops a search: the same in int32
+        max_no_improve = min(check_int("max_no_improve", max_no_improve, 1), iterations + 1)
     if target is not None and (isinstance(target, bool) or not isinstance(target, (int, np.integer))):
         raise ValueError(f"target must be an integer objective value, got {target!r}")
+    if target is not None:  # int64 objectives: below their range never reached, above it reached by any
+        target = None if target < -2**63 else min(int(target), 2**63 - 2)  # 2**63 - 1: the device's "no best"
     return Stops(iterations, tenure, time_limit, max_no_improve, target)
 
 

@@ -74,6 +74,8 @@ from typing import Any
 import numpy as np
 
 from ..core.costs import ProfileError, read_versioned, write_versioned
+from ..core.hybrid import check_split
+from ..core.util import check_int
 
 __all__ = ["TabuCosts", "TabuSplit", "plan_split", "transfer_levels", "STRATEGIES", "SIMPLER_MARGIN", "BLOCK_OVERHEAD",
            "MAX_BLOCK_ITERATIONS"]
@@ -471,19 +473,12 @@ def plan_split(
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    N = int(num_moves)
-    if N < 1:
-        raise ValueError(f"num_moves must be >= 1, got {num_moves}")
-    if alpha is not None:
-        if strategy != "hybrid":
-            raise ValueError(f"alpha can only be forced with strategy='hybrid', not {strategy!r}")
-        alpha = float(alpha)
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
-    if transfer_level is not None and int(transfer_level) < 0:
-        raise ValueError(f"transfer_level must be >= 0, got {transfer_level}")
-    if cpu_chunks is not None and int(cpu_chunks) < 1:
-        raise ValueError(f"cpu_chunks must be >= 1, got {cpu_chunks}")
+    N = check_int("num_moves", num_moves, 1)
+    alpha, transfer_level = check_split(alpha, transfer_level)  # a real alpha in [0, 1], an integer level >= 0
+    if alpha is not None and strategy != "hybrid":
+        raise ValueError(f"alpha can only be forced with strategy='hybrid', not {strategy!r}")
+    if cpu_chunks is not None:
+        cpu_chunks = check_int("cpu_chunks", cpu_chunks, 1)
     if costs is not None:
         threads, work_group_size = costs.threads, costs.work_group_size
         has_device = costs.has_device if has_device is None else has_device and costs.has_device

@@ -26,17 +26,29 @@ def _devices(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sort(args: argparse.Namespace) -> int:
+def _open(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[np.ndarray, str, Runtime]:
+    """The keys, their description and the runtime of ``hpu sort``; a user's mistake (a missing file, an unknown
+    device, a bad profile or thread count) ends with argparse's usage message and status 2, not a traceback (status
+    1 is a result that differs from numpy's)."""
+    try:
+        if args.input:
+            data = np.load(args.input, allow_pickle=False)
+            source = str(args.input)
+        else:
+            rng = np.random.default_rng(args.seed)
+            data = rng.integers(0, 2 * args.n, size=args.n).astype(args.dtype)
+            source = f"{args.n} uniform random {args.dtype} in [0, 2n), seed {args.seed}"
+        return data, source, Runtime(args.device, threads=args.threads, profile=args.profile)
+    except (OSError, ValueError) as e:  # ProfileError is a ValueError
+        ap.error(str(e))
+        raise  # unreachable: ap.error exits
+
+
+def _sort(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
     from .sorting.mergesort import hybrid_mergesort
 
-    if args.input:
-        data = np.load(args.input, allow_pickle=False)
-        source = str(args.input)
-    else:
-        rng = np.random.default_rng(args.seed)
-        data = rng.integers(0, 2 * args.n, size=args.n).astype(args.dtype)
-        source = f"{args.n} uniform random {args.dtype} in [0, 2n), seed {args.seed}"
-    with Runtime(args.device, threads=args.threads, profile=args.profile) as rt:
+    data, source, runtime = _open(args, ap)
+    with runtime as rt:
         print(f"device: {rt.device_name}; CPU threads: {rt.threads}; profile: {rt.profile.name}")
         print(f"input: {source}")
         kw = dict(strategy=args.strategy, mode=args.mode, runtime=rt)
@@ -56,14 +68,16 @@ def _sort(args: argparse.Namespace) -> int:
     print(f"hybrid_mergesort: {wall * 1e3:.1f} ms; numpy.sort (1 core): {t_np * 1e3:.1f} ms; "
           f"speed-up {t_np / wall:.2f}x; result {'equals' if ok else 'DIFFERS FROM'} numpy.sort(kind='stable')")
     if args.output:
-        np.save(args.output, out)
-        print(f"wrote {args.output}")
+        path = args.output if args.output.suffix == ".npy" else args.output.with_name(args.output.name + ".npy")
+        np.save(path, out)  # numpy.save adds ".npy" to a name without it
+        print(f"wrote {path}")
     if args.gantt:
         from .plots import gantt
 
+        path = args.gantt if args.gantt.suffix else args.gantt.with_suffix(".png")  # as savefig names it
         fig = gantt(trace)
-        fig.savefig(args.gantt, dpi=120, bbox_inches="tight")
-        print(f"wrote {args.gantt}")
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        print(f"wrote {path}")
     return 0 if ok else 1
 
 
@@ -97,4 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     if args.command == "sort" and args.n is not None and args.n < 1:
         ap.error("--n must be >= 1")
-    return {"devices": _devices, "sort": _sort}[args.command](args)
+    if args.command == "sort":
+        return _sort(args, sp)
+    return _devices(args)

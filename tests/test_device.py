@@ -58,6 +58,24 @@ def test_runtime_profile_forms(tmp_path):
         assert rt.profile.g == 1200
     with pytest.raises(hpu.ProfileError):
         Runtime("none", profile=tmp_path / "nope.json")
+    for missing in (tmp_path / "nope", "profiles/h100.profile"):  # a path, not a shipped name
+        with pytest.raises(hpu.ProfileError, match="profile file not found"):
+            Runtime("none", profile=missing)
+
+
+def test_a_cached_profile_of_another_thread_count_is_used_with_a_warning(tmp_path, monkeypatch, caplog):
+    """The CPU's costs depend on the threads calibrated: a runtime with other threads says so."""
+    import hpu.core.runtime as core_runtime
+
+    path = hpu.Profile(p=1, g=1, gamma=1, provenance={"threads": 1}).save(tmp_path / "cached.json")
+    monkeypatch.setattr(core_runtime, "default_profile_path", lambda device: path)
+    with caplog.at_level("WARNING", logger="hpu"):
+        with Runtime("none", threads=1) as rt:
+            assert rt.profile.provenance["threads"] == 1
+        assert "threads" not in caplog.text
+        with Runtime("none", threads=2) as rt:
+            assert rt.profile.p == 1
+    assert "calibrated with 1 CPU threads, this runtime has 2" in caplog.text
 
 
 def test_programs_are_built_once(runtime):

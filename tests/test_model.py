@@ -319,6 +319,22 @@ def test_fast_cost_interpolates_the_measured_curve():
     assert fast_cost(prof, "transfer", 2.0**20, itemsize=8) == pytest.approx(2 * fast_cost(prof, "transfer", 2.0**20))
 
 
+def test_cost_curves_never_predict_a_larger_input_cheaper():
+    """A noisy measurement (a quick calibration's transfer: 1.17, 1.97, 1.29, 2.35 ms at 2^14 ... 2^20) is raised to
+    the largest time at a smaller size, so the cost never falls as n grows; the stored measurements stay as they
+    were."""
+    from hpu.core.costs import CostCurves
+
+    sizes = [1 << 14, 1 << 16, 1 << 18, 1 << 20]
+    measured = [1.167e-3, 1.974e-3, 1.293e-3, 2.352e-3]
+    curves = CostCurves(sizes, {"transfer": measured})
+    n = np.unique(np.geomspace(1, 1 << 24, 400).astype(np.int64))
+    cost = curves.cost("transfer", n)
+    assert np.all(np.diff(cost) >= 0)
+    assert curves.cost("transfer", 1 << 18) == pytest.approx(1.974e-3)  # the larger time before it
+    assert curves.cost("transfer", 1 << 20) == pytest.approx(2.352e-3) and curves.to_dict()["transfer"] == measured
+
+
 def test_cost_curves_grow_at_least_linearly_beyond_the_largest_size():
     """A last segment still paying fixed costs (time doubling slower than n) is not extrapolated at its slope:
     above the largest measured size the time grows at least in proportion to n; a steeper slope is kept."""

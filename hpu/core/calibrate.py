@@ -138,7 +138,8 @@ def fit_plateau(threads: np.ndarray, speedup: np.ndarray) -> dict:
     Returns
     -------
     dict
-        ``p`` (effective cores, >= 1), ``efficiency`` ``e``, ``residuals``.
+        ``p`` (effective cores, at least 1 and at most the most threads measured), ``efficiency`` ``e``,
+        ``residuals``.
     """
     k = np.asarray(threads, dtype=float)
     s = np.asarray(speedup, dtype=float)
@@ -153,7 +154,8 @@ def fit_plateau(threads: np.ndarray, speedup: np.ndarray) -> dict:
     lower, upper = [1e-3, 0.5], [2.0, 4 * k.max()]
     start = [1.0, float(np.clip(s.max(), lower[1], upper[1]))]  # a noisy timing can put s.max() out of bounds
     r = optimize.least_squares(lambda q: model(q) - s, start, loss="soft_l1", f_scale=0.2, bounds=(lower, upper))
-    return {"p": max(1.0, float(r.x[1])), "efficiency": float(r.x[0]), "residuals": (model(r.x) - s).tolist()}
+    p = float(np.clip(r.x[1], 1.0, k.max()))  # no more effective cores than threads measured (noise is superlinear)
+    return {"p": p, "efficiency": float(r.x[0]), "residuals": (model(r.x) - s).tolist()}
 
 
 def fit_affine(nbytes: np.ndarray, seconds: np.ndarray) -> dict:

@@ -155,8 +155,11 @@ class CostCurves:
 
         Interpolated linearly in ``log2 n``-``log2 t`` between the measured
         sizes and extrapolated with the end segments' slopes, scaled by
-        ``itemsize / self.itemsize``.  Below the smallest size the slope is
-        at least 0 (never decreasing); above the largest at least 1: every
+        ``itemsize / self.itemsize``.  The measured times are first raised
+        to the largest at a smaller size (a noisy measurement would predict
+        a larger input cheaper: a quick calibration's transfer curve fell by
+        a third from 2^16 to 2^18 keys), so the curve never decreases.
+        Below the smallest size the slope is at least 0; above the largest at least 1: every
         step touches each element, so past its fixed costs its time grows at
         least linearly, where a last segment still paying them rises slower
         (on the H100 machine the transfer curve's last slope, 2^24 to 2^26,
@@ -176,7 +179,7 @@ class CostCurves:
         if np.isnan(np.asarray(n, dtype=float)).any():
             raise ValueError("cost of NaN elements")
         xs = np.log2(np.asarray(self.sizes, dtype=float))
-        ys = np.log2(np.asarray(self.seconds[name], dtype=float))
+        ys = np.log2(np.maximum.accumulate(np.asarray(self.seconds[name], dtype=float)))  # non-decreasing
         nn = np.asarray(n, dtype=float)
         x = np.log2(np.maximum(nn, 1.0))
         y = np.interp(x, xs, ys)

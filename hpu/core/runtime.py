@@ -677,13 +677,22 @@ class Runtime:
             p = Path(profile)
             if p.suffix == ".json" or p.exists():
                 return Profile.load(p)
+            if p.suffix or len(p.parts) > 1:  # a path, not a shipped name
+                raise ProfileError(f"profile file not found: {profile}")
             return reference_profile(str(profile))
         path = default_profile_path(self.device)
         if path.exists():
             try:
-                return Profile.load(path)
+                cached = Profile.load(path)
             except ProfileError as e:
                 log.warning("ignoring the cached profile: %s", e)
+            else:
+                calibrated_threads = cached.provenance.get("threads")
+                if isinstance(calibrated_threads, int) and calibrated_threads != self.threads:
+                    log.warning("the cached profile of %s was calibrated with %d CPU threads, this runtime has %d: "
+                                "its CPU costs may be off (python -m hpu.calibrate --threads %d --force)",
+                                self.device_name, calibrated_threads, self.threads, self.threads)
+                return cached
         log.info("no calibrated profile for %s: workloads run on the CPU alone until `python -m hpu.calibrate` "
                  "has run", self.device_name)
         return uncalibrated_profile(self.device, self.threads)

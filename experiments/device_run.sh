@@ -86,7 +86,7 @@
 # steady: bench_mergesort (2^24 int32: gpu, gpu+pinned, auto) and bench_argsort (2^24 int32: argsort, kv, rows) with
 #         each call after an idle pause (their default) and back to back (--back-to-back), with the profile.
 # review-tests: tests/test_hostmem.py, test_faults.py, test_keyrange.py, test_exchange.py, test_model.py and
-#               test_rowsort.py on the GPU (the files of the last review's fixes).
+#               test_rowsort.py on the GPU (the files of the last review's fixes; REVIEW_TESTS names others).
 # sort-tests: tests/test_fastsort.py, tests/test_argsort.py and tests/test_rowsort.py on the GPU (both device sorts,
 #             merge and radix).
 set -euo pipefail
@@ -374,10 +374,11 @@ for stage in "$@"; do
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_keyrange.py tests/test_cpusort.py \
             tests/test_hostmem.py 2>&1 | tail -3 | tee "$OUT/tests_keyrange.log"
         ;;
-    review-tests)  # the test files of the last review's fixes on the GPU
-        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_hostmem.py tests/test_faults.py \
-            tests/test_keyrange.py tests/test_exchange.py tests/test_model.py tests/test_rowsort.py 2>&1 \
-            | tail -3 | tee "$OUT/tests_review.log"
+    review-tests)  # the test files of the last review's fixes on the GPU (REVIEW_TESTS: other files)
+        # shellcheck disable=SC2086
+        PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider ${REVIEW_TESTS:-tests/test_hostmem.py \
+            tests/test_faults.py tests/test_keyrange.py tests/test_exchange.py tests/test_model.py \
+            tests/test_rowsort.py} 2>&1 | tail -3 | tee "$OUT/tests_review.log"
         ;;
     sort-tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py tests/test_argsort.py \

@@ -33,7 +33,7 @@ import pyopencl.array as cl_array
 import pyopencl.tools as cl_tools
 
 import hpu
-from bench_common import utc_now
+from bench_common import command_line, utc_now
 from hpu.sorting.device import ALGORITHMS, DeviceSorter
 
 DTYPE = np.dtype(np.int32)
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps({
                 "benchmark": "device-resident sort, int32 uniform in [0, 2n)",
-                "date": utc_now(),
+                "date": utc_now(), "command": command_line("bench_fastsort.py", argv),
                 "device": info.name, "platform": info.platform, "device_version": info.version,
                 "driver": info.driver, "pyopencl": cl.VERSION_TEXT, "repeats": args.repeats,
                 "timing": "host wall clock between queue.finish() calls, milliseconds",

@@ -23,7 +23,7 @@ import numpy as np
 import pyopencl as cl
 
 import hpu
-from bench_common import timings, write_json
+from bench_common import command_line, timings, utc_now, write_json
 
 
 def thp_array(nbytes: int) -> np.ndarray:
@@ -76,11 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(f"# {rt.device_name}; {threads} threads; {args.mib} MiB; rates in GB/s (best of 5)")
         print(f"{'host memory':>24} {'copy in':>9} {'copy out':>9} {'h2d DMA':>9} {'d2h DMA':>9}")
+        dest = np.zeros_like(src)  # copy out: into one array already touched, whatever the source's kind
         for name, make in kinds.items():
             cin = nbytes / best(lambda: pcopy(make(), src)) / 1e9
             buf = make()
             buf[:] = 1
-            cout = nbytes / best(lambda: pcopy(np.empty_like(src) if name != "numpy fresh" else touched, buf)) / 1e9
+            cout = nbytes / best(lambda: pcopy(dest, buf)) / 1e9
             if name == "USE_HOST_PTR (THP)":
                 h2d = nbytes / best(lambda: cl.enqueue_copy(q, dev, use_buf).wait()) / 1e9
                 d2h = nbytes / best(lambda: cl.enqueue_copy(q, use_buf, dev).wait()) / 1e9
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"memory": name, "copy_in_GBps": cin, "copy_out_GBps": cout, "h2d_GBps": h2d, "d2h_GBps": d2h})
             print(f"{name:>24} {cin:9.1f} {cout:9.1f} {h2d:9.1f} {d2h:9.1f}", flush=True)
         thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-        meta = {"device": rt.device_name, "threads": threads, "bytes": nbytes,
+        meta = {"date": utc_now(), "command": command_line("bench_host_memory.py", argv),
+                "device": rt.device_name, "threads": threads, "bytes": nbytes,
                 "thp": thp.read_text().strip() if thp.exists() else "unknown"}
         print(f"# transparent huge pages: {meta['thp']}")
     if args.json:

@@ -39,8 +39,9 @@ STRATEGIES = ("cpu", "gpu", "basic", "advanced", "auto")
 SMALL_ROUNDS, SMALL_SECONDS = 49, 0.02  # at most 49 rounds, as many as numpy.sort takes to fill 20 ms
 
 
-def _cupy_baselines(a: np.ndarray, repeats: int) -> dict:
-    """cupy.sort host to host: pageable (plain numpy) and pinned host buffers; {} without cupy."""
+def _cupy_baselines(a: np.ndarray) -> dict:
+    """cupy.sort host to host, pageable (plain numpy) and pinned host buffers, and device-resident: name -> a call,
+    each warmed up (and the pinned one checked); {} without cupy.  Timed with the strategies, in the same rounds."""
     try:
         import cupy as cp
     except Exception:
@@ -68,15 +69,14 @@ def _cupy_baselines(a: np.ndarray, repeats: int) -> dict:
             y.get(out=pin_out, stream=stream)
         stream.synchronize()
 
-    out["cupy_pageable"] = _time(pageable, repeats)
-    out["cupy_pinned"] = _time(pinned, repeats)
-    assert np.array_equal(pin_out, np.sort(a))
-
     def resident():
         cp.sort(d)
         cp.cuda.Device().synchronize()
 
-    out["cupy_device_resident"] = _time(resident, repeats)
+    out = {"cupy_pageable": pageable, "cupy_pinned": pinned, "cupy_device_resident": resident}
+    for fn in out.values():
+        fn()
+    assert np.array_equal(pin_out, np.sort(a))
     return out
 
 
@@ -115,7 +115,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="several devices in one HPU: 'all' or a comma-separated list (instead of --device); "
                          "'gpu' then sorts on the first alone")
     ap.add_argument("--slow", type=float, default=20.0,
-                    help="skip a strategy at larger n once one run took longer than this many seconds")
+                    help="skip a strategy at larger n once its median run took longer than this many seconds")
     ap.add_argument("--back-to-back", action="store_true",
                     help="time each strategy's calls one after another (steady state), after one untimed call, "
                          "rather than in shuffled rounds after idle pauses (the default)")
@@ -184,11 +184,13 @@ def checked_traces(a: np.ndarray, strategies: list[str], mode: str, rt: hpu.Runt
 
 def time_strategies(a: np.ndarray, strategies: list[str], args: argparse.Namespace, rt: hpu.Runtime,
                     seed: int) -> dict[str, list[float]]:
-    """Samples of each strategy and of numpy.sort, timed in the same shuffled rounds."""
+    """Samples of each strategy, of numpy.sort and of cupy's baselines (where importable), timed in the same shuffled
+    rounds (or each back to back)."""
     ins = _inputs(a, strategies, rt)
     runs = {s: (lambda s=s: hpu.hybrid_mergesort(ins[s], **_strategy(s), mode=args.mode, runtime=rt))
             for s in strategies}
     runs["numpy"] = lambda: np.sort(a)
+    runs.update(_cupy_baselines(a))
     # Sub-millisecond sorts scatter by 10-20%: more rounds there (numpy's warm-up time as the yardstick).
     np.sort(a)
     t0 = time.perf_counter()
@@ -222,7 +224,8 @@ def bench_size(lg: int, a: np.ndarray, strategies: list[str], args: argparse.Nam
     samples = time_strategies(a, strategies, args, rt, seed=lg)
     t_np = float(np.median(samples["numpy"]))
     rows = []
-    for name, t in _cupy_baselines(a, args.repeats).items():
+    for name in (k for k in samples if k.startswith("cupy_")):
+        t = float(np.median(samples[name]))
         rows.append({"n": n, "strategy": name, "seconds": t, "numpy_seconds": t_np, "speedup_vs_numpy": t_np / t})
         print(f"{n:>10} {name:>9} {t * 1e3:10.2f} {'':>9} {t_np * 1e3:9.2f} {t_np / t:9.3f}", flush=True)
     return rows + [strategy_row(n, s, traces[s], samples[s], samples["numpy"]) for s in strategies]

@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instances", default="2013,0,1,2,3", help="comma-separated instance seeds")
     ap.add_argument("--runs", type=int, default=10, help="seeded searches per instance")
     ap.add_argument("--iterations", type=int, default=7000)
-    ap.add_argument("--tenure", type=int, default=700)
+    ap.add_argument("--tenure", type=int, default=None,
+                    help="tabu tenure (default 700, or the moves - 1 where there are fewer)")
     ap.add_argument("--hamming", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -34,9 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     with hpu.Runtime("none", threads=1) as rt:
         for inst in (int(s) for s in args.instances.split(",")):
             pb = PPP.generate(m, n, inst, hamming=args.hamming)
+            tenure = args.tenure if args.tenure is not None else min(700, pb.num_moves - 1)
             hits = []
             for seed in range(args.runs):
-                res = tabu_search(pb, iterations=args.iterations, tenure=args.tenure, seed=seed, strategy="cpu",
+                res = tabu_search(pb, iterations=args.iterations, tenure=tenure, seed=seed, strategy="cpu",
                                   cpu_chunks=1, runtime=rt, target=0)
                 hits.append(res.iterations if res.stop == "target" else None)
             solved = sum(h is not None for h in hits)

@@ -281,6 +281,26 @@ def test_bad_arguments(runtime, sorters):
         hpu.PipelineOptions(device_sort="bitonic")
 
 
+@pytest.mark.parametrize("algorithm", ["radix", "tile-radix"])
+def test_numpy_integers_as_bits_and_work_group_size(runtime, algorithm):
+    """numpy scalars are taken as the integers they hold: a uint8 bits wrapped in the passes' arithmetic (233 passes
+    into a counters buffer of 0 bytes, written past its end), an int64 work_group_size lacked bit_length."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = np.random.default_rng(11).integers(0, 8, 5000, dtype=np.uint32)
+    sorter = DeviceSorter(runtime, np.uint32, algorithm=algorithm)  # fresh: no counters from an earlier sort
+    for bits in (np.uint8(3), np.uint16(3), np.uint64(3), np.int64(3)):
+        out, event = sorter.sort(device_keys(runtime, a), a.size, bits=bits)
+        assert same_bits(read(runtime, out, a.size, np.dtype(np.uint32), [event]), np.sort(a, kind="stable"))
+    wg = 1 << (min(runtime.device.max_work_group_size, 64).bit_length() - 1)
+    for size in (np.int64(wg), np.uint16(wg)):
+        merge = DeviceSorter(runtime, np.int32, work_group_size=size, algorithm="merge")
+        b = a.astype(np.int32)
+        out, event = merge.sort(device_keys(runtime, b), b.size)
+        assert merge.work_group_size == wg and same_bits(read(runtime, out, b.size, np.dtype(np.int32), [event]),
+                                                         np.sort(b, kind="stable"))
+
+
 def test_default_algorithm(runtime, sorters):
     """The radix sort on CPU devices (work-groups run as loops there), the merge sort on the others."""
     cpu = bool(runtime.device.type & cl.device_type.CPU)

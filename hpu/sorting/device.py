@@ -219,8 +219,10 @@ class DeviceSorter:
         self.items_per_thread = _count("items_per_thread", items)
         if self.items_per_thread < 1:
             raise ValueError("items_per_thread must be >= 1")
-        if work_group_size is not None and not _power_of_two(_count("work_group_size", work_group_size)):
-            raise ValueError(f"work_group_size must be a power of two, got {work_group_size}")
+        if work_group_size is not None:  # a Python int from here on (numpy's wrap, and lack bit_length)
+            work_group_size = _count("work_group_size", work_group_size)
+            if not _power_of_two(work_group_size):
+                raise ValueError(f"work_group_size must be a power of two, got {work_group_size}")
         self._kernels = self._build(work_group_size)
         self.tile = self.work_group_size * self.items_per_thread
         self._lock = threading.Lock()
@@ -406,8 +408,10 @@ class DeviceSorter:
         _check_range("buf", buf, 0, n, size)
         if out is not None:
             _check_range("out", out, 0, n, size)
-        if bits is not None and (self.dtype.kind != "u" or not 0 <= _count("bits", bits) <= 8 * size):
-            raise ValueError(f"bits={bits} needs unsigned keys and 0 <= bits <= {8 * size}; keys are {self.dtype}")
+        if bits is not None:  # a Python int: the passes' arithmetic wrapped in a numpy unsigned scalar
+            bits = _count("bits", bits)
+            if self.dtype.kind != "u" or not 0 <= bits <= 8 * size:
+                raise ValueError(f"bits={bits} needs unsigned keys and 0 <= bits <= {8 * size}; keys are {self.dtype}")
         queue = self.runtime.queue
         if n == 0:
             return (buf if out is None else out), cl.enqueue_marker(queue, wait_for=wait_for)

@@ -40,8 +40,7 @@ def _open(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[np.nda
             source = f"{args.n} uniform random {args.dtype} in [0, 2n), seed {args.seed}"
         return data, source, Runtime(args.device, threads=args.threads, profile=args.profile)
     except (OSError, ValueError) as e:  # ProfileError is a ValueError
-        ap.error(str(e))
-        raise  # unreachable: ap.error exits
+        ap.error(str(e))  # exits
 
 
 def _sort(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .util import atomic_write_text
+from .util import atomic_write_text, check_int
 
 __all__ = ["CostCurves", "ProfileError", "read_versioned", "write_versioned"]
 
@@ -132,9 +132,7 @@ class CostCurves:
     itemsize: int = 4
 
     def __post_init__(self) -> None:
-        if isinstance(self.itemsize, bool) or not isinstance(self.itemsize, (int, np.integer)) or self.itemsize < 1:
-            raise ValueError(f"itemsize must be a positive integer (bytes per element), got {self.itemsize!r}")
-        object.__setattr__(self, "itemsize", int(self.itemsize))
+        object.__setattr__(self, "itemsize", check_int("itemsize (bytes per element)", self.itemsize, 1))
         sizes = tuple(int(s) for s in self.sizes)
         if len(sizes) < 2 or any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < 1:
             raise ValueError(f"cost curves need >= 2 increasing positive sizes, got {list(self.sizes)}")
@@ -157,8 +155,7 @@ class CostCurves:
         sizes and extrapolated with the end segments' slopes, scaled by
         ``itemsize / self.itemsize``.  The measured times are first raised
         to the largest at a smaller size (a noisy measurement would predict
-        a larger input cheaper: a quick calibration's transfer curve fell by
-        a third from 2^16 to 2^18 keys), so the curve never decreases.
+        a larger input cheaper), so the curve never decreases.
         Below the smallest size the slope is at least 0; above the largest at least 1: every
         step touches each element, so past its fixed costs its time grows at
         least linearly, where a last segment still paying them rises slower
@@ -173,9 +170,8 @@ class CostCurves:
         ValueError
             ``itemsize`` given and not a positive integer, or ``n`` NaN.
         """
-        if itemsize is not None and (isinstance(itemsize, bool) or not isinstance(itemsize, (int, np.integer))
-                                     or itemsize < 1):
-            raise ValueError(f"itemsize must be a positive integer (bytes per element), got {itemsize!r}")
+        if itemsize is not None:
+            itemsize = check_int("itemsize (bytes per element)", itemsize, 1)
         if np.isnan(np.asarray(n, dtype=float)).any():
             raise ValueError("cost of NaN elements")
         xs = np.log2(np.asarray(self.sizes, dtype=float))

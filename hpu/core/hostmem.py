@@ -254,11 +254,11 @@ class HostArrayPool:
 
     @contextlib.contextmanager
     def _held(self) -> Iterator[None]:
-        """Hold the pool's lock; blocks released meanwhile (by any thread) are taken back before and after."""
+        """Hold the pool's lock, the blocks released so far taken back; those released meanwhile (by any thread) are
+        taken back as it is let go (:meth:`_drain`)."""
         with self._lock:
             self._take_back()
             yield
-            self._take_back()
         self._drain()
 
     def _release(self, block: _Block) -> None:

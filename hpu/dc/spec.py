@@ -49,6 +49,7 @@ import numpy as np
 
 from ..core.kernels import cl_type, define_header, kernel_source
 from ..core.model import Recurrence
+from ..core.util import check_int
 
 __all__ = ["DCSpec", "Level", "Plan"]
 
@@ -148,9 +149,7 @@ class DCSpec:
         TypeError
             Unsupported dtype.
         """
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"n must be an integer >= 1, got {n!r}")
-        n = int(n)
+        n = check_int("n", n, 1)
         dt = np.dtype(dtype)
         cl_type(dt)
         leaves = max(1, -(-n // self.leaf_size))

@@ -516,8 +516,8 @@ def rows_on_device(rows: int, m: int, dtype: Any, runtime: Runtime | None = None
 
 def _rows_memo(rt: Runtime) -> Callable[[int, int, np.dtype, str], bool]:
     """The runtime's memoised :func:`rows_on_device` decision for its current profile (deterministic; thread-safe;
-    the cache goes with the runtime's resources when its context is rebuilt): each call's decision took a few
-    cost-curve evaluations and device queries, 0.1-0.2 ms of Python with the caches cold from the sort before."""
+    the cache goes with the runtime's resources when its context is rebuilt): the decision takes a few cost-curve
+    evaluations and device queries, Python that ran before the staging on every call."""
     profile = rt.profile
 
     def make() -> Callable[[int, int, np.dtype, str], bool]:

@@ -353,3 +353,89 @@ def test_device_build_failure_falls_back(runtime, monkeypatch):
         for mode in ("fast", "paper"):
             out, tr = hybrid_mergesort(a, strategy="gpu", mode=mode, runtime=rt, return_trace=True)
             assert same_bits(out, np.sort(a, kind="stable")) and tr.fallback
+
+
+@pytest.mark.parametrize("mode", ["fast", "paper"])
+def test_alpha_does_not_move_work_of_a_single_unit_strategy(rt, mode):
+    """``alpha`` is the advanced split's CPU share: ``strategy="cpu"`` never uses the device and ``"gpu"`` never
+    leaves the device's share to the CPU, whatever ``alpha`` says (as in paper mode)."""
+    a = np.random.default_rng(9).standard_normal(20_000)
+    for strategy, alpha in (("cpu", 0.0), ("cpu", 0.5), ("gpu", 1.0), ("gpu", 0.5), ("basic", 1.0)):
+        out, tr = hybrid_mergesort(a, strategy=strategy, alpha=alpha, mode=mode, runtime=rt, return_trace=True)
+        assert same_bits(out, np.sort(a, kind="stable"))
+        on_device = any(e.unit in ("device", "bus") for e in tr.events)
+        assert on_device == (strategy != "cpu"), (strategy, alpha)
+        assert tr.alpha == (1.0 if strategy == "cpu" else 0.0), (strategy, alpha)
+
+
+def _cpu_only_curves() -> dict:
+    """Sort curves as a calibration without a device measures them: no ``"transfer"`` nor ``"device_sort"``."""
+    sizes = 2.0 ** np.arange(12, 27, 2)
+    pool = (1e-4 + 1e-9 * sizes * np.log2(sizes)).tolist()
+    merge = (1e-4 + 1e-10 * sizes).tolist()
+    return {"sizes": sizes.tolist(), "cpu_sort": pool, "merge2": merge, "merge16": merge}
+
+
+@pytest.mark.parametrize("strategy", ["auto", "cpu", "gpu", "basic", "advanced", "keyrange", "exchange"])
+def test_fast_split_without_a_usable_device_is_the_cpus(strategy):
+    """``device=False`` (no usable device): every strategy is predicted as the CPU alone, as hybrid_mergesort runs
+    it, its time the CPU's sort curve."""
+    from hpu.sorting.costs import fast_cost, fast_split
+
+    prof = hpu.Profile(p=2, g=1, gamma=1, curves={"sort": _cpu_only_curves()})
+    for n in (1, 1000, 2**20):
+        sp = fast_split(n, prof, strategy=strategy, device=False)
+        assert sp.strategy == "cpu" and sp.alpha == 1.0 and sp.gpu_work_fraction == 0.0
+        assert sp.predicted_time == pytest.approx(fast_cost(prof, "cpu_sort", n))
+
+
+def test_a_profile_without_device_curves_sorts_on_the_cpu(rt):
+    """A profile calibrated without a device, on a runtime with one: ``"auto"`` and ``"cpu"`` sort on the CPU (the
+    device's speed is unknown), a forced device split is refused naming the missing curves."""
+    from hpu.sorting.costs import fast_split
+
+    prof = hpu.Profile(p=2, g=1, gamma=1, curves={"sort": _cpu_only_curves()})
+    assert fast_split(2**20, prof).strategy == "cpu"
+    with pytest.raises(ValueError, match="device_sort"):
+        fast_split(2**20, prof, strategy="gpu")
+    with hpu.Runtime(rt.device, profile=prof, threads=2) as r:
+        a = np.random.default_rng(10).standard_normal(1 << 16)
+        for strategy in ("auto", "cpu"):
+            out, tr = hybrid_mergesort(a, strategy=strategy, runtime=r, return_trace=True)
+            assert same_bits(out, np.sort(a, kind="stable")) and tr.strategy == "cpu"
+
+
+def _device_curves() -> dict:
+    """A calibrated profile's sort curves with a device as fast as the CPU (int32 keys)."""
+    sizes = 2.0 ** np.arange(12, 27, 2)
+    curves = _cpu_only_curves()
+    return {**curves, "device_sort": curves["cpu_sort"], "transfer": (2e-4 + 4e-10 * sizes).tolist()}
+
+
+@pytest.mark.parametrize("curves", [None, "device"])
+def test_planned_strategy_is_the_strategy_that_runs(rt, curves):
+    """planned_strategy names the strategy hybrid_mergesort's trace records, also where the device cannot hold its
+    share (a position split or exchange then runs as key ranges) and for n <= 1 (the CPU's copy)."""
+    prof = rt.profile if curves is None else rt.profile.replace(curves={"sort": _device_curves()})
+    with hpu.Runtime(rt.device, profile=prof, threads=2, device_memory_limit=3 * 8 * 5000) as r:
+        for n in (0, 1, 3000, 30_000):
+            a = np.random.default_rng(n).standard_normal(n)
+            for strategy in ("auto", "cpu", "gpu", "basic", "advanced", "keyrange", "exchange"):
+                out, tr = hybrid_mergesort(a, strategy=strategy, runtime=r, return_trace=True)
+                assert same_bits(out, np.sort(a, kind="stable"))
+                assert hpu.sorting.planned_strategy(n, a.dtype, r, strategy) == tr.strategy, (n, strategy)
+        with pytest.raises(ValueError, match="strategy"):
+            hpu.sorting.planned_strategy(100, np.float64, r, "fastest")
+
+
+def test_keyrange_split_refuses_shares_or_capacities_of_another_length():
+    """One share per unit (the CPU, then each device) and one capacity per device; others are refused, not
+    truncated to the shorter list."""
+    from hpu.sorting.costs import keyrange_split
+
+    prof = hpu.Profile(p=2, g=1, gamma=1, curves={"sort": _device_curves()})
+    assert keyrange_split(2**20, prof, [prof, prof], shares=(0.5, 0.25, 0.25)).shares == (0.5, 0.25, 0.25)
+    with pytest.raises(ValueError, match="shares"):
+        keyrange_split(2**20, prof, [prof, prof], shares=(0.5, 0.5))
+    with pytest.raises(ValueError, match="capacity"):
+        keyrange_split(2**20, prof, [prof, prof], capacity=[2**19])

@@ -274,10 +274,15 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
     Raises
     ------
     ValueError
-        ``n < 1``, or no unit with cost curves.
+        ``n < 1``, no unit with cost curves, or ``shares`` (``capacity``) of another length than the units
+        (``devices``).
     """
     n = check_n(n)
     m = int(n)
+    if shares is not None and len(shares) != 1 + len(devices):
+        raise ValueError(f"shares must give the CPU and each of {len(devices)} devices a share, got {list(shares)}")
+    if capacity is not None and len(capacity) != len(devices):
+        raise ValueError(f"capacity must give each of {len(devices)} devices a size, got {list(capacity)}")
 
     def cpu_cost(x: np.ndarray) -> np.ndarray:
         return np.where(x > 0, fast_cost(profile, "cpu_sort", x, itemsize), 0.0)
@@ -447,7 +452,8 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     n : float
         Number of elements (>= 1).
     profile : Profile
-        With ``profile.fast`` calibrated.
+        With fast-mode cost curves (its ``"sort"`` curves, :data:`FAST_COSTS`); without the device's
+        (``"transfer"``, ``"device_sort"``) only the CPU takes part.
     strategy : {"auto", "cpu", "gpu", "basic", "advanced"}
         ``"cpu"``: alpha = 1; ``"gpu"``: alpha = 0, t = 0; ``"basic"``:
         alpha = 0, best t >= 1; ``"advanced"``: best alpha in (0, 1) and t;
@@ -488,10 +494,13 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     Raises
     ------
     ValueError
-        ``n < 1``, unknown strategy, or a profile without fast-mode costs.
+        ``n < 1``, unknown strategy, or a profile without fast-mode costs (for ``"gpu"``, ``"basic"``,
+        ``"advanced"`` and ``"exchange"``: without the device's).
     """
     n = check_n(n)
     check_strategy(strategy, ("auto", "cpu", "gpu", "basic", "advanced", "keyrange", "exchange"))
+    if not device:
+        strategy = "cpu"  # as hybrid_mergesort runs every strategy without a usable device
     curves = profile.cost_curves("sort")
     devices = [profile] if devices is None else list(devices)
     across = None  # the best split across units (key ranges or exchange), weighed against the position splits
@@ -508,7 +517,7 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     cands: list[tuple[str, float, int, int]] = [("cpu", 1.0, 0, 0)]
     if curves is not None and "cpu_sort_1" in curves:
         cands.append(("cpu", 1.0, 0, 1))
-    if device:
+    if device and _has_device_curves(profile):  # a profile calibrated without a device: the CPU's only
         cands += [("gpu", 0.0, 0, 0)] + [("basic", 0.0, t, 0) for t in range(1, max_level + 1)]
         grid = np.linspace(0.0, 1.0, 257)[1:-1]  # interior alphas, steps of 1/256
         for t in range(0, max_level + 1):
@@ -516,6 +525,9 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
             cands.append(("advanced", float(grid[int(np.argmin(tot))]), t, 0))
     if strategy != "auto":
         cands = [c for c in cands if c[0] == strategy]
+        if not cands:
+            raise ValueError(f"profile {profile.name!r} has no device costs ('transfer', 'device_sort') for "
+                             f"strategy {strategy!r}; run python -m hpu.calibrate with the device")
     cap = math.inf if capacity is None or not device else float(capacity[0])
     oversize = [c for c in cands if (1.0 - c[1]) * n > cap]
     if oversize:  # run as key ranges with their shares (hybrid_mergesort): predicted so

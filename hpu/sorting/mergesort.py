@@ -109,7 +109,8 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         CPU alone), it runs as ``"cpu"``.
     alpha : float, optional
         CPU fraction of the subproblems at the transfer level, in [0, 1]
-        (``"advanced"``); default: the model's choice (paper 5.2.1).
+        (``"advanced"``; ignored by ``"cpu"``, ``"gpu"`` and ``"basic"``);
+        default: the model's choice (paper 5.2.1).
     transfer_level : int, optional
         Level at which the device share returns, 0 (root) to ``depth =
         ceil(log2 n)``; default: the model's choice (paper mode:
@@ -214,15 +215,35 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
     n = arr.shape[0]
     if transfer_level is not None and not 0 <= int(transfer_level) <= max(0, int(np.ceil(np.log2(n)))):
         raise ValueError(f"transfer_level must lie in [0, ceil(log2 n)] for n={n}, got {transfer_level}")
-    strategy, split = _plan(n, arr.dtype, rt, strategy)
+    if strategy in ("cpu", "gpu", "basic"):
+        alpha = None  # the advanced split's CPU share (paper 5.2); the others fix it, as in paper mode
+    strategy, split, a_cpu, y, shares = _decide(n, arr.dtype, rt, strategy, alpha, transfer_level, shares)
+    if strategy == "exchange":
+        out, trace = exchange_sort(arr, rt, shares, on_device_error=on_device_error, split=split,
+                                   options=options or DEFAULT_OPTIONS)
+        return (out, trace.resolve()) if return_trace else out
+    if strategy == "keyrange":
+        out, trace = keyrange_sort(arr, rt, _keyrange_shares(rt, split, alpha, shares),
+                                   on_device_error=on_device_error, split=split, options=options or DEFAULT_OPTIONS)
+        return (out, trace.resolve()) if return_trace else out
+    out, trace = fast_sort(arr, rt, strategy=strategy, alpha=a_cpu, transfer_level=y,
+                           on_device_error=on_device_error, split=split,
+                           cpu_threads=split.cpu_threads if split is not None and alpha is None else 0,
+                           options=options or DEFAULT_OPTIONS)
+    return (out, trace.resolve()) if return_trace else out
+
+
+def _decide(n: int, dtype: np.dtype, rt: Runtime, strategy: str, alpha: float | None, transfer_level: int | None,
+            shares: Sequence[float] | None) -> tuple[str, Split | None, float, int, Sequence[float] | None]:
+    """What fast mode runs for ``n > 1`` keys: (strategy, the model's split, CPU share, transfer level, shares)."""
+    strategy, split = _plan(n, dtype, rt, strategy)
+    a_cpu, y = 1.0, 0
     if strategy == "exchange":
         k = len(rt.units)
         sh = (tuple(float(v) for v in shares) if shares is not None else
               tuple(split.shares) if split is not None and len(split.shares) == 1 + k else (0.0,) + (1.0 / k,) * k)
-        if alpha is None and exchange_fits(rt, n, sh, arr.dtype.itemsize):
-            out, trace = exchange_sort(arr, rt, sh, on_device_error=on_device_error, split=split,
-                                       options=options or DEFAULT_OPTIONS)
-            return (out, trace.resolve()) if return_trace else out
+        if alpha is None and exchange_fits(rt, n, sh, dtype.itemsize):
+            return strategy, split, 0.0, 0, sh
         # A CPU share asked for, or more than the devices may hold: key ranges (sorted on a device in pieces).
         strategy, shares = "keyrange", (sh if alpha is None else None)
     if strategy != "keyrange":
@@ -235,18 +256,10 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
             a_cpu = float(alpha)
         if transfer_level is not None:
             y = int(transfer_level)
-        if strategy != "cpu" and a_cpu < 1.0 and (1.0 - a_cpu) * n > max_device_elements(rt, arr.dtype.itemsize):
+        if strategy != "cpu" and a_cpu < 1.0 and (1.0 - a_cpu) * n > max_device_elements(rt, dtype.itemsize):
             # More than the device may hold: sorted on the device in pieces by key range, not by the CPU.
             strategy, shares = "keyrange", (a_cpu, 1.0 - a_cpu) + (0.0,) * len(rt.peers)
-    if strategy == "keyrange":
-        out, trace = keyrange_sort(arr, rt, _keyrange_shares(rt, split, alpha, shares),
-                                   on_device_error=on_device_error, split=split, options=options or DEFAULT_OPTIONS)
-        return (out, trace.resolve()) if return_trace else out
-    out, trace = fast_sort(arr, rt, strategy=strategy, alpha=a_cpu, transfer_level=y,
-                           on_device_error=on_device_error, split=split,
-                           cpu_threads=split.cpu_threads if split is not None and alpha is None else 0,
-                           options=options or DEFAULT_OPTIONS)
-    return (out, trace.resolve()) if return_trace else out
+    return strategy, split, a_cpu, y, shares
 
 
 def _keyrange_shares(rt: Runtime, split: Split | None, alpha: float | None,
@@ -266,11 +279,19 @@ def _keyrange_shares(rt: Runtime, split: Split | None, alpha: float | None,
 def planned_strategy(n: int, dtype: Any, runtime: Runtime, strategy: str = "auto") -> str:
     """The strategy fast-mode :func:`hybrid_mergesort` runs for ``n`` keys of ``dtype`` on ``runtime``.
 
-    ``"cpu"`` without a usable device or, for ``"auto"``, without a
-    calibrated profile; otherwise the model's choice
-    (:func:`hpu.sorting.costs.fast_split`) for ``strategy``.
+    ``"cpu"`` for ``n <= 1``, without a usable device or, for ``"auto"``,
+    without a calibrated profile; otherwise the model's choice
+    (:func:`hpu.sorting.costs.fast_split`) for ``strategy``, ``"keyrange"``
+    where the devices cannot hold their share of it.
+
+    Raises
+    ------
+    ValueError
+        Unknown strategy.
     """
-    return _plan(int(n), np.dtype(dtype), runtime, strategy)[0]
+    check_strategy(strategy, SORT_STRATEGIES)
+    n = int(n)
+    return "cpu" if n <= 1 else _decide(n, np.dtype(dtype), runtime, strategy, None, None, None)[0]
 
 
 def planned_split(n: int, dtype: Any, runtime: Runtime, strategy: str = "auto") -> Split | None:

@@ -144,6 +144,21 @@ def test_trace_records_both_units(runtime):
     assert tr.split is not None and "ms" in tr.summary()
 
 
+@pytest.mark.parametrize("strategy", ["gpu", "advanced", "exchange"])
+@pytest.mark.parametrize("n", [50_001, 1 << 19])  # the latter: the result in the pinned pool, copied down into it
+def test_fast_trace_records_the_bytes_each_copy_moves(rt, strategy, n):
+    a = np.random.default_rng(5).standard_normal(n)
+    out, tr = hybrid_mergesort(a, strategy=strategy, alpha=0.25 if strategy == "advanced" else None, runtime=rt,
+                               return_trace=True)
+    assert same_bits(out, np.sort(a, kind="stable"))
+    tr.resolve()
+    device_keys = a.size if strategy != "advanced" else a.size - int(tr.alpha * a.size)
+    for kind in ("h2d", "d2h"):
+        copies = [e for e in tr.events if e.unit.startswith("bus") and e.kind == kind]
+        assert copies and sum(e.nbytes for e in copies) == pytest.approx(device_keys * a.itemsize, rel=1e-3)
+        assert all(e.nbytes == e.size * a.itemsize for e in copies)
+
+
 @pytest.mark.parametrize(
     "arg, exc, match",
     [

@@ -331,8 +331,7 @@ class _Exchange:
             d2h.append(cl.enqueue_copy(lease.queue, box[off : off + c], d_run, src_offset=c0 * w, is_blocking=False))
             self.outbox[j, int(e)] = box[off : off + c]
             off += c
-        for ev in d2h:
-            ev.wait()
+        cl.wait_for_events(d2h)  # not ev.wait(): the trace reads the copies' sizes from their host arrays
         return d2h
 
     def _receive(self, j: int, lease: DeviceLease, merger: DeviceSorter, d_run: Any, direct: bool, h2d: list,
@@ -366,12 +365,12 @@ class _Exchange:
         dst = out[first : first + total]
         if direct:  # the DMA engine writes the result itself
             down = [cl.enqueue_copy(q, dst, result, is_blocking=False)]
-            down[0].wait()
+            cl.wait_for_events(down)
         else:  # through the lease's pinned staging memory, piece by piece as each copy down ends
             stage = lease.pinned("staging", total * w)[: total * w].view(out.dtype)
             size = max(1, self.options.piece_bytes() // w)
             pieces = [(a, min(a + size, total)) for a in range(0, total, size)]
             down = [cl.enqueue_copy(q, stage[a:b], result, src_offset=a * w, is_blocking=False) for a, b in pieces]
             copy_out(self.rt, stage, dst, pieces, down, rec, stream=self.options.stream_copies)
-            down[-1].wait()
+            cl.wait_for_events(down[-1:])
         defer_record(rec, h2d + up, d2h + down, steps, 0, w, unit)

@@ -555,7 +555,7 @@ def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h:
     wait_all(rt.pool.submit(touch, a, b) for a, b in pieces)  # finished long before the sort; never race a copy-out
 
     def piece(ev: Any, a: int, b: int) -> None:
-        ev.wait()
+        cl.wait_for_events([ev])  # not ev.wait(): that lets go of the copy's host array, whose size the trace reads
         t0 = rec.now()
         copy_into(dst[a:b], stage[a:b], stream)
         rec.add(f"cpu:{threading.current_thread().name}", "stage", -1, t0, rec.now(), 1, b - a,
@@ -565,22 +565,32 @@ def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h:
     wait_all(rt.pool.submit(piece, ev, a, b) for ev, (a, b) in zip(d2h, pieces))
 
 
+def copied_bytes(ev: Any) -> int:
+    """Bytes a host-device copy event of pyopencl moves: its host array's (0 for an event without one)."""
+    ward = ev.get_ward() if hasattr(ev, "get_ward") else None
+    return 0 if ward is None else memoryview(ward).nbytes
+
+
 def defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, itemsize: int, unit: str = "") -> None:
-    """Queue the reading of the copies' and steps' device times until the trace is resolved (:meth:`Trace.resolve`)."""
+    """Queue the reading of the copies' and steps' device times until the trace is resolved (:meth:`Trace.resolve`).
+
+    A copy's bytes are its host array's (:func:`copied_bytes`): wait for the copies with ``cl.wait_for_events``, as
+    ``event.wait()`` lets go of that array."""
     host_end = rec.now()
     # Plain handles of the finished copies: pyopencl's copy events keep their host array alive, and a trace
     # that held them would keep the result's pooled memory from being recycled.
     plain = {id(e): cl.Event.from_int_ptr(e.int_ptr) for e in h2d + d2h}
-    h2d, d2h = [plain[id(e)] for e in h2d], [plain[id(e)] for e in d2h]
+    moved = {id(e): copied_bytes(e) for e in h2d + d2h}
+    h2d, d2h = [(plain[id(e)], moved[id(e)]) for e in h2d], [(plain[id(e)], moved[id(e)]) for e in d2h]
     steps = [(kind, parts, keys, [plain[id(e)] for e in waited], ev) for kind, parts, keys, waited, ev in steps]
 
     def record() -> None:  # reading ~40 events' times costs host time
         try:  # the device clock at the recorder's start, from the last copy's end (copies of several queues)
-            rec.device_offset = max(e.profile.end for e in d2h) * 1e-9 - host_end
+            rec.device_offset = max(e.profile.end for e, _ in d2h) * 1e-9 - host_end
         except Exception:  # no profiling: every device event is put at the end
             rec.device_offset = None
-        for ev, kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
-            rec.add(f"bus{unit}", kind, -1, *event_times(ev, rec, host_end), 1, 0, 0)
+        for (ev, nbytes), kind in [(e, "h2d") for e in h2d] + [(e, "d2h") for e in d2h]:
+            rec.add(f"bus{unit}", kind, -1, *event_times(ev, rec, host_end), 1, nbytes // itemsize, nbytes)
         prev_end = -np.inf
         for kind, parts, keys, waited, ev in steps:
             # A step starts when the one before it and the copies it waited for have ended (in-order queue; a
@@ -652,7 +662,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
         raise
     if dst is not None and not in_place:
         copy_out(rt, stage, dst, pieces, d2h, rec, stream=options.stream_copies)
-    d2h[-1].wait()
+    cl.wait_for_events(d2h[-1:])
     defer_record(rec, h2d, d2h, steps, t, dt.itemsize, unit)
     if dst is not None:
         return [dst]
@@ -1124,8 +1134,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         quiesce(futures, (cq, q))
         raise
     try:
-        for ev in d2h:  # the copies down of two in-order queues
-            ev.wait()
+        cl.wait_for_events(d2h)  # the copies down of two in-order queues
     except BaseException:  # the other queue may still be copying into the results
         quiesce([], (cq, q))
         raise

@@ -71,7 +71,7 @@ def check_versioned(d: Any, kind: str, version: int, *, source: str = "<dict>", 
     if d.get("kind", kind) != kind:
         raise ProfileError(f"{source}: holds {d['kind']!r}, not {kind!r}")
     v = d.get("schema_version")
-    if not isinstance(v, int):
+    if isinstance(v, bool) or not isinstance(v, int):  # JSON's true is no version 1
         raise ProfileError(f"{source}: missing or non-integer 'schema_version'")
     if v > version:
         raise ProfileError(f"{source}: {kind} schema version {v} is newer than this hpu supports ({version}); "
@@ -123,8 +123,9 @@ class CostCurves:
     Raises
     ------
     ValueError
-        Fewer than two sizes, a curve of another length, a time <= 0, or an
-        itemsize that is not a positive integer.
+        Fewer than two sizes, a curve of another length, a time <= 0, a curve
+        named ``"sizes"`` or ``"itemsize"``, or an itemsize that is not a
+        positive integer.
     """
 
     sizes: tuple[int, ...]
@@ -138,6 +139,8 @@ class CostCurves:
             raise ValueError(f"cost curves need >= 2 increasing positive sizes, got {list(self.sizes)}")
         secs = {}
         for name, ys in self.seconds.items():
+            if str(name) in ("sizes", "itemsize"):  # to_dict's own keys: the curve would overwrite them
+                raise ValueError(f"a cost curve cannot be named {name!r} (a key of to_dict's format)")
             ys = tuple(float(y) for y in ys)
             if len(ys) != len(sizes) or not all(np.isfinite(ys)) or min(ys) <= 0:
                 raise ValueError(f"cost curve {name!r} needs {len(sizes)} finite times > 0, got {list(ys)}")

@@ -1,7 +1,8 @@
 """The one hybrid driver: a CPU share and a device share run at once, with fallback.
 
-Every workload runs its shares through :func:`run_units` (several devices)
-or :func:`run_hybrid` (one device, the usual case): the device
+The sorts and :mod:`hpu.dc` run their shares through :func:`run_units` (several
+devices) or :func:`run_hybrid` (one device, the usual case; tabu search's
+evaluator, which keeps its lease across iterations, borrows it itself): the device
 share on a feeder thread (which mostly waits on OpenCL events) with a
 :class:`~hpu.core.runtime.DeviceLease` of its own (command queues and cached
 buffers no other call touches), the CPU share on the calling thread (which
@@ -124,9 +125,9 @@ def check_split(alpha: Any, transfer_level: Any) -> tuple[float | None, int | No
     if alpha is not None:
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
             raise TypeError(f"alpha must be a real number in [0, 1], got {alpha!r}")
-        alpha = float(alpha)
-        if not 0.0 <= alpha <= 1.0:
+        if not 0 <= alpha <= 1:  # before float(): an int past the float range is out of range, not an overflow
             raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+        alpha = float(alpha)
     if transfer_level is not None:
         transfer_level = check_int("transfer_level", transfer_level, 0)
     return alpha, transfer_level

@@ -22,11 +22,16 @@ class TraceEvent:
     Attributes
     ----------
     unit : str
-        ``"cpu:<thread name>"``, ``"device"`` (kernels) or ``"bus"`` (copies).
+        ``"cpu:<thread name>"`` (``"cpu:pool"``: work spread over the thread
+        pool), ``"device"`` (kernels) or ``"bus"`` (copies); a further
+        device's units end with its number (``"device1"``, ``"bus1"``).
     kind : str
-        ``"combine"``, ``"base"``, ``"h2d"``, ``"d2h"``, ``"layout"`` or ``"fallback"``.
+        The workload's name of the step: ``"h2d"`` and ``"d2h"`` (copies),
+        ``"fallback"`` (the CPU redoing a failed device share), and e.g.
+        ``"combine"``, ``"base"``, ``"layout"`` (:mod:`hpu.dc`), ``"sort"``,
+        ``"merge"``, ``"stage"``, ``"partition"`` (:mod:`hpu.sorting`).
     level : int
-        Recursion level (0 = root; ``depth`` = leaves; -1 for copies).
+        Recursion level (0 = root; ``depth`` = leaves; -1 for copies and staging).
     start, end : float
         Seconds since the start of the run (host clock; device events are
         converted with the queue's clock offset).

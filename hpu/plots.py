@@ -104,9 +104,12 @@ def calibration_figures(profile: Profile, out_dir: str | Path) -> list[Path]:
 def gantt(trace: Trace, ax=None, title: str = ""):
     """Gantt chart of a run: one row per CPU thread, the device and the bus; colour = recursion level.
 
+    Copies have no recursion level (level -1): red host to device, orange back, grey within the host (staging).
+
     Returns the figure.
     """
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(9, 3.5))
+    trace.resolve()  # a fast-mode trace reads its device and bus times only now
     units = sorted({e.unit for e in trace.events}, key=lambda u: (u != "bus", u != "device", u))
     cmap = plt.get_cmap("viridis")
     depth = max(trace.depth, 1)
@@ -114,6 +117,8 @@ def gantt(trace: Trace, ax=None, title: str = ""):
         for e in (e for e in trace.events if e.unit == u):
             if e.kind in ("h2d", "d2h"):
                 color, hatch = ("tab:red" if e.kind == "h2d" else "tab:orange"), None
+            elif e.level < 0:  # a host copy: not on the level scale (it would be drawn as the root)
+                color, hatch = "tab:grey", None
             else:
                 color, hatch = cmap(e.level / depth), ("//" if e.kind in ("layout", "fallback") else None)
             ax.barh(row, max(e.duration, 1e-6) * 1e3, left=e.start * 1e3, color=color, hatch=hatch,
@@ -124,7 +129,7 @@ def gantt(trace: Trace, ax=None, title: str = ""):
     fig.colorbar(sm, ax=ax, label="recursion level (0 = root)")
     ax.set_title(title or f"{trace.strategy}: n = {trace.n}, alpha = {trace.alpha:.3f}, "
                  f"transfer level = {trace.transfer_level}, wall = {trace.wall * 1e3:.1f} ms "
-                 "(red: host to device, orange: back)", fontsize=9)
+                 "(red: host to device, orange: back, grey: host copies)", fontsize=9)
     return fig
 
 
@@ -137,6 +142,7 @@ def tabu_gantt(trace: Trace, ax=None, title: str = ""):
     """Gantt chart of tabu-search iterations (``tabu_search(..., trace=True)``): one row per thread, the device
     and the bus; colour = the step (:data:`TABU_KIND_COLORS`).  Returns the figure."""
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(9, 2.5))
+    trace.resolve()
     units = sorted({e.unit for e in trace.events}, key=lambda u: (u == "bus", u == "device", u != "cpu:MainThread", u))
     for row, u in enumerate(units):
         for e in (e for e in trace.events if e.unit == u):
@@ -146,7 +152,7 @@ def tabu_gantt(trace: Trace, ax=None, title: str = ""):
     ax.set_xlabel("time since the first iteration began (ms)")
     kinds = [k for k in TABU_KIND_COLORS if any(e.kind == k for e in trace.events)]
     ax.legend(handles=[matplotlib.patches.Patch(color=TABU_KIND_COLORS[k], label=k) for k in kinds], fontsize=7,
-              loc="upper right", ncol=len(kinds))
+              loc="upper right", ncol=max(len(kinds), 1))
     ax.set_title(title or f"{trace.strategy}: {trace.n} moves, alpha = {trace.alpha:.3f}, transfer level = "
                  f"{trace.transfer_level}, wall = {trace.wall * 1e3:.2f} ms", fontsize=9)
     return fig

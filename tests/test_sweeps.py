@@ -334,3 +334,52 @@ def test_best_of_rounds_keeps_a_timed_callables_own_seconds():
                                         "plain": lambda: "value"}, 3)
     assert best["timed"] == (0.2, "trace")
     assert best["plain"][1] == "value" and 0 <= best["plain"][0] < 0.2
+
+
+def test_gantt_draws_the_events_a_trace_reads_only_when_resolved():
+    # Fast mode defers its device and bus events until the trace is resolved (hpu.Trace.resolve): a chart drawn
+    # from such a trace must show them, as Trace.busy and Trace.summary do.
+    import matplotlib.pyplot as plt
+
+    from hpu import plots
+    from hpu.core.trace import Recorder
+
+    for draw in (plots.gantt, plots.tabu_gantt):
+        rec = Recorder()
+        rec.add("cpu:MainThread", "evaluate", 0, 0.0, 1e-3)
+        rec.deferred.append(lambda rec=rec: rec.add("device", "evaluate", 0, 2e-4, 8e-4))
+        rec.deferred.append(lambda rec=rec: rec.add("bus", "d2h", -1, 8e-4, 9e-4))
+        trace = rec.finish(hpu.Trace("hybrid", 0.5, 1, 2, 100))
+        ax = draw(trace).axes[0]
+        assert sorted(t.get_text() for t in ax.get_yticklabels()) == ["bus", "cpu:MainThread", "device"]
+        assert len(ax.patches) == 3 and trace.busy("device") == pytest.approx(6e-4)
+        plt.close(ax.figure)
+
+
+def test_gantt_charts_of_an_empty_trace():
+    import matplotlib.pyplot as plt
+
+    from hpu import plots
+
+    for draw in (plots.gantt, plots.tabu_gantt):
+        fig = draw(hpu.Trace("cpu", 1.0, 0, 0, 10))
+        assert fig.axes[0].get_xlabel().endswith("(ms)") and not fig.axes[0].patches
+        plt.close(fig)
+
+
+def test_gantt_does_not_colour_host_copies_as_the_root_level():
+    # Staging copies on the host have no recursion level (TraceEvent.level -1): they must not take the colour
+    # of level 0 on the chart's "recursion level" scale.
+    import matplotlib.colors
+    import matplotlib.pyplot as plt
+
+    from hpu import plots
+    from hpu.core.trace import TraceEvent
+
+    events = [TraceEvent("cpu:pool", "combine", 0, 0.0, 1e-3), TraceEvent("cpu:pool", "stage", -1, 1e-3, 2e-3),
+              TraceEvent("bus", "h2d", -1, 0.0, 1e-3)]
+    fig = plots.gantt(hpu.Trace("advanced", 0.5, 1, 3, 100, wall=2e-3, events=events))
+    h2d, root, stage = (tuple(p.get_facecolor()) for p in fig.axes[0].patches)  # row by row: bus, cpu:pool
+    assert root == tuple(plt.get_cmap("viridis")(0.0))
+    assert stage != root and stage not in (h2d, matplotlib.colors.to_rgba("tab:orange"))
+    plt.close(fig)

@@ -173,3 +173,14 @@ def test_initial_population_is_used_and_kept(tai12a, rt):
         hybrid_ea(tai12a, population=4, generations=1, initial_population=given[:3], runtime=rt)
     with pytest.raises(ValueError, match="permutation"):
         hybrid_ea(tai12a, population=4, generations=1, initial_population=np.zeros((4, 12), int), runtime=rt)
+
+
+def test_time_limit_cutting_the_last_generation_is_reported(tai20a, rt):
+    # One generation only: the time limit stops its searches (as tabu_search reports), so stop says so too.
+    res = hybrid_ea(tai20a, population=3, generations=1, ls_iterations=10**6, time_limit=0.05, strategy="cpu",
+                    seed=1, concurrency=1, runtime=rt)
+    assert res.generations == 1 and res.local_searches < 3 * 3 and res.ls_iterations < 10**6
+    assert res.stop == "time_limit"
+    full = hybrid_ea(tai20a, population=3, generations=1, ls_iterations=5, time_limit=60, strategy="cpu", seed=1,
+                     runtime=rt)
+    assert full.stop == "generations" and full.local_searches == 3 * 3

@@ -104,6 +104,19 @@ def test_unranking_is_exact_for_large_n(n, k):
     assert subset_from_index(n, k, math.comb(n, k) - 1) == tuple(range(n - k, n))
 
 
+@pytest.mark.parametrize("n, k", [(3_000_000, 3), (3_500_000, 3), (3_500_000_000, 2)])
+def test_vector_ranking_is_exact_wherever_the_indices_fit_int64(n, k):
+    # C(n, k) < 2**63, but a (a - 1) (a - 2) (k = 3) or a (a - 1) (k = 2) does not fit int64: the vector paths
+    # must agree with the scalar ones (Python integers, exact) and the bijection must hold.
+    total = math.comb(n, k)
+    assert total < 2**63
+    spots = [0, 1, 2, total // 3, total // 2, total - 3, total - 2, total - 1]
+    subsets = [subset_from_index(n, k, i) for i in spots]
+    assert [subset_index(n, *s) for s in subsets] == spots
+    np.testing.assert_array_equal(subset_index(n, *(np.array(c) for c in zip(*subsets))), spots)
+    np.testing.assert_array_equal(np.stack(subset_from_index(n, k, np.array(spots)), axis=1), subsets)
+
+
 _CHECK_KERNEL = """
 __kernel void unrank(const ulong n, __global const ulong *idx, __global uint *out)
 {

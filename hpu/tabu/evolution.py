@@ -80,7 +80,8 @@ class EvolutionResult:
     generations : int
         Generations completed.
     stop : str
-        ``"generations"`` or ``"time_limit"``.
+        ``"time_limit"`` when the time limit stopped or skipped a local search
+        or a generation, else ``"generations"``.
     local_searches : int
         Tabu searches run (``ils_iterations`` per offspring unless stopped by the time limit).
     ls_iterations : int
@@ -273,9 +274,11 @@ class _Mutation:
     solution: np.ndarray
     value: int
     tally: _Tally = dataclasses.field(default_factory=_Tally)
+    cut: bool = False  # the time limit stopped a search or skipped one
 
     def take(self, res: TabuResult) -> None:
         """Count one tabu search of the ILS and keep its best if it is better."""
+        self.cut |= res.stop == "time_limit"
         self.tally.add(_Tally(searches=1, iterations=res.iterations, fallbacks=int(bool(res.fallback)),
                               cpu_time=res.cpu_time, device_time=res.device_time))
         if res.best_value < self.value:
@@ -304,6 +307,7 @@ class _IteratedTabuSearch:
         for i in range(cfg.ils_iterations):
             left = None if self.deadline is None else self.deadline - time.perf_counter()
             if left is not None and left <= 0:
+                out.cut = True
                 break
             initial = child if i == 0 else _perturb(out.solution, cfg.most_swaps, rng)
             out.take(tabu_search(self.problem, iterations=cfg.ls_iterations, tenure=cfg.tenure, seed=rng,
@@ -321,6 +325,8 @@ class _IteratedTabuSearch:
         for i in range(cfg.ils_iterations):
             left = None if self.deadline is None else self.deadline - time.perf_counter()
             if left is not None and left <= 0:
+                for out in outs:
+                    out.cut = True
                 break
             initials = [job[2] if i == 0 else _perturb(out.solution, cfg.most_swaps, rng)
                         for job, out, rng in zip(jobs, outs, rngs)]
@@ -402,7 +408,8 @@ def _evolve(problem: TabuProblem, run: _Evolution, rng: np.random.Generator, mut
         run.search_time += time.perf_counter() - t0
         run.replace(mutants, cfg.mu)
         run.generations = g
-        if g < cfg.generations and mutate.deadline is not None and time.perf_counter() >= mutate.deadline:
+        if any(m.cut for m in mutants) or (
+                g < cfg.generations and mutate.deadline is not None and time.perf_counter() >= mutate.deadline):
             run.stop = "time_limit"
             break
 

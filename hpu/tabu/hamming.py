@@ -61,13 +61,24 @@ def num_subsets(n: int, k: int) -> int:
     return math.comb(n, k)
 
 
-def _comb_array(a: np.ndarray, r: int) -> np.ndarray:
-    """``C(a, r)`` elementwise for int64 ``a >= 0`` (0 when ``a < r``), ``r`` in 1..3."""
+#: From this ``n`` on, ``a (a - 1) (a - 2)`` may overflow int64 long before ``C(a, 3)`` does.
+_WIDE_N = 2**21 - 2
+
+
+def _comb_array(a: np.ndarray, r: int, wide: bool = False) -> np.ndarray:
+    """``C(a, r)`` elementwise for int64 ``a >= 0`` (0 when ``a < r``), ``r`` in 1..3.
+
+    ``wide`` (needed once ``a + 1`` may reach ``2**21``): divide each factor before multiplying it, so that no
+    intermediate exceeds ``C(a, r)`` and the result is exact wherever it fits in int64.
+    """
     if r == 1:
         return a.copy()
+    if not wide:
+        return a * (a - 1) // 2 if r == 2 else a * (a - 1) * (a - 2) // 6
+    pair = np.where(a % 2 == 0, (a // 2) * (a - 1), a * ((a - 1) // 2))  # C(a, 2)
     if r == 2:
-        return a * (a - 1) // 2
-    return a * (a - 1) * (a - 2) // 6
+        return pair
+    return np.where(pair % 3 == 0, (pair // 3) * (a - 2), pair * ((a - 2) // 3))  # 3 divides C(a, 2) or a - 2
 
 
 def subset_index(n: int, *elements) -> np.ndarray | int:
@@ -109,7 +120,7 @@ def subset_index(n: int, *elements) -> np.ndarray | int:
         raise ValueError(f"positions must satisfy 0 <= c_1 < ... < c_k < n = {n}")
     out = np.full(c[0].shape, math.comb(n, k) - 1, dtype=np.int64)
     for t, ct in enumerate(c):
-        out -= _comb_array(n - 1 - ct, k - t)
+        out -= _comb_array(n - 1 - ct, k - t, n >= _WIDE_N)
     return out
 
 
@@ -128,15 +139,16 @@ def _largest_scalar(rest: int, r: int) -> int:
     return a
 
 
-def _largest_array(rest: np.ndarray, r: int) -> np.ndarray:
-    """Largest ``a`` with ``C(a, r) <= rest`` elementwise: a float root, corrected with int64 comparisons."""
+def _largest_array(rest: np.ndarray, r: int, wide: bool) -> np.ndarray:
+    """Largest ``a`` with ``C(a, r) <= rest`` elementwise: a float root, corrected with int64 comparisons
+    (``wide``: as :func:`_comb_array`)."""
     if r == 1:
         return rest.copy()
     root = np.sqrt(2.0 * rest) if r == 2 else np.cbrt(6.0 * rest)
     a = root.astype(np.int64) + 1
     while True:  # the guess is off by at most a few; step it to the exact value
-        high = _comb_array(a, r) > rest
-        low = _comb_array(a + 1, r) <= rest
+        high = _comb_array(a, r, wide) > rest
+        low = _comb_array(a + 1, r, wide) <= rest
         if not (high.any() or low.any()):
             return a
         a = a - high + low
@@ -182,10 +194,10 @@ def subset_from_index(n: int, k: int, index) -> tuple:
     idx = index_array("index", index)
     if np.any(idx < 0) or np.any(idx >= total):
         raise ValueError(f"move index out of range [0, {total}) for n = {n}, k = {k}")
-    rest, out = total - 1 - idx, []
+    rest, out, wide = total - 1 - idx, [], n >= _WIDE_N
     for t in range(k):
-        a = _largest_array(rest, k - t)
-        rest = rest - _comb_array(a, k - t)
+        a = _largest_array(rest, k - t, wide)
+        rest = rest - _comb_array(a, k - t, wide)
         out.append(n - 1 - a)
     return tuple(out)
 

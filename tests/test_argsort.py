@@ -314,7 +314,7 @@ def test_calls_from_pool_workers_do_not_deadlock(request, fixture):
 def test_closed_runtime_raises():
     rt = hpu.Runtime("none", profile=hpu.Profile(p=2, g=1, gamma=1))
     rt.close()
-    with pytest.raises(hpu.RuntimeClosedError):
+    with pytest.raises(hpu.RuntimeClosedError, match="is closed"):
         hpu.argsort(np.arange(10), runtime=rt)
 
 
@@ -419,8 +419,11 @@ def test_keyed_row_sort_on_the_device(fresh, dtype, shape):
 class _SlowSlices(np.ndarray):
     """An array whose slices take a while to read: its staging ends long after the keys are sorted."""
 
+    reads: list[slice] = []
+
     def __getitem__(self, item):
         if isinstance(item, slice):
+            _SlowSlices.reads.append(item)
             time.sleep(0.02)
         return super().__getitem__(item)
 
@@ -432,8 +435,10 @@ def test_keyed_gathers_wait_for_the_values_copies(fresh):
     keys = make("int32", (100_000,), "random", 4)
     for seed in range(2):
         values = np.random.default_rng(seed).integers(0, 1 << 60, keys.size).view(_SlowSlices)
+        _SlowSlices.reads.clear()
         out, _ = fast_keyed_sort(keys, [values], fresh, gather=True, redo=None,
                                  options=hpu.PipelineOptions(chunk_bytes=32 << 10), on_device_error="raise")
+        assert len(_SlowSlices.reads) > 1  # the values were staged through the slow slices, piece by piece
         assert np.array_equal(out[1], values.view(np.ndarray)[np.argsort(keys, kind="stable")])
 
 
@@ -551,9 +556,13 @@ def test_api_uses_the_device_packing_with_the_gpu_strategy(fresh, monkeypatch):
     assert same_bits(sk, np.sort(keys, kind="stable")) and same_bits(sv, values[np.argsort(keys, kind="stable")])
     assert len(calls) == 2
     # Host paths: a forced CPU share, 16-bit keys, big-endian keys.
-    hpu.argsort(keys, runtime=fresh, strategy="advanced", alpha=0.5)
-    hpu.argsort(keys.view(np.int16), runtime=fresh, strategy="gpu")
-    hpu.sort_by_key(keys.astype(">f4"), values, runtime=fresh, strategy="gpu")
+    order = np.argsort(keys, kind="stable")
+    assert np.array_equal(hpu.argsort(keys, runtime=fresh, strategy="advanced", alpha=0.5), order)
+    halves = keys.view(np.int16)
+    assert np.array_equal(hpu.argsort(halves, runtime=fresh, strategy="gpu"), np.argsort(halves, kind="stable"))
+    big = keys.astype(">f4")
+    sk, sv = hpu.sort_by_key(big, values, runtime=fresh, strategy="gpu")
+    assert same_bits(sk, np.sort(big, kind="stable")) and same_bits(sv, values[np.argsort(big, kind="stable")])
     assert len(calls) == 2
     # Object values: the device argsorts, the host gathers.
     sk, sv = hpu.sort_by_key(keys, values.astype(object), runtime=fresh, strategy="gpu")

@@ -30,10 +30,12 @@ def test_fit_knee_flat_means_no_parallelism():
 
 
 def test_fit_knee_rejects_bad_input():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=">= 3 positive"):  # two points only
         fit_knee([1, 2], [1, 2])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=">= 3 positive"):  # a time of 0
         fit_knee([1, 2, 4], [1, 0, 2])
+    with pytest.raises(ValueError, match="equal length"):
+        fit_knee([1, 2, 4, 8], [1, 2, 3])
 
 
 def test_fit_plateau():
@@ -132,10 +134,14 @@ def test_hpu_sort_reports_a_user_s_mistake_as_a_usage_error(args, message, capsy
 def test_hpu_sort_names_the_files_it_writes(tmp_path, capsys):
     from hpu.cli import main as hpu_main
 
-    assert hpu_main(["sort", "--device", "none", "--n", "5000", "--output", str(tmp_path / "keys")]) == 0
+    keys = np.random.default_rng(3).integers(-1000, 1000, 5000).astype(np.int32)
+    np.save(tmp_path / "input.npy", keys)
+    assert hpu_main(["sort", "--device", "none", "--input", str(tmp_path / "input.npy"),
+                     "--output", str(tmp_path / "keys")]) == 0
     written = tmp_path / "keys.npy"  # numpy.save adds the suffix: the message names the file
     assert f"wrote {written}" in capsys.readouterr().out
-    assert np.array_equal(np.load(written), np.sort(np.load(written)))
+    out = np.load(written)
+    assert out.dtype == keys.dtype and np.array_equal(out, np.sort(keys))  # the input's keys, sorted
 
 
 def test_cpu_only_calibration(tmp_path):
@@ -143,3 +149,4 @@ def test_cpu_only_calibration(tmp_path):
     assert main(["--device", "none", "--quick", "--out", str(out), "--no-progress"]) == 0
     data = json.loads(out.read_text())
     assert data["g"] == 1 and data["gamma"] == 1 and data["p"] >= 1
+

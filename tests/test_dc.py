@@ -135,4 +135,9 @@ def test_transfer_at_the_leaves_moves_nothing(runtime):
     plan = array_sum_spec().plan(len(a), a.dtype)
     out, trace = execute(plan, a, runtime, strategy="basic", transfer_level=plan.depth)
     assert out[0] == a.sum()
-    assert not [e for e in trace.events if e.unit in ("bus", "device")]
+    assert trace.events and all(e.unit.startswith("cpu") for e in trace.events)  # recorded, all on the CPU
+    # The control: one level higher the device takes part, and the trace shows its copies.
+    out, trace = execute(plan, a, runtime, strategy="basic", transfer_level=plan.depth - 1)
+    assert out[0] == a.sum()
+    assert {"h2d", "d2h"} <= {e.kind for e in trace.events if e.unit == "bus"}
+    assert any(e.unit == "device" for e in trace.events)

@@ -67,10 +67,18 @@ def test_every_device_merges_its_range_and_copies_it_down(runtime, k):
         tr.resolve()
     assert same_bits(out, np.sort(a, kind="stable"))
     units = [""] + [str(i) for i in range(1, k)]
+    sorted_keys, merged_keys = [], []
     for u in units:
         kinds = [e.kind for e in tr.events if e.unit == f"device{u}"]
         assert "sort" in kinds and (("merge" in kinds) == (k > 1))
         assert any(e.kind == "d2h" for e in tr.events if e.unit == f"bus{u}")
+        for kind, keys in (("sort", sorted_keys), ("merge", merged_keys)):
+            keys.append(sum(e.nbytes for e in tr.events if e.unit == f"device{u}" and e.kind == kind) // a.itemsize)
+    # Every key sorted once (a range of positions a device) and, with several devices, merged once (a key range
+    # each): the devices' ranges cover the input, none empty.
+    assert sum(sorted_keys) == a.size and min(sorted_keys) > 0
+    if k > 1:
+        assert sum(merged_keys) == a.size and min(merged_keys) > 0
 
 
 def test_a_freed_result_returns_to_the_pool_at_once(trio):

@@ -225,7 +225,7 @@ def test_unsupported_dtypes(runtime, sorters, dtype):
     with pytest.raises(TypeError, match="supports"):
         DeviceSorter(runtime, dtype)
     if np.dtype(dtype).byteorder != ">":
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError, match="device sort supports the native dtypes"):
             device_sort(np.zeros(3, dtype), runtime)
     assert np.dtype(np.int32) in SUPPORTED_DTYPES
 

@@ -119,18 +119,20 @@ def test_closed_runtime_raises():
 def test_close_while_calls_run(runtime):
     """close() waits for running calls; calls made after it raise RuntimeClosedError; no deadlock."""
     rt = hpu.Runtime(runtime.device, profile=runtime.profile, threads=2)
-    errors, wrong = [], []
-    started = threading.Barrier(5)
+    errors, wrong, done = [], [], []
+    started = threading.Barrier(5, timeout=120)  # a thread that died before it: a failure, not a hang
 
     def loop(seed: int) -> None:
         rng = np.random.default_rng(seed)
-        started.wait()
         try:
             while True:
                 a = rng.integers(0, 50, int(rng.integers(1, 100_000))).astype(np.int64)
                 if not np.array_equal(hpu.hybrid_mergesort(a, strategy="gpu" if seed % 2 else "cpu", runtime=rt),
                                       np.sort(a, kind="stable")):
                     wrong.append(seed)
+                done.append(seed)
+                if len([s for s in done if s == seed]) == 1:
+                    started.wait()  # every thread has sorted once and goes on sorting: close() meets running calls
         except hpu.RuntimeClosedError as e:
             errors.append(e)
 
@@ -142,6 +144,8 @@ def test_close_while_calls_run(runtime):
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads) and len(errors) == 4 and not wrong
+    assert sorted(set(done)) == [0, 1, 2, 3]  # each thread's calls ran (and were right) before it was refused
+    assert all("closed" in str(e) for e in errors)
 
 
 def test_a_running_call_ends_right_after_close_is_called(runtime):
@@ -185,7 +189,7 @@ def test_a_runtime_closed_from_its_own_pool_task_is_released(runtime):
     rt = hpu.Runtime(runtime.device, profile=runtime.profile, threads=2)
     rt.pool.submit(rt.close).result(timeout=30)  # raised "cannot join current thread", half closed
     assert rt.closed and rt.host_pool.total_bytes == 0
-    with pytest.raises(hpu.RuntimeClosedError):
+    with pytest.raises(hpu.RuntimeClosedError, match="is closed"):
         rt.acquire_lease()
 
 

@@ -32,14 +32,17 @@ def test_arrays_are_plain_writable_and_recycled(pool):
     a[:] = np.arange(N_POOLED)
     view = a[5:9]
     assert pool.is_pinned(view) == pinned
-    held = pool.total_bytes
+    addresses = {a.ctypes.data}
     del a
     gc.collect()
-    assert pool.empty(N_POOLED, np.int32, pinned=not pinned) is not None  # other kind: a block of its own
+    other = pool.empty(N_POOLED, np.int32, pinned=not pinned)  # other kind: a block of its own
+    assert other is not None and pool.is_pinned(other) == (not pinned) and not np.shares_memory(other, view)
+    del other
     gc.collect()
     held = pool.total_bytes
     b = pool.empty(N_POOLED, np.int32, pinned=pinned)  # the view still holds the first block: a second one
-    assert pool.total_bytes == held + 2 * MIN_POOLED_BYTES
+    assert pool.total_bytes == held + 2 * MIN_POOLED_BYTES and not np.shares_memory(b, view)
+    addresses.add(b.ctypes.data)
     assert view.tolist() == [5, 6, 7, 8]
     b[:] = -1
     assert view.tolist() == [5, 6, 7, 8]
@@ -47,6 +50,7 @@ def test_arrays_are_plain_writable_and_recycled(pool):
     gc.collect()
     c = pool.empty(N_POOLED, np.int32, pinned=pinned)  # recycled, nothing new
     assert pool.total_bytes == held + 2 * MIN_POOLED_BYTES
+    assert c.ctypes.data in addresses and pool.is_pinned(c) == pinned  # one of the freed blocks of its kind
     del c
 
 
@@ -285,9 +289,11 @@ def test_empty_pinned(fresh):
     for dup in (copy.copy, copy.deepcopy, pickle.dumps):  # two leases of one block would hand it out twice
         with pytest.raises(TypeError, match="lease"):
             dup(lease)
-    with hpu.Runtime(None, threads=1) as cpu_only:
-        if not cpu_only.has_device:
-            assert not cpu_only.host_pool.is_pinned(cpu_only.empty_pinned(N_POOLED, np.int32))
+    with hpu.Runtime("none", threads=1) as cpu_only:  # "none": Runtime(None) takes the default device if any
+        assert not cpu_only.has_device
+        plain = cpu_only.empty_pinned((2, N_POOLED), np.int32)
+        assert plain.shape == (2, N_POOLED) and plain.dtype == np.int32 and plain.flags.c_contiguous
+        assert plain.flags.writeable and not cpu_only.host_pool.is_pinned(plain)
 
 
 def test_pinned_inputs_are_not_staged(fresh, monkeypatch):

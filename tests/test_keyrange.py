@@ -88,6 +88,8 @@ def test_one_to_four_units_with_device_pieces(runtime, k, kind):
     assert same_bits(out, np.sort(a, kind="stable"))
     device_runs = [e for e in tr.events if e.unit.startswith("device") and e.kind == "sort"]
     assert (len(device_runs) > k - 1) if k > 1 else not device_runs  # more runs than devices: pieces
+    cpu_runs = [e for e in tr.events if e.unit.startswith("cpu") and e.kind == "sort"]
+    assert cpu_runs and sum(e.nbytes for e in cpu_runs + device_runs) == a.nbytes  # every key sorted once
 
 
 def test_a_capped_device_sorts_in_pieces_not_on_the_cpu(fresh):
@@ -135,7 +137,12 @@ def test_partition_puts_each_key_in_its_bucket_in_input_order(runtime, monkeypat
     keys, pos = choose_splitters(a, np.arange(1, k) / k)
     out = np.empty_like(a)
     bounds, blocks, counts, ids = partition(a, keys, pos, out, runtime, block=4096)
-    want = bucket_ids(a, 0, keys, pos)
+    # Each key's bucket by brute force (not bucket_ids, which partition uses): how many splitters its
+    # (key, position) pair follows in numpy's stable order.
+    rank = np.empty(a.size, np.int64)
+    rank[np.argsort(a, kind="stable")] = np.arange(a.size)
+    want = (rank[:, None] > rank[pos][None, :]).sum(axis=1)
+    assert np.array_equal(bucket_ids(a, 0, keys, pos), want)
     assert same_bits(out, a[np.argsort(want, kind="stable")]) and np.array_equal(ids, want)
     assert bounds.tolist() == [0, *np.cumsum(np.bincount(want, minlength=k)).tolist()]
     assert blocks.size == 14 and counts.sum(axis=0).tolist() == np.bincount(want, minlength=k).tolist()
@@ -197,11 +204,13 @@ def test_bad_shares_are_refused(fresh):
             hpu.hybrid_mergesort(a[:n], shares=(float("nan"), 1.0), runtime=fresh)
     with pytest.raises(ValueError, match="transfer_level"):
         hpu.hybrid_mergesort(a[:1], transfer_level=99, runtime=fresh)
-    with hpu.Runtime(None, threads=1) as cpu_only:  # no device: the CPU's share alone
-        if not cpu_only.has_device:
-            with pytest.raises(ValueError, match="summing to 1"):
-                hpu.hybrid_mergesort(a, shares=(-5.0, 9.0, 1.0), runtime=cpu_only)
-            assert same_bits(hpu.hybrid_mergesort(a, shares=(1.0,), runtime=cpu_only), a)
+    with hpu.Runtime("none", threads=1) as cpu_only:  # no device ("none": None takes the default device if any)
+        assert not cpu_only.has_device
+        for bad in ((-5.0, 9.0, 1.0), (0.5, 0.5)):  # one share only: the CPU's
+            with pytest.raises(ValueError, match=r"1 non-negative fractions .* summing to 1"):
+                hpu.hybrid_mergesort(a, shares=bad, runtime=cpu_only)
+        shuffled = np.random.default_rng(1).permutation(a)
+        assert same_bits(hpu.hybrid_mergesort(shuffled, shares=(1.0,), runtime=cpu_only), np.sort(shuffled))
 
 
 def test_shares_summing_to_one_within_the_tolerance_and_device_dtypes(runtime):

@@ -76,10 +76,19 @@ def test_level_sum_geometric_fraction_is_exact():
 
 def test_basic_split_level():
     # Paper 5.1: transfer at level log_a(p/gamma) = log2(640) = 9.32.
-    s = basic_split(MERGESORT, 2**24, HPU1)
+    n = 2**24
+    s = basic_split(MERGESORT, n, HPU1)
     assert s.y == pytest.approx(math.log2(640))
     assert s.transfer_level == 10
-    assert 0 < s.gpu_work_fraction < 1
+    # The device does levels 10..23 and the n leaves: 15 of the n (log2 n + 1) = 25 n operations.
+    assert s.gpu_work_fraction == pytest.approx(15 / 25)
+    # Level by level (brute force): level i's n operations on min(p, 2^i) cores, or on min(g, 2^i) work-items at
+    # gamma times a core's speed; the CPU's levels follow the device's.
+    p, g, gamma = HPU1.p, HPU1.g, HPU1.gamma
+    cpu = sum(n / min(p, 2**i) for i in range(10))
+    gpu = sum(n / min(g, 2**i) / gamma for i in range(10, 25))
+    assert s.predicted_cpu_time == pytest.approx(cpu) and s.predicted_gpu_time == pytest.approx(gpu)
+    assert s.predicted_time == pytest.approx(cpu + gpu)
 
 
 def test_basic_split_all_cpu_when_gpu_is_weak():

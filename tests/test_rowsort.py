@@ -72,10 +72,11 @@ def test_api_sorts_rows_on_the_device_with_the_gpu_strategy(fresh, monkeypatch):
     # Not this path: rows longer than the tile, one row, a CPU share forced, datetime keys (NaT last), CPU strategy.
     long = make("float32", (3, row_tile(fresh, np.float32) + 1), "random", 2)
     assert same_bits(hpu.sort(long, runtime=fresh, strategy="gpu"), np.sort(long, axis=-1, kind="stable"))
-    hpu.sort(rows[:1], runtime=fresh, strategy="gpu")
-    hpu.sort(rows, runtime=fresh, strategy="advanced", alpha=0.5)
-    hpu.sort(rows.view(np.int32).astype("datetime64[s]"), runtime=fresh, strategy="gpu")
-    hpu.sort(rows, runtime=fresh, strategy="cpu")
+    dates = rows.view(np.int32).astype("datetime64[s]")
+    dates[::7, ::5] = np.datetime64("NaT")
+    for a, kw in [(rows[:1], dict(strategy="gpu")), (rows, dict(strategy="advanced", alpha=0.5)),
+                  (dates, dict(strategy="gpu")), (rows, dict(strategy="cpu"))]:
+        assert same_bits(hpu.sort(a, runtime=fresh, **kw), np.sort(a, axis=-1, kind="stable")), kw
     assert len(calls) == 2
 
 
@@ -120,12 +121,12 @@ def test_device_fault_mid_rows(fresh, monkeypatch, on_error, cpu_rows):
     its own share intact, or raises."""
     import pyopencl as cl
 
-    real, calls = DeviceSorter.sort_rows, []
+    real, calls, fail_at = DeviceSorter.sort_rows, [], [3]
 
     def faulty(self, *a, **k):
         calls.append(1)
         ev = real(self, *a, **k)
-        if len(calls) == 3:
+        if len(calls) == fail_at[0]:
             raise cl.LogicError("clEnqueueNDRangeKernel failed: <unknown error -9999>")
         return ev
 
@@ -142,11 +143,21 @@ def test_device_fault_mid_rows(fresh, monkeypatch, on_error, cpu_rows):
         with pytest.raises(hpu.DeviceFailure, match="-9999"):
             _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows, sort_into=slow)
         assert sum(done) == cpu_rows  # the CPU's tasks had ended (none left writing into the result)
+        assert len(calls) >= 3  # the fault fired
     else:
         out, trace = _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows, on_device_error="fallback")
         assert same_bits(out, want) and "-9999" in trace.fallback
-        assert same_bits(hpu.sort(rows, runtime=fresh, strategy="gpu"), want)  # the API's own redo
-    assert same_bits(rows, before) and len(calls) >= 3
+        assert len(calls) >= 3
+        # The API's own redo: its rows (one piece) fault at their first device sort, which must fire.
+        calls.clear()
+        fail_at[0] = 1
+        with pytest.raises(hpu.DeviceFailure, match="-9999"):
+            hpu.sort(rows, runtime=fresh, strategy="gpu", on_device_error="raise")
+        assert len(calls) >= 1
+        calls.clear()
+        assert same_bits(hpu.sort(rows, runtime=fresh, strategy="gpu"), want)
+        assert len(calls) >= 1  # the fault fired: this result is the CPU's redo
+    assert same_bits(rows, before)
 
 
 @pytest.mark.parametrize("on_error", ["fallback", "raise"])
@@ -197,7 +208,7 @@ def test_bad_arguments(fresh):
         assert sorter.tile == row_block(100, 4) and sorter.tile >= 100
         buf = lease.buffer("t", 4 * 1000)
         for start, stop, m in [(0, 10, 0), (0, 10, sorter.tile + 1), (5, 4, 2)]:
-            with pytest.raises(ValueError):
+            with pytest.raises(ValueError, match=rf"rows of m={m} keys need 1 <= m <= tile=.*got {start}, {stop}"):
                 sorter.sort_rows(buf, start, stop, m)
         with pytest.raises(ValueError, match="too few"):
             sorter.sort_rows(buf, 0, 1001, 10)

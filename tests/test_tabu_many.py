@@ -10,6 +10,7 @@ import pytest
 
 import hpu
 from hpu.tabu import ManyCosts, calibrate_many, plan_many, tabu_search, tabu_search_many
+from conftest import reference_search
 from test_tabu_resident import PROBLEMS, same
 
 
@@ -201,5 +202,10 @@ def test_a_cpu_only_runtime():
     with hpu.Runtime("none") as cpu:
         res = tabu_search_many(problem, range(3), iterations=40, tenure=5, runtime=cpu)
         assert {r.split.strategy for r in res} == {"cpu"}
+        for seed, r in enumerate(res):  # each search as the brute-force reference takes it
+            moves, history, best = reference_search(problem, iterations=40, tenure=5, seed=seed)
+            np.testing.assert_array_equal(r.moves, moves)
+            np.testing.assert_array_equal(r.history, history)
+            assert r.best_value == best == problem.objective(r.best_solution)
         with pytest.raises(hpu.NoDeviceError):
             tabu_search_many(problem, range(3), iterations=40, tenure=5, runtime=cpu, strategy="gpu")

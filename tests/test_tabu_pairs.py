@@ -66,7 +66,10 @@ def test_scalar_mapping_is_exact_where_float_square_roots_are_not():
         for idx in (0, 1, total // 2, total - n, total - 2, total - 1):
             i, j = pair_from_index(n, idx)
             assert 0 <= i < j < n
+            # The row-major rank in exact integers (rows 0..i-1 hold n-1, n-2, ... pairs): independent of the module.
+            assert i * (2 * n - i - 1) // 2 + (j - i - 1) == idx
             assert pair_index(n, i, j) == idx
+        assert pair_from_index(n, total - 1) == (n - 2, n - 1) and pair_from_index(n, total - 2) == (n - 3, n - 1)
 
 
 def test_bad_mapping_arguments():
@@ -80,7 +83,7 @@ def test_bad_mapping_arguments():
         pair_index(5, 3, 3)
     with pytest.raises(ValueError, match="inside"):
         pair_block(5, 3, 11)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="n must be an integer, got 4.0"):
         num_pairs(4.0)
 
 
@@ -94,6 +97,16 @@ __kernel void check_pairs(const ulong n, const ulong lo, const ulong hi, __globa
     pair_from_index(n, m, &i, &j);
     if (!(i < j && j < n) || pair_index(n, i, j) != m) atomic_inc(bad);
     else atomic_inc(rows + i);
+}
+
+__kernel void write_pairs(const ulong n, const ulong total, __global uint *pi, __global uint *pj)
+{
+    const ulong m = get_global_id(0);
+    if (m >= total) return;
+    uint i, j;
+    pair_from_index(n, m, &i, &j);
+    pi[m] = i;
+    pj[m] = j;
 }
 """
 
@@ -123,6 +136,16 @@ def test_opencl_mapping_is_a_bijection(rt, n):
     cl.enqueue_copy(rt.queue, rows, rows_d)
     assert bad[0] == 0
     np.testing.assert_array_equal(rows, n - 1 - np.arange(n))
+    if total <= 1 << 20:  # the device's pairs are the host's (numpy's row-major upper triangle), move by move
+        pi, pj = np.empty(total, np.uint32), np.empty(total, np.uint32)
+        pi_d, pj_d = (cl.Buffer(rt.context, mf.WRITE_ONLY, x.nbytes) for x in (pi, pj))
+        cl.Kernel(prg, "write_pairs")(rt.queue, (-(-total // 256) * 256,), (256,), np.uint64(n), np.uint64(total),
+                                      pi_d, pj_d)
+        cl.enqueue_copy(rt.queue, pi, pi_d)
+        cl.enqueue_copy(rt.queue, pj, pj_d)
+        i, j = _row_major_pairs(n)
+        np.testing.assert_array_equal(pi, i)
+        np.testing.assert_array_equal(pj, j)
 
 
 @pytest.mark.parametrize("n", [2, 3, 17, 100])

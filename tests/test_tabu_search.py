@@ -530,21 +530,21 @@ def test_costs_files_are_versioned_and_every_bad_one_is_a_profile_error(tmp_path
     d = json.loads(path.read_text())
     assert (d["kind"], d["schema_version"], d["problem_kind"]) == ("tabu-costs", 5, "qap")
     assert TabuCosts.load(path) == c and c.to_dict()["kind"] == "qap"
-    bad = {
-        "missing": None,
-        "corrupt": "{not json",
-        "newer": {**d, "schema_version": 6},
-        "older": {**d, "schema_version": 4},
-        "resident fields of different lengths": {**d, "resident_levels": [0, 1], "resident_block_seconds": [1e-4],
-                                                 "resident_iteration_seconds": [1e-5]},
-        "other kind": {**d, "kind": "profile"},
-        "no problem kind": {k: v for k, v in d.items() if k != "problem_kind"},
-        "missing field": {k: v for k, v in d.items() if k != "cpu_move_seconds"},
-        "not an object": [1, 2],
+    bad = {  # each file's content and the reason its error gives
+        "missing": (None, "file not found"),
+        "corrupt": ("{not json", "corrupt tabu-costs file"),
+        "newer": ({**d, "schema_version": 6}, "schema version 6 is newer"),
+        "older": ({**d, "schema_version": 4}, "schema version 4 is too old"),
+        "resident fields of different lengths": ({**d, "resident_levels": [0, 1], "resident_block_seconds": [1e-4],
+                                                  "resident_iteration_seconds": [1e-5]}, "differ in length"),
+        "other kind": ({**d, "kind": "profile"}, "holds 'profile', not 'tabu-costs'"),
+        "no problem kind": ({k: v for k, v in d.items() if k != "problem_kind"}, "without a 'problem_kind'"),
+        "missing field": ({k: v for k, v in d.items() if k != "cpu_move_seconds"}, "cpu_move_seconds"),
+        "not an object": ([1, 2], "expected a JSON object"),
     }
-    for name, content in bad.items():
+    for name, (content, reason) in bad.items():
         p = tmp_path / f"{name}.json"
         if content is not None:
             p.write_text(content if isinstance(content, str) else json.dumps(content))
-        with pytest.raises(ProfileError):
+        with pytest.raises(ProfileError, match=reason):
             TabuCosts.load(p)

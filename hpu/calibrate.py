@@ -22,10 +22,12 @@ from .sorting.calibrate import MERGE_BENCHMARK, measure_costs
 __all__ = ["main"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command line entry point of ``python -m hpu.calibrate``; returns the exit status."""
+def main(argv: list[str] | None = None, prog: str = "python -m hpu.calibrate") -> int:
+    """Command line entry point of ``python -m hpu.calibrate`` (and of ``hpu calibrate``, named ``prog`` in its
+    messages); returns the exit status: 0 saved, 2 a usage error or an existing profile without ``--force``, 130
+    interrupted."""
     ap = argparse.ArgumentParser(
-        prog="python -m hpu.calibrate",
+        prog=prog,
         description="Measure this machine and fit the HPU model's profile (p, g, gamma, lambda, delta; "
                     "paper section 6.4). The profile is saved as JSON and used by later runs on the same device.",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ import numpy as np
 
 from .core.kernels import CL_TYPES
 from .core.runtime import Runtime, list_devices
-from .dc.executor import STRATEGIES
+from .sorting.mergesort import SORT_STRATEGIES, as_sortable
 
 __all__ = ["main"]
 
@@ -27,20 +28,30 @@ def _devices(args: argparse.Namespace) -> int:
 
 
 def _open(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[np.ndarray, str, Runtime]:
-    """The keys, their description and the runtime of ``hpu sort``; a user's mistake (a missing file, an unknown
-    device, a bad profile or thread count) ends with argparse's usage message and status 2, not a traceback (status
-    1 is a result that differs from numpy's)."""
+    """The keys, their description and the runtime of ``hpu sort``; a user's mistake (a missing or unreadable file,
+    an array hybrid_mergesort does not take, an unwritable ``--output`` or ``--gantt``, an unknown device, a bad
+    profile or thread count) ends with argparse's usage message and status 2, not a traceback (status 1 is a result
+    that differs from numpy's)."""
+    for flag, path in (("--output", args.output), ("--gantt", args.gantt)):
+        if path is not None and not (path.parent.is_dir() and os.access(path.parent, os.W_OK)):
+            ap.error(f"{flag} {path}: {path.parent} is not a directory this user can write in")
     try:
         if args.input:
-            data = np.load(args.input, allow_pickle=False)
+            try:
+                data = np.load(args.input, allow_pickle=False)
+            except ValueError as e:  # not a .npy file, or an object array
+                raise ValueError(f"cannot load {args.input} as a .npy array: {e}") from None
+            if not isinstance(data, np.ndarray):
+                raise ValueError(f"{args.input} holds several arrays (.npz); give a .npy file of one 1-D array")
+            as_sortable(data)  # its dtype and shape, checked before the runtime starts
             source = str(args.input)
         else:
             rng = np.random.default_rng(args.seed)
             data = rng.integers(0, 2 * args.n, size=args.n).astype(args.dtype)
             source = f"{args.n} uniform random {args.dtype} in [0, 2n), seed {args.seed}"
         return data, source, Runtime(args.device, threads=args.threads, profile=args.profile)
-    except (OSError, ValueError) as e:  # ProfileError is a ValueError
-        ap.error(str(e))  # exits
+    except (OSError, TypeError, ValueError, MemoryError) as e:  # ProfileError is a ValueError
+        ap.error(str(e) or type(e).__name__)  # exits
 
 
 def _sort(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
@@ -92,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--input", type=Path, help="a .npy file holding a 1-D array to sort instead")
     sp.add_argument("--dtype", default="int32", choices=[str(d) for d in CL_TYPES], help="dtype of random keys")
     sp.add_argument("--seed", type=int, default=0, help="random seed")
-    sp.add_argument("--strategy", default="auto", choices=("auto", *STRATEGIES),
-                    help="work division (default: auto, the model's fastest)")
+    sp.add_argument("--strategy", default="auto", choices=SORT_STRATEGIES,
+                    help="work division (default: auto, the model's fastest; keyrange and exchange: fast mode only)")
     sp.add_argument("--mode", default="fast", choices=("fast", "paper"),
                     help="fast kernels (default) or the paper-faithful scheme")
     sp.add_argument("--device", default=None, help="OpenCL device (see python -m hpu.calibrate --help)")
@@ -105,11 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["calibrate"]:
         from .calibrate import main as calibrate_main
 
-        return calibrate_main(argv[1:])
+        return calibrate_main(argv[1:], prog="hpu calibrate")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
-    if args.command == "sort" and args.n is not None and args.n < 1:
-        ap.error("--n must be >= 1")
     if args.command == "sort":
+        if args.n < 1:
+            sp.error("--n must be >= 1")
+        if args.seed < 0:
+            sp.error("--seed must be >= 0")
+        if args.mode == "paper" and args.strategy in ("keyrange", "exchange"):
+            sp.error(f"--strategy {args.strategy} splits by key or exchanges between devices: --mode fast only")
         return _sort(args, sp)
     return _devices(args)

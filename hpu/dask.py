@@ -24,7 +24,7 @@ Needs the optional extra ``hpu[dask]`` (``dask[array]`` and ``distributed``)::
   Keys are compared as (order-preserving key, global position) pairs
   (:func:`hpu.sorting.keys.to_unsigned`), so equal keys split across ranges
   by position and the result is stable, NaN and NaT last.
-- :func:`tabu_search_many` runs independent :func:`hpu.tabu_search` calls on
+- :func:`tabu_search_many` runs independent :func:`hpu.tabu.tabu_search` calls on
   the workers and gathers their :class:`~hpu.tabu.TabuResult`\\ s;
   :func:`hybrid_ea_islands` runs :func:`hpu.tabu.hybrid_ea` populations on
   the workers as islands with periodic migration of their best individuals.
@@ -493,18 +493,18 @@ def _sort_range(pieces: list[tuple[np.ndarray, bool]]) -> np.ndarray:
 
 def tabu_search_many(problem: Any, seeds: Sequence[Any], *, client: distributed.Client | None = None,
                      **kw: Any) -> list[Any]:
-    """Run ``hpu.tabu_search(problem, seed=s, **kw)`` for every seed on the cluster's workers; their results.
+    """Run ``hpu.tabu.tabu_search(problem, seed=s, **kw)`` for every seed on the cluster's workers; their results.
 
     Parameters
     ----------
     problem : hpu.tabu.TabuProblem
         Sent to the workers (it must pickle).
     seeds : sequence
-        One search per seed, any value :func:`hpu.tabu_search` accepts.
+        One search per seed, any value :func:`hpu.tabu.tabu_search` accepts.
     client : distributed.Client, optional
         Default: the current client.
     **kw
-        Passed to :func:`hpu.tabu_search` (``iterations`` and ``tenure`` at
+        Passed to :func:`hpu.tabu.tabu_search` (``iterations`` and ``tenure`` at
         least); each worker's default runtime runs its searches.
 
     Returns

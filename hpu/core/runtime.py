@@ -5,7 +5,7 @@ Device choice (first that applies):
 1. the ``device`` argument (see :func:`select_device` for the forms it takes);
 2. the ``PYOPENCL_CTX`` environment variable (``"P:D"`` indices, or a name
    substring, as pyopencl understands it);
-3. a GPU, if an OpenCL platform offers one;
+3. a GPU, if an OpenCL platform offers one, else an accelerator;
 4. a CPU OpenCL device (e.g. PoCL);
 5. no device: CPU-only mode, with a logged warning.
 
@@ -272,8 +272,10 @@ def uncalibrated_profile(dev: Any, threads: int) -> Profile:
     """Rough guesses used until ``python -m hpu.calibrate`` has run for this device.
 
     The profile has no measured cost curves, and ``provenance["source"]`` is
-    :data:`UNCALIBRATED`: workloads then keep to the CPU alone (never slower
-    than the CPU alone; a device's speed is known only once measured).
+    :data:`UNCALIBRATED`: the fast-mode sorts then keep to the CPU alone
+    (never slower than the CPU alone; a device's speed is known only once
+    measured); paper mode and :mod:`hpu.dc` apply the paper's model to
+    these guesses, and tabu search measures its own costs.
     """
     if dev is None:
         return Profile(p=threads, g=1, gamma=1.0, cpu_op_seconds=GUESSED_CPU_OP_SECONDS, name="uncalibrated (CPU only)",
@@ -545,7 +547,7 @@ class Runtime:
         a JSON profile, or the name of a shipped profile (``"hpu1"``).
         Default: this device's calibrated profile from
         :func:`default_profile_path` if it exists, else rough defaults under
-        which every workload runs on the CPU alone (see
+        which the fast-mode sorts run on the CPU alone (see
         :attr:`calibrated`; one logged line says so).
     threads : int, optional
         Size of the CPU thread pool (default ``os.cpu_count()``).
@@ -693,7 +695,7 @@ class Runtime:
                                 "its CPU costs may be off (python -m hpu.calibrate --threads %d --force)",
                                 self.device_name, calibrated_threads, self.threads, self.threads)
                 return cached
-        log.info("no calibrated profile for %s: workloads run on the CPU alone until `python -m hpu.calibrate` "
+        log.info("no calibrated profile for %s: the sorts run on the CPU alone until `python -m hpu.calibrate` "
                  "has run", self.device_name)
         return uncalibrated_profile(self.device, self.threads)
 
@@ -713,7 +715,8 @@ class Runtime:
 
     @property
     def calibrated(self) -> bool:
-        """False while the profile is :func:`uncalibrated_profile`'s guesses (workloads then use the CPU alone)."""
+        """False while the profile is :func:`uncalibrated_profile`'s guesses (the fast-mode sorts then use the CPU
+        alone)."""
         return self.profile.provenance.get("source") != UNCALIBRATED
 
     @property

@@ -8,7 +8,7 @@
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
-#                                            review-tests)
+#                                            review-tests | model-large)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -67,6 +67,9 @@
 # model-check: calibrate (fresh unless PROFILE), then bench_mergesort's default, device, CPU and key-range
 #              strategies, 2^16-2^28, each beside the model's prediction.
 # rows: bench_argsort's rows part alone (2^14 x 2^10 float32), CPU shares ROW_ALPHAS (default 0.05-0.5) forced.
+# model-large: a calibration with the sort's curves up to 2^CAL_MAX_LOG keys (default 28; its time logged), bench_mergesort's
+#              default and device alone at 2^22-2^28 with it, and model_vs_measured with it and with PROFILE (default
+#              the committed results/h100/profile_direct.json, curves up to 2^26).
 # rows-kv: bench_argsort's rows (2^14 x 2^10 float32) and key-value (2^24 int32 keys, int64 values) parts alone.
 # two-gpu: on a machine of two GPUs (nvidia-h100-x2, nvidia-h200-x2): how they are linked, the exchange and key-range
 #          tests on the GPU, then bench_mergesort over every GPU (gpu: the first alone; exchange, keyrange, auto: all)
@@ -191,6 +194,18 @@ for stage in "$@"; do
         python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 16 --max-log 28 \
             --strategies auto,gpu,cpu,keyrange --repeats 7 --slow 2 --json "$OUT/bench_mergesort_model.json" 2>&1 \
             | tee "$OUT/bench_mergesort_model.log"
+        ;;
+    model-large)  # the sort's curves calibrated up to 2^28 keys (--max-log), then the model against measurement
+        t0=$(date +%s)
+        python3 -m hpu.calibrate --device gpu --no-progress --force --max-log "${CAL_MAX_LOG:-28}" \
+            --out "$OUT/profile_large.json" 2>&1 | tee "$OUT/calibrate_large.log"
+        echo "calibration: $(($(date +%s) - t0)) s" | tee -a "$OUT/calibrate_large.log"
+        python3 experiments/bench_mergesort.py --device gpu --profile "$OUT/profile_large.json" --min-log 22 \
+            --max-log 28 --strategies auto,gpu --repeats 5 --slow 2 --json "$OUT/bench_mergesort_large.json" 2>&1 \
+            | tee "$OUT/bench_mergesort_large.log"
+        for prof in "$OUT/profile_large.json" "${PROFILE:-experiments/results/h100/profile_direct.json}"; do
+            python3 experiments/model_vs_measured.py "$OUT/bench_mergesort_large.json" "$prof"
+        done 2>&1 | tee "$OUT/model_vs_measured_large.log"
         ;;
     pinned)
         calibrate

@@ -9,6 +9,7 @@ with the paper's merge as the combine step, and the sort's cost curves
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 import tempfile
@@ -17,7 +18,7 @@ from pathlib import Path
 from .core.calibrate import calibrate, format_profile
 from .core.profile import Profile
 from .core.runtime import Runtime, default_profile_path
-from .sorting.calibrate import MERGE_BENCHMARK, measure_costs
+from .sorting.calibrate import DEFAULT_MAX_LOG, MERGE_BENCHMARK, QUICK_MAX_LOG, curve_sizes, measure_costs
 
 __all__ = ["main"]
 
@@ -38,11 +39,19 @@ def main(argv: list[str] | None = None, prog: str = "python -m hpu.calibrate") -
                     help="where to save the profile (default: the user cache directory, one file per device; "
                          "HPU_PROFILE_DIR overrides the directory)")
     ap.add_argument("--quick", action="store_true", help="smaller measurements (under two minutes on 2 CPU cores)")
+    ap.add_argument("--max-log", type=int, default=None, metavar="K",
+                    help=f"the sort's cost curves up to 2^K keys (default {DEFAULT_MAX_LOG}, {QUICK_MAX_LOG} with --quick; "
+                         "18 to 31): past the largest size the model extrapolates, so calibrate up to the largest "
+                         "arrays you sort (a size holds about ten copies of its int32 keys in host memory at once)")
     ap.add_argument("--plot", type=Path, default=None, metavar="DIR", help="also write PNG plots of the fits to DIR")
     ap.add_argument("--force", action="store_true", help="overwrite an existing profile")
     ap.add_argument("--threads", type=int, default=None, help="CPU thread-pool size (default: all cores)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
+    try:
+        curve_sizes(args.quick, args.max_log)
+    except ValueError as e:
+        ap.error(str(e).replace("max_log", "--max-log"))
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     try:
         rt = Runtime(args.device, threads=args.threads, profile=_placeholder())
@@ -59,7 +68,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m hpu.calibrate") -
             return 2
         print(f"calibrating {rt.device_name} with {rt.threads} CPU threads" + (" (quick)" if args.quick else ""))
         try:
-            prof = calibrate(rt, MERGE_BENCHMARK, curves={"sort": measure_costs}, quick=args.quick,
+            prof = calibrate(rt, MERGE_BENCHMARK, curves={"sort": functools.partial(measure_costs, max_log=args.max_log)}, quick=args.quick,
                              progress=not args.no_progress,
                              command="python -m hpu.calibrate " + " ".join(argv if argv is not None else sys.argv[1:]))
         except KeyboardInterrupt:

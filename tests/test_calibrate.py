@@ -150,3 +150,13 @@ def test_cpu_only_calibration(tmp_path):
     data = json.loads(out.read_text())
     assert data["g"] == 1 and data["gamma"] == 1 and data["p"] >= 1
 
+
+def test_max_log_sets_the_largest_size_of_the_sort_curves(tmp_path, capsys):
+    out = tmp_path / "prof.json"
+    assert main(["--device", "none", "--quick", "--max-log", "17", "--out", str(out), "--no-progress"]) == 0
+    assert Profile.load(out).cost_curves("sort").sizes == (1 << 14, 1 << 16, 1 << 17)
+    for bad in ("15", "32", "x"):
+        with pytest.raises(SystemExit) as e:
+            main(["--device", "none", "--quick", "--max-log", bad, "--out", str(tmp_path / "p2.json")])
+        assert e.value.code == 2 and "--max-log" in capsys.readouterr().err
+    assert not (tmp_path / "p2.json").exists()

@@ -15,12 +15,13 @@ import numpy as np
 from ..core.calibrate import CombineBenchmark, median_time
 from ..core.costs import CostCurves
 from ..core.runtime import Runtime
+from ..core.util import check_int
 from .cpu import multiway_merge, native_partition
 from .keyrange import choose_splitters, partition
 from .paper import mergesort_spec
 from .pipeline import PipelineOptions, fast_sort
 
-__all__ = ["MERGE_BENCHMARK", "measure_costs", "sorted_runs"]
+__all__ = ["DEFAULT_MAX_LOG", "MERGE_BENCHMARK", "QUICK_MAX_LOG", "curve_sizes", "measure_costs", "sorted_runs"]
 
 
 def sorted_runs(m: int, rng: np.random.Generator) -> np.ndarray:
@@ -35,7 +36,28 @@ def sorted_runs(m: int, rng: np.random.Generator) -> np.ndarray:
 MERGE_BENCHMARK = CombineBenchmark(mergesort_spec(), sorted_runs)
 
 
-def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurves:
+#: The largest size of the cost curves by default, as log2 of the keys (a quick calibration: :data:`QUICK_MAX_LOG`).
+DEFAULT_MAX_LOG = 26
+QUICK_MAX_LOG = 20
+
+
+def curve_sizes(quick: bool = False, max_log: int | None = None) -> list[int]:
+    """The sizes :func:`measure_costs` measures: ``4**k`` keys from ``2**16`` (``2**14`` quick) up to ``2**max_log``.
+
+    ``max_log`` defaults to :data:`DEFAULT_MAX_LOG` (:data:`QUICK_MAX_LOG` quick); an odd one is measured as well
+    as the even sizes below it.
+
+    Raises
+    ------
+    ValueError
+        ``max_log`` not an integer, below the smallest size + 2 or above 31 (int32 keys: 8 GiB).
+    """
+    lo = 14 if quick else 16
+    top = (QUICK_MAX_LOG if quick else DEFAULT_MAX_LOG) if max_log is None else check_int("max_log", max_log, lo + 2, 32)
+    return [1 << k for k in sorted(set(range(lo, top + 1, 2)) | {top})]
+
+
+def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None, *, max_log: int | None = None) -> CostCurves:
     """Fast-mode step costs over sizes (int32 keys): the curves of :data:`hpu.sorting.costs.FAST_COSTS`.
 
     ``cpu_sort`` is the CPU's sample sort where the compiled partition was built (else PSRS), ``cpu_sort_psrs``
@@ -57,16 +79,25 @@ def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None) -> CostCurv
     ----------
     rt : Runtime
     quick : bool
-        Sizes 2^14 to 2^20 (else 2^16 to 2^26).
+        Sizes 2^14 to 2^20 (else 2^16 to 2^26), two repeats (else five).
     bar : tqdm, optional
         Progress bar: its total grows by the number of sizes, one step each.
+    max_log : int, optional
+        The largest size, ``2**max_log`` keys (:func:`curve_sizes`).  Past it
+        :func:`hpu.sorting.costs.fast_cost` extrapolates, and a host-to-host
+        device sort can grow faster than the last measured segment: calibrate
+        up to the largest arrays you sort.  A size holds about ten copies of
+        its keys in host memory at once (the kept-result curves keep all
+        their results alive).
 
     Raises
     ------
     RuntimeError
         The device-only sort gave a wrong result.
+    ValueError
+        ``max_log`` out of range (:func:`curve_sizes`).
     """
-    sizes = [1 << k for k in (range(14, 21, 2) if quick else range(16, 27, 2))]
+    sizes = curve_sizes(quick, max_log)
     repeats = 2 if quick else 5
     if bar is not None:
         bar.total += len(sizes)

@@ -23,7 +23,20 @@ def array_sum_spec() -> DCSpec:
 
     The sum of a segment is stored in its first element; combine adds the
     second child's first element to the first's (constant time, so
-    ``f(n) = 1``).  Pads with 0.
+    ``f(n) = 1``: ``T(n) = 2 T(n/2) + 1``, paper section 4).  Pads with 0.
+
+    Returns
+    -------
+    DCSpec
+        ``name="array_sum"``, branching 2, leaf size 1, no base case,
+        ``combine_exponent=0``.  Plan it with ``spec.plan(n, dtype)`` for a
+        1-D array of ``n >= 1`` elements; :func:`hpu.execute` then returns
+        the padded array whose element 0 is the sum.  Supported dtypes:
+        int32, uint32, int64, uint64, float32 and float64 (float64 on the
+        device needs ``cl_khr_fp64``); others raise TypeError
+        in :meth:`DCSpec.plan`.  Integer sums wrap around on overflow, as
+        numpy's and OpenCL C's do; float sums are added pairwise (tree
+        order), so they may differ from ``numpy.sum`` in the last bits.
     """
     return DCSpec(
         name="array_sum",

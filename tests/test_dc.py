@@ -141,3 +141,28 @@ def test_transfer_at_the_leaves_moves_nothing(runtime):
     assert out[0] == a.sum()
     assert {"h2d", "d2h"} <= {e.kind for e in trace.events if e.unit == "bus"}
     assert any(e.unit == "device" for e in trace.events)
+
+
+def test_execute_rejects_a_plan_or_runtime_of_the_wrong_type(cpu_runtime):
+    a = np.arange(10, dtype=np.int64)
+    plan = array_sum_spec().plan(10, a.dtype)
+    with pytest.raises(TypeError, match="plan must be an hpu.Plan"):
+        execute(array_sum_spec(), a, cpu_runtime, strategy="cpu")  # was an AttributeError
+    with pytest.raises(TypeError, match="runtime must be an hpu.Runtime"):
+        execute(plan, a, "cpu", strategy="cpu")
+    with hpu.using_runtime(cpu_runtime):  # None: the default runtime, as in every other entry point
+        out, _ = execute(plan, a, None, strategy="cpu")
+    assert out[0] == a.sum()
+
+
+@pytest.mark.parametrize("field, value, error", [
+    ("name", 5, TypeError), ("name", None, TypeError), ("combine_cl", None, TypeError),
+    ("combine_np", None, TypeError), ("pad", 0, TypeError), ("preamble", None, TypeError),
+    ("combine_exponent", "1", TypeError), ("combine_exponent", float("nan"), ValueError),
+    ("leaf_size", True, ValueError),
+])
+def test_dcspec_rejects_fields_of_the_wrong_kind_when_made(field, value, error):
+    # name=5 raised AttributeError; the others were accepted and failed only when planned or executed.
+    kw = dict(name="s", combine_cl="OUT(0) = IN(0, 0);", combine_np=lambda seg: None)
+    with pytest.raises(error, match=field):
+        DCSpec(**{**kw, field: value})

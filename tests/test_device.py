@@ -104,3 +104,66 @@ def test_close_is_idempotent():
     rt.close()
     with pytest.raises(RuntimeError, match="after shutdown|closed"):
         rt.pool.submit(print)
+
+
+@pytest.mark.parametrize("threads", [True, 2.5, "2", float("nan"), float("inf")])
+def test_runtime_threads_must_be_an_integer(threads):
+    # True ran one thread, 2.5 two, "2" two; NaN and inf raised errors that did not name threads (OverflowError).
+    with pytest.raises(ValueError, match="threads must be an integer >= 1"):
+        Runtime("none", threads=threads, profile=hpu.Profile(p=2, g=1, gamma=1))
+
+
+@pytest.mark.parametrize("limit", [True, 1.5, "4096", float("nan"), float("inf")])
+def test_runtime_device_memory_limit_must_be_an_integer(limit):
+    with pytest.raises(ValueError, match="device_memory_limit must be an integer >= 1"):
+        Runtime("none", threads=1, device_memory_limit=limit, profile=hpu.Profile(p=2, g=1, gamma=1))
+
+
+@pytest.mark.parametrize("device", ["", "   "])
+def test_an_empty_device_string_names_no_device(device):
+    # "" is a substring of every device name, so it picked the first device of any kind.
+    with pytest.raises(ValueError, match="must name a device"):
+        select_device(device)
+
+
+def test_using_runtime_blocks_of_two_threads_restore_the_default_in_any_order():
+    # Thread A's block begins, then thread B's; A's ends first.  B's runtime must stay the default until B's block
+    # ends, and then the default from before both blocks must come back (it was A's runtime: closed, leaked).
+    import threading
+
+    prof = hpu.Profile(p=2, g=1, gamma=1)
+    with Runtime("none", threads=1, profile=prof) as base, Runtime("none", threads=1, profile=prof) as ra, \
+            Runtime("none", threads=1, profile=prof) as rb:
+        before = hpu.set_default_runtime(base)
+        try:
+            a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+            seen = {}
+
+            def thread_a():
+                with hpu.using_runtime(ra):
+                    a_in.set()
+                    b_in.wait(10)
+                a_out.set()
+
+            def thread_b():
+                a_in.wait(10)
+                with hpu.using_runtime(rb):
+                    b_in.set()
+                    a_out.wait(10)
+                    seen["inside"] = hpu.default_runtime()
+
+            ts = [threading.Thread(target=thread_a), threading.Thread(target=thread_b)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(20)
+            assert seen["inside"] is rb
+            assert hpu.default_runtime() is base
+            with hpu.using_runtime(ra), hpu.using_runtime(rb):  # nested in one thread
+                assert hpu.default_runtime() is rb
+            assert hpu.default_runtime() is base
+            with pytest.raises(TypeError, match="hpu.Runtime"):
+                with hpu.using_runtime(None):
+                    pass
+        finally:
+            hpu.set_default_runtime(before)

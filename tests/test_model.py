@@ -466,3 +466,84 @@ def test_one_subproblem_a_level_stays_on_the_cpu():
     assert s.transfer_level == 10 and s.gpu_work_fraction == 0.0
     assert s.predicted_time == pytest.approx(11.0)  # ten levels and the leaf, one operation each
     assert advanced_split(Recurrence(1, 2, 0), 1024, HPU1).alpha == 1.0
+
+
+@pytest.mark.parametrize("split", [basic_split, advanced_split])
+def test_splits_reject_bad_data_bytes(split):
+    # A negative or NaN size was ignored (no transfer charged); a string failed deep inside with a bare TypeError.
+    prof = HPU1.replace(h2d_latency=1e-3, d2h_latency=1e-3)
+    for bad in (-5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="data_bytes"):
+            split(MERGESORT, 2**20, prof, data_bytes=bad)
+    with pytest.raises(TypeError, match="data_bytes"):
+        split(MERGESORT, 2**20, prof, data_bytes="1e6")
+
+
+@pytest.mark.parametrize("split", [basic_split, advanced_split])
+def test_splits_of_a_problem_without_work_predict_no_time(split):
+    # n = 1 with leaf_cost = 0: one-core time and predicted time are both 0 (was a ZeroDivisionError).
+    s = split(Recurrence(2, 2, 0, leaf_cost=0), 1, HPU1)
+    assert (s.predicted_time, s.gpu_work_fraction, s.predicted_speedup) == (0.0, 0.0, 1.0)
+
+
+@pytest.mark.parametrize("split", [basic_split, advanced_split])
+def test_splits_reject_n_of_the_wrong_type_or_past_the_float_range(split):
+    with pytest.raises(ValueError, match="n must"):
+        split(MERGESORT, 2**1100, HPU1)  # was an OverflowError
+    for bad in (True, "1024"):
+        with pytest.raises(TypeError, match="n must be a number"):
+            split(MERGESORT, bad, HPU1)
+    with pytest.raises(ValueError, match="float range"):
+        split(Recurrence(2, 2, 400), 2**20, HPU1)  # n**400 overflows (was an OverflowError)
+
+
+def test_advanced_split_with_one_subproblem_a_level_cannot_share_it():
+    # a = 1: log_a is 0, and a forced alpha strictly inside (0, 1) divided by it (ZeroDivisionError).
+    with pytest.raises(ValueError, match="alpha must be 0 or 1"):
+        advanced_split(Recurrence(1, 2, 1), 2**20, HPU1, alpha=0.3)
+    assert advanced_split(Recurrence(1, 2, 1), 2**20, HPU1, alpha=1.0).gpu_work_fraction == 0.0
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(a=0.5, b=2), ValueError, "a must be >= 1"),
+    (dict(a=2, b="2"), TypeError, "b must be a real number"),
+    (dict(a=2, b=True), TypeError, "b must be a real number"),
+    (dict(a=2, b=2, f=None), TypeError, "f must be a callable or a real exponent"),
+    (dict(a=2, b=2, f="1"), TypeError, "f must be a callable or a real exponent"),
+])
+def test_recurrence_rejects_values_of_the_wrong_kind(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        Recurrence(**kwargs)
+
+
+@pytest.mark.parametrize("f, error", [(lambda n: -1.0, ValueError), (lambda n: float("nan"), ValueError),
+                                      (lambda n: None, TypeError)])
+@pytest.mark.parametrize("split", [basic_split, advanced_split])
+def test_splits_reject_a_bad_cost_function(split, f, error):
+    # A negative cost gave negative predicted times; NaN and None failed in scipy or float() without naming f.
+    with pytest.raises(error, match=r"f\("):
+        split(Recurrence(2, 2, f), 2**20, HPU1)
+
+
+def test_advanced_split_charges_the_cpu_share_above_the_device_level():
+    # A fast device reaches level y above the CPU share's level lc = log2(p/alpha) (y < lc); the CPU must then
+    # still combine its own share from lc up to y (alpha * 2**i < p subproblems: one merge of n/2**i a level)
+    # before the levels above y.  Mergesort, by hand: T_c = alpha/p (n + n (L - lc)) (paper 5.2.1), then
+    # levels [0, y) whole (a level of 2**i merges of n/2**i on p cores: n/2**i max(1, 2**i/p); a partial level
+    # weighted by its fraction) and levels [y, lc) of the CPU share.
+    n, L, p, alpha = 2**20, 20, 4, 1 / 16  # lc = log2(4 * 16) = 6
+    prof = Profile(p=p, g=2**16, gamma=1.0)
+    s = advanced_split(MERGESORT, n, prof, alpha=alpha)
+    lc = 6
+    assert 3 < s.y < 4 and s.predicted_transfer_time == 0
+    t_c = alpha / p * (n + n * (L - lc))
+    top = sum(n / 2**i * max(1, 2**i / p) for i in range(3)) + (s.y - 3) * n / 8 * max(1, 8 / p)
+    cpu_share = (4 - s.y) * n / 8 + sum(n / 2**i for i in range(4, lc))  # alpha * 2**i < p: one merge a level
+    assert math.isclose(s.predicted_cpu_time, t_c + top + cpu_share, rel_tol=1e-9)
+    assert math.isclose(s.predicted_time, max(t_c, s.predicted_gpu_time) + top + cpu_share, rel_tol=1e-9)
+
+
+def test_reference_profile_rejects_a_name_that_is_not_a_string():
+    with pytest.raises(TypeError, match="name must be a string"):
+        reference_profile(None)  # was an AttributeError
+    assert reference_profile("HPU1") == reference_profile("hpu1")

@@ -24,9 +24,11 @@ studies on machines without OpenCL.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+import numbers
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -47,7 +49,8 @@ class Recurrence:
     Parameters
     ----------
     a : float
-        Number of subproblems per division (> 0).
+        Number of subproblems per division (>= 1; real values are allowed,
+        as the paper's level sums are).
     b : float
         Size reduction per division (> 1).
     f : callable or float
@@ -60,17 +63,19 @@ class Recurrence:
 
     Raises
     ------
+    TypeError
+        ``a``, ``b``, ``leaf_cost`` or a numeric ``f`` is not a real number.
     ValueError
-        If ``a <= 0``, ``b <= 1`` or ``leaf_cost < 0``.
+        If ``a < 1``, ``b <= 1``, ``leaf_cost < 0``, or one of them (or a
+        numeric ``f``) is not finite.
     """
 
     def __init__(self, a: float, b: float, f: Callable[[float], float] | float = 1, *, leaf_cost: float = 1.0):
         self.a = check_positive("a", a)
-        try:
-            bf = float(b)
-        except (TypeError, ValueError):
-            raise TypeError(f"b must be a real number, got {b!r}") from None
-        if not math.isfinite(bf) or bf <= 1:
+        if self.a < 1:
+            raise ValueError(f"a must be >= 1 (the number of subproblems per division), got {a!r}")
+        bf = check_positive("b", b)
+        if bf <= 1:
             raise ValueError(f"b must be finite and > 1 (the problem must shrink), got {b!r}")
         self.b = bf
         self.leaf_cost = check_nonneg("leaf_cost", leaf_cost)
@@ -78,7 +83,9 @@ class Recurrence:
             self.exponent = None
             self._f = f
         else:
-            k = float(f)
+            if isinstance(f, bool) or not isinstance(f, numbers.Real):
+                raise TypeError(f"f must be a callable or a real exponent, got {f!r}")
+            k = float(f) if abs(f) < 2**64 else math.inf  # an int past the float range is not finite either
             if not math.isfinite(k):
                 raise ValueError(f"f exponent must be finite, got {f!r}")
             self.exponent = k
@@ -89,8 +96,23 @@ class Recurrence:
         return f"Recurrence(a={self.a:g}, b={self.b:g}, f={f})"
 
     def f(self, n: float) -> float:
-        """Divide-and-combine cost of one problem of size ``n`` (CPU operations)."""
-        return float(self._f(n))
+        """Divide-and-combine cost of one problem of size ``n`` (CPU operations).
+
+        Raises
+        ------
+        TypeError
+            A callable ``f`` returned something other than a real number.
+        ValueError
+            A callable ``f`` returned a negative, NaN or infinite cost.
+        """
+        v = self._f(n)
+        try:
+            c = float(v)
+        except (TypeError, ValueError):
+            raise TypeError(f"f({n:g}) must return a real number, got {v!r}") from None
+        if not 0 <= c < math.inf:
+            raise ValueError(f"f({n:g}) must be finite and >= 0 (a cost in operations), got {v!r}")
+        return c
 
     def depth(self, n: float) -> float:
         """``log_b n``: the number of levels above the leaves (real for non-powers of ``b``)."""
@@ -184,7 +206,8 @@ class Split:
         seconds if the profile's ``cpu_op_seconds`` is in seconds (else in
         CPU operations).
     predicted_speedup : float
-        One-core time (``Recurrence.total_work``) over ``predicted_time``.
+        One-core time (``Recurrence.total_work``) over ``predicted_time``
+        (1 when both are 0: nothing to do).
     case : str
         For ``"advanced"``: which case of paper 5.2.1 fixed ``y``:
         ``"i"`` (device never saturated), ``"ii"`` (always saturated),
@@ -224,24 +247,44 @@ def check_n(n: float) -> float:
     Raises
     ------
     TypeError
-        ``n`` is not a number.
+        ``n`` is not a number (a string or a bool included).
     ValueError
-        ``n < 1`` or not finite.
+        ``n < 1``, or not finite (an int past the float range included).
     """
+    if isinstance(n, (bool, str, bytes)):
+        raise TypeError(f"n must be a number, got {n!r}")
     try:
         v = float(n)
+    except OverflowError:  # an int past the float range
+        v = math.inf
     except (TypeError, ValueError):
         raise TypeError(f"n must be a number, got {n!r}") from None
     if not math.isfinite(v) or v < 1:
-        raise ValueError(f"n must be >= 1, got {n!r}")
+        raise ValueError(f"n must be finite and >= 1, got {n!r}")
     return v
 
 
-def _check_inputs(recurrence: Recurrence, profile: Profile) -> None:
+def _check_inputs(recurrence: Recurrence, profile: Profile, data_bytes: float | None) -> float | None:
+    """Check a split's arguments; return ``data_bytes`` as a float (or None)."""
     if not isinstance(recurrence, Recurrence):
         raise TypeError(f"recurrence must be an hpu.Recurrence, got {type(recurrence).__name__}")
     if not isinstance(profile, Profile):
         raise TypeError(f"profile must be an hpu.Profile, got {type(profile).__name__}")
+    return None if data_bytes is None else check_nonneg("data_bytes", data_bytes)
+
+
+def _speedup(one_core: float, wall: float) -> float:
+    """``one_core / wall``; 1 when there is nothing to do (both 0, e.g. ``n = 1`` with ``leaf_cost = 0``)."""
+    return one_core / wall if wall > 0 else 1.0
+
+
+@contextlib.contextmanager
+def _float_range() -> Iterator[None]:
+    """Turn an OverflowError of the model's arithmetic (``a**i``, ``n**k``) into a ValueError that says why."""
+    try:
+        yield
+    except OverflowError as e:
+        raise ValueError(f"the model's sums leave the float range ({e}): n, a or f's growth is too large") from None
 
 
 def _cpu_level_time(rec: Recurrence, n: float, i: float, count: float, p: float) -> float:
@@ -303,12 +346,20 @@ def basic_split(recurrence: Recurrence, n: float, profile: Profile, *, data_byte
 
     Raises
     ------
+    TypeError
+        ``recurrence`` or ``profile`` of the wrong type, ``n`` or
+        ``data_bytes`` not a number.
     ValueError
-        If ``n < 1``.
+        If ``n < 1``, ``data_bytes < 0``, a value not finite, or the
+        model's sums leave the float range.
     """
-    _check_inputs(recurrence, profile)
+    data_bytes = _check_inputs(recurrence, profile, data_bytes)
     n = check_n(n)
-    rec, prof = recurrence, profile
+    with _float_range():
+        return _basic(recurrence, n, profile, data_bytes)
+
+
+def _basic(rec: Recurrence, n: float, prof: Profile, data_bytes: float | None) -> Split:
     L = rec.depth(n)
     if prof.gamma * prof.g < prof.p or rec.a == 1:  # a = 1: one subproblem a level, nothing to spread out
         y = L
@@ -336,12 +387,12 @@ def basic_split(recurrence: Recurrence, n: float, profile: Profile, *, data_byte
         y=float(y),
         transfer_level=int(t_level),
         depth=L,
-        gpu_work_fraction=gpu_work / total_work,
+        gpu_work_fraction=gpu_work / total_work if total_work > 0 else 0.0,
         predicted_cpu_time=cpu * s,
         predicted_gpu_time=gpu * s,
         predicted_transfer_time=transfer * s,
         predicted_time=wall * s,
-        predicted_speedup=total_work / wall,
+        predicted_speedup=_speedup(total_work, wall),
     )
 
 
@@ -468,8 +519,14 @@ def advanced_split(
 
     Raises
     ------
+    TypeError
+        ``recurrence`` or ``profile`` of the wrong type, ``n``,
+        ``data_bytes`` or ``alpha`` not a number.
     ValueError
-        If ``n < 1`` or ``alpha`` is outside ``[0, 1]``.
+        If ``n < 1``, ``data_bytes < 0``, ``alpha`` is outside ``[0, 1]``
+        (or strictly inside it for ``a = 1``, whose levels hold one
+        subproblem), a value is not finite, or the model's sums leave the
+        float range.
 
     Examples
     --------
@@ -479,12 +536,26 @@ def advanced_split(
     >>> round(s.alpha, 2), s.transfer_level, round(s.gpu_work_fraction, 2)
     (0.16, 10, 0.52)
     """
-    _check_inputs(recurrence, profile)
+    data_bytes = _check_inputs(recurrence, profile, data_bytes)
     n = check_n(n)
     if alpha is not None:
-        alpha = float(alpha)
+        if isinstance(alpha, (bool, str, bytes)):
+            raise TypeError(f"alpha must be a real number in [0, 1], got {alpha!r}")
+        try:
+            alpha = float(alpha)
+        except (TypeError, ValueError):
+            raise TypeError(f"alpha must be a real number in [0, 1], got {alpha!r}") from None
         if not 0.0 <= alpha <= 1.0:
             raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+        if recurrence.a == 1 and 0.0 < alpha < 1.0:
+            raise ValueError(f"with a = 1 every level holds one subproblem, which cannot be shared: alpha must be 0 "
+                             f"or 1, got {alpha!r}")
+    with _float_range():
+        return _advanced(recurrence, n, profile, data_bytes, alpha)
+
+
+def _advanced(recurrence: Recurrence, n: float, profile: Profile, data_bytes: float | None,
+              alpha: float | None) -> Split:
     m = _Advanced(recurrence, n, profile, data_bytes)
     total = recurrence.total_work(n)
     lo = min(profile.p / m.N, 1.0)  # paper 5.2.1: alpha >= p/n so the CPU starts with >= p tasks
@@ -520,25 +591,29 @@ def _advanced_result(m: _Advanced, alpha: float, total: float) -> Split:
     if alpha >= 1.0:
         cpu = _levels_time(lambda i: _cpu_level_time(rec, n, i, rec.a**i, prof.p), 0.0, L)
         cpu += rec.leaf_cost * max(1.0, m.N / prof.p)
-        return Split("advanced", 1.0, float(L), math.ceil(L), L, 0.0, cpu * s, 0.0, 0.0, cpu * s, total / cpu, "")
+        return Split("advanced", 1.0, float(L), math.ceil(L), L, 0.0, cpu * s, 0.0, 0.0, cpu * s, _speedup(total, cpu),
+                     "")
     if alpha <= 0.0:  # the whole tree on the device, level by level (a level of fewer than g subproblems leaves
         case = m.case(0.0)  # work-items idle: f(n/b^i) max(1, a^i/g) / gamma, paper 5.1)
         gpu = _levels_time(lambda i: _gpu_level_time(rec, n, i, rec.a**i, prof), 0.0, L)
         gpu += rec.leaf_cost * max(1.0, m.N / prof.g) / prof.gamma
         tr = m.transfer(0.0)
-        return Split("advanced", 0.0, 0.0, 0, L, 1.0, 0.0, gpu * s, tr * s, (gpu + tr) * s, total / (gpu + tr), case)
+        return Split("advanced", 0.0, 0.0, 0, L, 1.0, 0.0, gpu * s, tr * s, (gpu + tr) * s, _speedup(total, gpu + tr),
+                     case)
     y, case = m.y(alpha)
     t_c = m.t_c(alpha)
     lc = m.cpu_level(alpha)
     tr = m.transfer(alpha)
     t_gpu_busy = m.t_g(alpha, y, case)
 
-    # Phase 2: the CPU finishes every level above y; the CPU share is done below lc.
+    # Phase 2: the CPU finishes what is left: the device share above y and its own share above lc (a device
+    # faster than the CPU share may reach y < lc, leaving levels y .. lc of the CPU share to do).
     def remaining(i: float) -> float:
         count = rec.a**i * ((1 - alpha) if i >= lc else 1.0)
         return _cpu_level_time(rec, n, i, count, prof.p)
 
-    phase2 = _levels_time(remaining, 0.0, y)
+    phase2 = _levels_time(remaining, 0.0, y) + _levels_time(
+        lambda i: _cpu_level_time(rec, n, i, alpha * rec.a**i, prof.p), y, lc)
     wall = max(t_c, t_gpu_busy + tr) + phase2
     gpu_work = (1 - alpha) * m.work(y)
     return Split(
@@ -547,12 +622,12 @@ def _advanced_result(m: _Advanced, alpha: float, total: float) -> Split:
         y=float(y),
         transfer_level=int(min(math.ceil(y - 1e-9), math.ceil(L))),
         depth=L,
-        gpu_work_fraction=gpu_work / total,
+        gpu_work_fraction=gpu_work / total if total > 0 else 0.0,
         predicted_cpu_time=(t_c + phase2) * s,
         predicted_gpu_time=t_gpu_busy * s,
         predicted_transfer_time=tr * s,
         predicted_time=wall * s,
-        predicted_speedup=total / wall,
+        predicted_speedup=_speedup(total, wall),
         case=case,
     )
 

@@ -183,11 +183,30 @@ class Profile:
 def reference_profile(name: str) -> Profile:
     """One of the profiles shipped in ``models/``: ``"hpu1"``, ``"hpu2"`` (paper, table 2) or a calibrated one.
 
+    Parameters
+    ----------
+    name : str
+        The profile's file name without ``.json``, case-insensitive:
+        ``"hpu1"`` and ``"hpu2"`` are the paper's platforms (paper,
+        table 2: ``p``, ``g``, ``gamma``, no transfer costs); the others are
+        machines calibrated by ``python -m hpu.calibrate``.  The message of
+        a wrong name lists the shipped ones.
+
+    Returns
+    -------
+    Profile
+        A new :class:`Profile` read from the shipped file (validated as
+        :meth:`Profile.load` does).
+
     Raises
     ------
+    TypeError
+        ``name`` is not a string.
     ProfileError
-        If no shipped profile has that name.
+        If no shipped profile has that name, or its file is invalid.
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string (e.g. 'hpu1'), got {type(name).__name__}")
     from importlib import resources
 
     fname = f"{name.lower()}.json"

@@ -39,6 +39,7 @@ from .hostmem import HostArrayPool
 from .hybrid import DeviceFailure
 from .kernels import kernel_source
 from .profile import Profile, ProfileError, reference_profile
+from .util import check_int
 
 try:  # pyopencl is a dependency, but a broken ICD setup must not make hpu unusable
     import pyopencl as cl
@@ -160,8 +161,11 @@ def select_device(device: Any = None) -> Any:
 
     Raises
     ------
+    TypeError
+        ``device`` is none of these.
     ValueError
-        If the string names no available device (the message lists them).
+        If the string is empty or blank, or names no available device (the
+        message lists them).
     """
     if cl is not None and isinstance(device, cl.Device):
         return device
@@ -184,6 +188,8 @@ def select_device(device: Any = None) -> Any:
         raise TypeError(f"device must be None, a string or a pyopencl.Device, got {type(device).__name__}")
     spec = device.strip()
     low = spec.lower()
+    if not spec:  # "" is a substring of every name: it would pick the first device of any kind
+        raise ValueError(f"device must name a device, got {device!r} (None picks the default device)")
     if low in _CPU_ONLY:
         return None
     if low in ("gpu", "cpu", "accelerator"):
@@ -585,8 +591,9 @@ class Runtime:
     Raises
     ------
     ValueError
-        Unknown device, ``threads < 1``, both ``device`` and ``devices``,
-        an empty ``devices``, ``device_memory_limit < 1``, or a ``context``
+        Unknown (or empty) device, ``threads`` or ``device_memory_limit``
+        not an integer >= 1 (a bool, float or string included), both
+        ``device`` and ``devices``, an empty ``devices``, or a ``context``
         without the device.
     ProfileError
         The profile path is missing or corrupt.
@@ -618,12 +625,10 @@ class Runtime:
                  threads: int | None = None, profiling: bool = True, host_pool_bytes: int | None = None,
                  max_idle_leases: int = 4, devices: str | Sequence[Any] | None = None,
                  device_memory_limit: int | None = None, context: Any = None):
-        threads = (os.cpu_count() or 1) if threads is None else int(threads)
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
-        if device_memory_limit is not None and int(device_memory_limit) < 1:
-            raise ValueError(f"device_memory_limit must be >= 1 byte, got {device_memory_limit!r}")
-        self.device_memory_limit = None if device_memory_limit is None else int(device_memory_limit)
+        threads = (os.cpu_count() or 1) if threads is None else check_int("threads", threads, 1)
+        if device_memory_limit is not None:
+            device_memory_limit = check_int("device_memory_limit", device_memory_limit, 1, what=" (bytes)")
+        self.device_memory_limit = device_memory_limit
         self.threads = threads
         if devices is not None and device is not None:
             raise ValueError("give either device or devices, not both")
@@ -1004,15 +1009,29 @@ class Runtime:
 
 _default: Runtime | None = None
 _default_lock = threading.Lock()
+#: The open :func:`using_runtime` blocks of every thread, oldest first: ``[runtime, default to restore]`` each.
+_using: list[list] = []
 
 
 def default_runtime() -> Runtime:
     """The process-wide runtime that calls without ``runtime=`` use.
 
     Created on first use (thread-safe), on the default device
-    (:func:`select_device`) with its calibrated profile, and reused after;
-    made anew after a fork or once closed.  Replace it with
-    :func:`set_default_runtime` or :func:`using_runtime`.
+    (:func:`select_device`, which reads ``PYOPENCL_CTX``) with its
+    calibrated profile, and reused after; made anew after a fork or once
+    closed.  Replace it with :func:`set_default_runtime` or
+    :func:`using_runtime`.
+
+    Returns
+    -------
+    Runtime
+        The current default runtime (open, of this process).
+
+    Raises
+    ------
+    ValueError
+        ``PYOPENCL_CTX`` is set but names no available device (the message
+        quotes it and lists the devices).
     """
     global _default
     with _default_lock:
@@ -1041,12 +1060,35 @@ def set_default_runtime(runtime: Runtime | None) -> Runtime | None:
 
 @contextlib.contextmanager
 def using_runtime(runtime: Runtime) -> Iterator[Runtime]:
-    """``with hpu.using_runtime(rt): ...``: ``rt`` is the default runtime inside the block (process-wide)."""
-    prev = set_default_runtime(runtime)
+    """``with hpu.using_runtime(rt): ...``: ``rt`` is the default runtime inside the block (process-wide).
+
+    Blocks nest, and blocks of several threads may overlap: when a block
+    ends, the default becomes what it was when the block began, unless a
+    block begun later is still open (its runtime stays the default, and the
+    earlier default comes back when that one ends).  ``rt`` is not closed.
+
+    Raises
+    ------
+    TypeError
+        ``runtime`` is not a :class:`Runtime` (None included).
+    """
+    global _default
+    if not isinstance(runtime, Runtime):
+        raise TypeError(f"runtime must be an hpu.Runtime, got {type(runtime).__name__}")
+    with _default_lock:
+        entry = [runtime, _default]
+        _using.append(entry)
+        _default = runtime
     try:
         yield runtime
     finally:
-        set_default_runtime(prev)
+        with _default_lock:
+            k = next(i for i, e in enumerate(_using) if e is entry)
+            del _using[k]
+            if k < len(_using):  # a later block is still open: it restores our predecessor when it ends
+                _using[k][1] = entry[1]
+            else:
+                _default = entry[1]
 
 
 def resolve_runtime(runtime: Runtime | None) -> Runtime:

@@ -76,7 +76,11 @@ class Trace:
         Seconds from start to result.
     events : list of TraceEvent
     split : hpu.Split or None
-        The model's split that was executed (None when forced by the caller).
+        The model's split that was executed.  None when the caller forced
+        the strategy (and its ``alpha``/``transfer_level``), and when the
+        runtime's profile is uncalibrated (:attr:`hpu.Runtime.calibrated`
+        False: the fast-mode sorts then run on the CPU alone, chosen without
+        the model).
     fallback : str
         Non-empty when the device failed and the CPU redid its share (the reason).
     """

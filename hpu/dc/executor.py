@@ -33,7 +33,7 @@ import numpy as np
 
 from ..core.hybrid import (DeviceFailure, HybridResult, check_on_device_error, check_split, check_strategy,
                            run_hybrid)
-from ..core.runtime import DeviceLease, Runtime
+from ..core.runtime import DeviceLease, Runtime, resolve_runtime
 from ..core.trace import Recorder, Trace, event_times
 from ..core.util import wait_all
 from .spec import Plan
@@ -190,7 +190,7 @@ def _check_device_memory(lease: DeviceLease, nbytes: int) -> None:
 # ---------------------------------------------------------------------------
 
 
-def execute(plan: Plan, data: np.ndarray, runtime: Runtime, *, strategy: str, alpha: float = 0.0,
+def execute(plan: Plan, data: np.ndarray, runtime: Runtime | None, *, strategy: str, alpha: float = 0.0,
             transfer_level: int | None = None, on_device_error: str = "fallback", split: Any = None
             ) -> tuple[np.ndarray, Trace]:
     """Run ``plan`` on ``data`` with a strategy; return the padded result array and its trace.
@@ -198,9 +198,12 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime, *, strategy: str, al
     Parameters
     ----------
     plan : Plan
-    data : numpy.ndarray, shape (n,)
-        Input of ``plan.dtype``; never modified (the executor works on a padded copy).
-    runtime : Runtime
+    data : array_like, shape (n,)
+        Input of ``plan.dtype`` or a dtype that casts to it safely; any
+        strides and read-only arrays are accepted; never modified (the
+        executor works on a padded copy).
+    runtime : Runtime or None
+        None: :func:`hpu.default_runtime`.
     strategy : {"cpu", "gpu", "basic", "advanced"}
     alpha : float
         CPU fraction of the subproblems at ``transfer_level`` (``"advanced"``
@@ -229,11 +232,17 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime, *, strategy: str, al
         ``[0, depth]``, a device strategy in CPU-only mode, or ``data`` not
         of shape ``(plan.n,)``.
     TypeError
-        ``alpha`` not a number, or ``data`` of a dtype the plan's would
-        change (a float into an integer plan, a wider integer).
+        ``plan`` not a :class:`Plan`, ``runtime`` not a Runtime, ``alpha``
+        not a number, or ``data`` of a dtype the plan's would change (a
+        float into an integer plan, a wider integer).
+    RuntimeClosedError
+        ``runtime`` is closed.
     DeviceFailure
         With ``on_device_error="raise"``.
     """
+    if not isinstance(plan, Plan):
+        raise TypeError(f"plan must be an hpu.Plan (from DCSpec.plan), got {type(plan).__name__}")
+    runtime = resolve_runtime(runtime)
     y, alpha = _levels(plan, runtime, strategy, alpha, transfer_level)
     check_on_device_error(on_device_error)
     data = np.asarray(data)

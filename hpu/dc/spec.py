@@ -49,7 +49,7 @@ import numpy as np
 
 from ..core.kernels import cl_type, define_header, kernel_source
 from ..core.model import Recurrence
-from ..core.util import check_int
+from ..core.util import check_int, check_nonneg
 
 __all__ = ["DCSpec", "Level", "Plan"]
 
@@ -104,9 +104,14 @@ class DCSpec:
 
     Raises
     ------
+    TypeError
+        ``name``, ``combine_cl``, ``base_cl`` or ``preamble`` not a string,
+        ``combine_np``, ``base_np`` or ``pad`` not callable, or
+        ``combine_exponent`` not a real number.
     ValueError
-        ``branching < 2``, ``leaf_size < 1``, or a base case given in only one
-        of its two forms.
+        ``branching < 2``, ``leaf_size < 1`` (either not an integer),
+        ``combine_exponent`` negative or not finite, a name that is not a
+        free C identifier, or a base case given in only one of its two forms.
     """
 
     name: str
@@ -122,9 +127,16 @@ class DCSpec:
     coalesced: bool = True
 
     def __post_init__(self) -> None:
+        for field in ("name", "combine_cl", "preamble") + (("base_cl",) if self.base_cl is not None else ()):
+            if not isinstance(getattr(self, field), str):
+                raise TypeError(f"{field} must be a string, got {type(getattr(self, field)).__name__}")
+        for field in ("combine_np", "pad") + (("base_np",) if self.base_np is not None else ()):
+            if not callable(getattr(self, field)):
+                raise TypeError(f"{field} must be callable, got {type(getattr(self, field)).__name__}")
+        object.__setattr__(self, "combine_exponent", check_nonneg("combine_exponent", self.combine_exponent))
         if not isinstance(self.branching, (int, np.integer)) or self.branching < 2:
             raise ValueError(f"branching must be an integer >= 2, got {self.branching!r}")
-        if not isinstance(self.leaf_size, (int, np.integer)) or self.leaf_size < 1:
+        if isinstance(self.leaf_size, bool) or not isinstance(self.leaf_size, (int, np.integer)) or self.leaf_size < 1:
             raise ValueError(f"leaf_size must be an integer >= 1, got {self.leaf_size!r}")
         if (self.base_cl is None) != (self.base_np is None):
             raise ValueError("give the base case both as base_cl and base_np, or neither")

@@ -34,8 +34,15 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
 - ``h2d pinned xK GPUs`` / ``h2d + d2h xK GPUs`` where the device's
   platform has K > 1 GPUs: the same copies on every GPU at once, each from
   pinned memory of its own context (GB/s: all the GPUs' bytes together);
+  ``, a thread each``: each GPU's copies enqueued and waited for by a
+  thread of its own; ``, a process each``: by a process of its own;
+  ``, buffer copies``: copies between the pinned buffer object and the
+  device buffer (``clEnqueueCopyBuffer``) rather than from its mapped
+  memory (``clEnqueueWriteBuffer``/``ReadBuffer``), also on one GPU;
 - ``cupy h2d pinned`` / ``cupy d2h pinned`` where cupy is importable (CUDA's
-  copies of the same bytes, for reference).
+  copies of the same bytes, for reference), and with several GPUs ``cupy h2d
+  pinned xK GPUs`` / ``cupy h2d + d2h xK GPUs``: every GPU's copies at once,
+  each from pinned memory of its own, on streams of its own.
 
 Prints the median milliseconds and GB/s (10^9 bytes a second) of each.
 With ``--flush-mib``, each call comes after that many MiB written and read
@@ -49,7 +56,9 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import multiprocessing
 import sys
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
@@ -109,8 +118,8 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int], ring
     ctx = rt.context
     q, q2 = cl.CommandQueue(ctx, rt.device), cl.CommandQueue(ctx, rt.device)
     d_a, d_b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes), cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes)
-    _, up = pinned(ctx, q, nbytes)
-    _, down = pinned(ctx, q, nbytes)
+    up_buf, up = pinned(ctx, q, nbytes)
+    down_buf, down = pinned(ctx, q, nbytes)
     pageable = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
     plain = np.zeros_like(pageable)
     mid = tasks[len(tasks) // 2]
@@ -162,6 +171,8 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int], ring
         "d2h pinned": (copies(lambda: cl.enqueue_copy(q, down, d_b, is_blocking=False)), nbytes),
         "h2d + d2h": (copies(lambda: cl.enqueue_copy(q, d_a, up, is_blocking=False),
                              lambda: cl.enqueue_copy(q2, down, d_b, is_blocking=False)), 2 * nbytes),
+        "h2d + d2h, buffer copies": (copies(lambda: cl.enqueue_copy(q, d_a, up_buf),
+                                            lambda: cl.enqueue_copy(q2, down_buf, d_b)), 2 * nbytes),
         "h2d pageable": (copies(lambda: cl.enqueue_copy(q, d_a, pageable, is_blocking=False)), nbytes),
         **{f"stage {t} tasks{name}": ((lambda t=t, c=c: wait(staging(rt, pageable, up, piece, t, copy=c))), nbytes)
            for t in tasks for name, c in copiers()},
@@ -189,22 +200,72 @@ def all_gpu_runs(rt: hpu.Runtime, nbytes: int) -> Runs:
         ctx = cl.Context([dev])
         q, q2 = cl.CommandQueue(ctx, dev), cl.CommandQueue(ctx, dev)
         d_a, d_b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes), cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes)
-        units.append((q, q2, d_a, d_b, pinned(ctx, q, nbytes)[1], pinned(ctx, q, nbytes)[1]))
+        (up_buf, up), (down_buf, down) = pinned(ctx, q, nbytes), pinned(ctx, q, nbytes)
+        units.append((q, q2, d_a, d_b, up, down, up_buf, down_buf))
 
-    def run(both: bool) -> None:
-        for q, q2, d_a, d_b, up, down in units:
-            cl.enqueue_copy(q, d_a, up, is_blocking=False)
-            if both:
-                cl.enqueue_copy(q2, down, d_b, is_blocking=False)
-            q.flush()
-            q2.flush()
-        for q, q2, *_ in units:
-            q.finish()
-            q2.finish()
+    def start(unit: tuple, both: bool, buffers: bool = False) -> None:
+        q, q2, d_a, d_b, up, down, up_buf, down_buf = unit
+        cl.enqueue_copy(q, d_a, up_buf) if buffers else cl.enqueue_copy(q, d_a, up, is_blocking=False)
+        if both:
+            cl.enqueue_copy(q2, down_buf, d_b) if buffers else cl.enqueue_copy(q2, down, d_b, is_blocking=False)
+        q.flush()
+        q2.flush()
+
+    def finish(unit: tuple) -> None:
+        unit[0].finish()
+        unit[1].finish()
+
+    def run(both: bool, buffers: bool = False) -> None:
+        for unit in units:
+            start(unit, both, buffers)
+        for unit in units:
+            finish(unit)
+
+    def run_threads(both: bool) -> None:  # each GPU's copies enqueued and waited for by a thread of its own
+        threads = [threading.Thread(target=lambda u=u: (start(u, both), finish(u))) for u in units]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
 
     k = len(units)
     return {f"h2d pinned x{k} GPUs": ((lambda: run(False)), k * nbytes),
-            f"h2d + d2h x{k} GPUs": ((lambda: run(True)), 2 * k * nbytes)}
+            f"h2d + d2h x{k} GPUs": ((lambda: run(True)), 2 * k * nbytes),
+            f"h2d pinned x{k} GPUs, a thread each": ((lambda: run_threads(False)), k * nbytes),
+            f"h2d + d2h x{k} GPUs, a thread each": ((lambda: run_threads(True)), 2 * k * nbytes),
+            f"h2d + d2h x{k} GPUs, buffer copies": ((lambda: run(True, True)), 2 * k * nbytes),
+            **process_runs(len(gpus), nbytes)}
+
+
+def _copier(index: int, nbytes: int, start: Any, done: Any) -> None:
+    """A process of :func:`process_runs`: GPU ``index``'s copies up and down of ``nbytes`` each round."""
+    dev = [d for p in cl.get_platforms() for d in p.get_devices() if d.type & cl.device_type.GPU][index]
+    ctx = cl.Context([dev])
+    q, q2 = cl.CommandQueue(ctx, dev), cl.CommandQueue(ctx, dev)
+    d_a, d_b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes), cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes)
+    (_, up), (_, down) = pinned(ctx, q, nbytes), pinned(ctx, q, nbytes)
+    while True:
+        start.wait()
+        cl.enqueue_copy(q, d_a, up, is_blocking=False)
+        cl.enqueue_copy(q2, down, d_b, is_blocking=False)
+        q.finish()
+        q2.finish()
+        done.wait()
+
+
+def process_runs(k: int, nbytes: int) -> Runs:
+    """Both copies on each of ``k`` GPUs at once, each GPU's made by a process of its own (started here, ended
+    with this one): the rounds start and end at barriers with the processes."""
+    mp = multiprocessing.get_context("spawn")
+    start, done = mp.Barrier(k + 1), mp.Barrier(k + 1)
+    for i in range(k):
+        mp.Process(target=_copier, args=(i, nbytes, start, done), daemon=True).start()
+
+    def run() -> None:
+        start.wait(timeout=60)  # a process that failed breaks the barrier rather than hang the benchmark
+        done.wait(timeout=60)
+
+    return {f"h2d + d2h x{k} GPUs, a process each": (run, 2 * k * nbytes)}
 
 
 def cupy_runs(nbytes: int) -> Runs:
@@ -225,7 +286,33 @@ def cupy_runs(nbytes: int) -> Runs:
         dev.get(out=host)
         cp.cuda.runtime.deviceSynchronize()
 
-    return {"cupy h2d pinned": (up, nbytes), "cupy d2h pinned": (down, nbytes)}
+    runs = {"cupy h2d pinned": (up, nbytes), "cupy d2h pinned": (down, nbytes)}
+    k = cp.cuda.runtime.getDeviceCount()
+    if k < 2:
+        return runs
+    units = []
+    for i in range(k):
+        with cp.cuda.Device(i):
+            h_up = np.frombuffer(cp.cuda.alloc_pinned_memory(nbytes), np.uint8, nbytes)
+            h_down = np.frombuffer(cp.cuda.alloc_pinned_memory(nbytes), np.uint8, nbytes)
+            h_up[:] = 0
+            h_down[:] = 0
+            units.append((i, h_up, h_down, cp.empty(nbytes, cp.uint8), cp.empty(nbytes, cp.uint8),
+                          cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)))
+
+    def all_gpus(both: bool) -> None:  # every GPU's copies queued on its streams, then waited for
+        for i, h_up, h_down, d_a, d_b, s, s2 in units:
+            with cp.cuda.Device(i):
+                d_a.set(h_up, stream=s)
+                if both:
+                    d_b.get(stream=s2, out=h_down, blocking=False)
+        for i, *_, s, s2 in units:
+            s.synchronize()
+            s2.synchronize()
+
+    runs[f"cupy h2d pinned x{k} GPUs"] = ((lambda: all_gpus(False)), k * nbytes)
+    runs[f"cupy h2d + d2h x{k} GPUs"] = ((lambda: all_gpus(True)), 2 * k * nbytes)
+    return runs
 
 
 def main(argv: list[str] | None = None) -> int:

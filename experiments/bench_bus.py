@@ -35,12 +35,15 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
   platform has K > 1 GPUs: the same copies on every GPU at once, each from
   pinned memory of its own context (GB/s: all the GPUs' bytes together);
   ``, a thread each``: each GPU's copies enqueued and waited for by a
-  thread of its own; ``, a process each``: by a process of its own;
+  thread of its own; ``, a process each``: by a process of its own (with
+  one GPU, ``h2d + d2h, a process each direction``: its copy up and its
+  copy down at once, each made by a process of its own);
   ``, buffer copies``: copies between the pinned buffer object and the
   device buffer (``clEnqueueCopyBuffer``) rather than from its mapped
   memory (``clEnqueueWriteBuffer``/``ReadBuffer``), also on one GPU;
-- ``cupy h2d pinned`` / ``cupy d2h pinned`` where cupy is importable (CUDA's
-  copies of the same bytes, for reference), and with several GPUs ``cupy h2d
+- ``cupy h2d pinned`` / ``cupy d2h pinned`` / ``cupy h2d + d2h`` (both at
+  once, on two streams) where cupy is importable (CUDA's copies of the same
+  bytes, for reference), and with several GPUs ``cupy h2d
   pinned xK GPUs`` / ``cupy h2d + d2h xK GPUs``: every GPU's copies at once,
   each from pinned memory of its own, on streams of its own.
 
@@ -194,7 +197,7 @@ def all_gpu_runs(rt: hpu.Runtime, nbytes: int) -> Runs:
     once, each from pinned memory of its own context, as several devices in one HPU use them (none with one GPU)."""
     gpus = [d for d in rt.device.platform.get_devices() if d.type & cl.device_type.GPU]
     if len(gpus) < 2:
-        return {}
+        return process_runs(1, nbytes) if gpus else {}
     units = []
     for dev in gpus:
         ctx = cl.Context([dev])
@@ -237,8 +240,9 @@ def all_gpu_runs(rt: hpu.Runtime, nbytes: int) -> Runs:
             **process_runs(len(gpus), nbytes)}
 
 
-def _copier(index: int, nbytes: int, start: Any, done: Any) -> None:
-    """A process of :func:`process_runs`: GPU ``index``'s copies up and down of ``nbytes`` each round."""
+def _copier(index: int, nbytes: int, start: Any, done: Any, directions: str = "up,down") -> None:
+    """A process of :func:`process_runs`: GPU ``index``'s copies (``directions``: up, down or both) of ``nbytes``
+    each round."""
     dev = [d for p in cl.get_platforms() for d in p.get_devices() if d.type & cl.device_type.GPU][index]
     ctx = cl.Context([dev])
     q, q2 = cl.CommandQueue(ctx, dev), cl.CommandQueue(ctx, dev)
@@ -246,26 +250,31 @@ def _copier(index: int, nbytes: int, start: Any, done: Any) -> None:
     (_, up), (_, down) = pinned(ctx, q, nbytes), pinned(ctx, q, nbytes)
     while True:
         start.wait()
-        cl.enqueue_copy(q, d_a, up, is_blocking=False)
-        cl.enqueue_copy(q2, down, d_b, is_blocking=False)
+        if "up" in directions:
+            cl.enqueue_copy(q, d_a, up, is_blocking=False)
+        if "down" in directions:
+            cl.enqueue_copy(q2, down, d_b, is_blocking=False)
         q.finish()
         q2.finish()
         done.wait()
 
 
 def process_runs(k: int, nbytes: int) -> Runs:
-    """Both copies on each of ``k`` GPUs at once, each GPU's made by a process of its own (started here, ended
-    with this one): the rounds start and end at barriers with the processes."""
+    """Copies made by processes of their own (started here, ended with this one; the rounds start and end at
+    barriers with them): with ``k > 1`` GPUs both copies on each at once, a process a GPU; with one, the first
+    GPU's copy up and copy down at once, a process a direction."""
     mp = multiprocessing.get_context("spawn")
-    start, done = mp.Barrier(k + 1), mp.Barrier(k + 1)
-    for i in range(k):
-        mp.Process(target=_copier, args=(i, nbytes, start, done), daemon=True).start()
+    jobs = [(i, "up,down") for i in range(k)] if k > 1 else [(0, "up"), (0, "down")]
+    start, done = mp.Barrier(len(jobs) + 1), mp.Barrier(len(jobs) + 1)
+    for i, directions in jobs:
+        mp.Process(target=_copier, args=(i, nbytes, start, done, directions), daemon=True).start()
 
     def run() -> None:
         start.wait(timeout=60)  # a process that failed breaks the barrier rather than hang the benchmark
         done.wait(timeout=60)
 
-    return {f"h2d + d2h x{k} GPUs, a process each": (run, 2 * k * nbytes)}
+    name = f"h2d + d2h x{k} GPUs, a process each" if k > 1 else "h2d + d2h, a process each direction"
+    return {name: (run, 2 * k * nbytes)}
 
 
 def cupy_runs(nbytes: int) -> Runs:
@@ -286,7 +295,18 @@ def cupy_runs(nbytes: int) -> Runs:
         dev.get(out=host)
         cp.cuda.runtime.deviceSynchronize()
 
-    runs = {"cupy h2d pinned": (up, nbytes), "cupy d2h pinned": (down, nbytes)}
+    h_down = np.frombuffer(cp.cuda.alloc_pinned_memory(nbytes), np.uint8, nbytes)
+    h_down[:] = 0
+    d_b = cp.empty(nbytes, cp.uint8)
+    s_up, s_down = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+
+    def both() -> None:
+        dev.set(host, stream=s_up)
+        d_b.get(stream=s_down, out=h_down, blocking=False)
+        s_up.synchronize()
+        s_down.synchronize()
+
+    runs = {"cupy h2d pinned": (up, nbytes), "cupy d2h pinned": (down, nbytes), "cupy h2d + d2h": (both, 2 * nbytes)}
     k = cp.cuda.runtime.getDeviceCount()
     if k < 2:
         return runs

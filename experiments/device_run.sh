@@ -61,8 +61,8 @@
 #             1301-1317 with Hamming 1 (256 iterations), then Hamming 2 and ta111 (64 iterations, 280 s each).
 # bus: bench_bus (the PCIe copies from and to pinned and pageable memory and the staging copies, cupy's copies
 #      beside), 64 MiB, after idle pauses and back to back.
-# bus-gpus: on a machine of several GPUs, nvidia-smi topo -m, then bench_bus with every GPU's copies at once from one thread,
-#           from a thread each, and by cupy, beside one GPU's.
+# bus-gpus: nvidia-smi topo -m, then bench_bus with every GPU's copies at once from one thread, from a thread each,
+#           from a process each, and by cupy, beside one GPU's (one GPU: its two directions from a process each).
 # work-group: kernel_work_group (the largest work-group the driver reports for a kernel, against a launch).
 # keyrange-cap: bench_mergesort of 2^30 int32 on the device with hpu allowed 1 GiB of it (sorted in key ranges).
 # keyrange-tests: tests/test_keyrange.py, tests/test_cpusort.py and tests/test_hostmem.py on the GPU.
@@ -309,8 +309,8 @@ for stage in "$@"; do
         timeout 300 python3 experiments/bench_bus.py --device gpu --pause 0 --json "$OUT/bench_bus_back_to_back.json" \
             2>&1 | tee "$OUT/bench_bus_back_to_back.log"
         ;;
-    bus-gpus)  # on a machine of several GPUs: their links, then bench_bus's copies on every GPU at once (OpenCL from
-        # one thread and from a thread each, and cupy's) beside one GPU's, after pauses
+    bus-gpus)  # the GPUs' links, then bench_bus's copies on every GPU at once (OpenCL from one thread, a thread each
+        # and a process each, and cupy's) beside one GPU's, after pauses
         nvidia-smi topo -m 2>&1 | tee "$OUT/topo_gpus.log"
         timeout 300 python3 experiments/bench_bus.py --device gpu --tasks 8 --ring "" --rounds 11 \
             --json "$OUT/bench_bus_gpus.json" 2>&1 | tee "$OUT/bench_bus_gpus.log"

@@ -71,6 +71,11 @@ def test_runtime_profile_forms(tmp_path):
     for missing in (tmp_path / "nope", "profiles/h100.profile"):  # a path, not a shipped name
         with pytest.raises(hpu.ProfileError, match="profile file not found"):
             Runtime("none", profile=missing)
+    with pytest.raises(TypeError, match="profile must be"):
+        Runtime("none", profile=5)
+    for empty in ("", "  "):  # not the current directory
+        with pytest.raises(ValueError, match="profile is empty"):
+            Runtime("none", profile=empty)
 
 
 def test_a_cached_profile_of_another_thread_count_is_used_with_a_warning(tmp_path, monkeypatch, caplog):

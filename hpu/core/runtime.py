@@ -593,8 +593,10 @@ class Runtime:
     ValueError
         Unknown (or empty) device, ``threads`` or ``device_memory_limit``
         not an integer >= 1 (a bool, float or string included), both
-        ``device`` and ``devices``, an empty ``devices``, or a ``context``
-        without the device.
+        ``device`` and ``devices``, an empty ``devices``, a ``context``
+        without the device, or an empty ``profile`` string.
+    TypeError
+        ``profile`` neither a Profile, a path nor a name.
     ProfileError
         The profile path is missing or corrupt.
 
@@ -681,6 +683,10 @@ class Runtime:
         if isinstance(profile, Profile):
             return profile
         if profile is not None:
+            if not isinstance(profile, (str, os.PathLike)):
+                raise TypeError(f"profile must be an hpu.Profile, a path or a shipped name, got {profile!r}")
+            if not str(profile).strip():
+                raise ValueError("profile is empty: give an hpu.Profile, a path or a shipped name")
             p = Path(profile)
             if p.suffix == ".json" or p.exists():
                 return Profile.load(p)

@@ -153,6 +153,19 @@ def test_sort_by_key_keeps_the_padding_of_structured_values(runtime, split):
     assert got.dtype == dt and np.array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
+@pytest.mark.parametrize("split", SPLITS[:3])
+def test_sort_by_key_carries_structured_values_holding_objects(runtime, split):
+    """Records with a Python object field (no raw-byte view of them exists) move as numpy's gather moves them."""
+    keys = np.array([3.0, 1.0, np.nan, 1.0, -0.0, 0.0])
+    values = np.array([(i, f"v{i}") for i in range(6)], dtype=[("n", "i4"), ("s", "O")])
+    before = values.copy()
+    sk, sv = hpu.sort_by_key(keys, values, runtime=runtime, **split)
+    order = np.argsort(keys, kind="stable")
+    assert same_bits(sk, keys[order])
+    assert sv.dtype == values.dtype and sv.tolist() == values[order].tolist()
+    assert before.tolist() == values.tolist()
+
+
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -3, None])
 @pytest.mark.parametrize("dtype", ["int16", "float32", "datetime64[s]", "uint64"])
 def test_any_axis(runtime, axis, dtype):
@@ -237,6 +250,42 @@ def test_bad_arguments_raise_value_error(call, match):
 def test_bad_argument_types_raise_type_error(call, match):
     with pytest.raises(TypeError, match=match):
         call()
+
+
+def test_bad_shares_are_named(runtime):
+    """``shares`` of hybrid_mergesort that are no sequence of real numbers, or a scalar: an error naming shares."""
+    x, k = np.arange(50.0)[::-1], 1 + len(runtime.units)
+    for bad in ("ab", {0.5, 0.25}, [True] + [False] * (k - 1), (v for v in [1.0] + [0.0] * (k - 1))):
+        with pytest.raises(TypeError, match="shares must be a sequence of real numbers"):
+            hpu.hybrid_mergesort(x, runtime=runtime, shares=bad)
+    with pytest.raises(ValueError, match=f"shares must be {k} non-negative fractions"):
+        hpu.hybrid_mergesort(x, runtime=runtime, shares=1.0)
+    assert same_bits(hpu.hybrid_mergesort(x, runtime=runtime, shares=np.array([1.0] + [0.0] * (k - 1))), np.sort(x))
+
+
+@pytest.mark.parametrize("a", [np.zeros(100), np.zeros(100, np.int8), np.zeros((4, 25)), np.zeros((25, 4), np.int16)])
+def test_transfer_level_past_the_depth_is_refused_on_every_path(runtime, a):
+    """``transfer_level`` beyond ``ceil(log2 n)`` for the call's n keys is a ValueError, whether a hybrid sort of the
+    keys runs (1-D float64) or not (numpy's radix sort of int8 keys, the CPU's row sorts); within it, numpy's result."""
+    for call in (hpu.sort, hpu.argsort):
+        with pytest.raises(ValueError, match=r"transfer_level must lie in \[0, 7\] for n=100"):
+            call(a, runtime=runtime, transfer_level=8)
+        assert same_bits(call(a, runtime=runtime, transfer_level=7), getattr(np, call.__name__)(a, kind="stable"))
+    if a.ndim == 1:
+        with pytest.raises(ValueError, match=r"transfer_level must lie in \[0, 7\]"):
+            hpu.sort_by_key(a, a, runtime=runtime, transfer_level=8)
+
+
+@pytest.mark.parametrize("kind", [None, "quicksort", "Q", "heap", "mergesort", "STABLE", b"stable", b"q",
+                                  np.bytes_(b"s"), np.str_("m")])
+def test_every_kind_numpy_takes_gives_the_stable_result(runtime, kind):
+    a = np.array([[2.0, -0.0, np.nan, 0.0, 1.0], [0.0, 0.0, -0.0, 3.0, -1.0]])
+    assert same_bits(hpu.sort(a, kind=kind, runtime=runtime), np.sort(a, kind="stable"))
+    assert same_bits(hpu.argsort(a, kind=kind, runtime=runtime), np.argsort(a, kind="stable"))
+    np.sort(a, kind=kind)  # numpy takes it too
+    for bad in ("", "radix", b"x"):
+        with pytest.raises(ValueError, match="kind must be one of"):
+            hpu.sort(a, kind=bad, runtime=runtime)
 
 
 def test_argsort_takes_a_scalar_as_one_element_as_numpy_does(runtime):

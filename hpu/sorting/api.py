@@ -84,8 +84,8 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         Axis to sort along (default -1, the last); ``None`` sorts the
         flattened array.
     kind : {None, "quicksort", "mergesort", "heapsort", "stable"}
-        Accepted for numpy compatibility (numpy's abbreviations too); the
-        result is always the stable one.
+        Accepted for numpy compatibility (numpy's abbreviations and bytes
+        too); the result is always the stable one.
     runtime : hpu.Runtime, optional
         Default :func:`hpu.default_runtime`.
     strategy : {"auto", "advanced", "basic", "gpu", "cpu", "keyrange", "exchange"}
@@ -118,16 +118,19 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
     ------
     TypeError
         Complex, object, string, structured or other unsupported dtypes, and
-        masked arrays.
+        masked arrays; an ``axis`` that is not an integer, an ``alpha`` that is
+        not a real number.
     numpy.exceptions.AxisError
         ``axis`` out of range (a ``ValueError``); ValueError also for an
-        unknown ``kind``, ``strategy`` or ``on_device_error``, and ``alpha``
-        outside ``[0, 1]``.
+        unknown ``kind``, ``strategy`` or ``on_device_error``, ``alpha``
+        outside ``[0, 1]``, and ``transfer_level`` not an integer in
+        ``[0, ceil(log2 n)]`` for ``a``'s ``n`` elements (on every path, also
+        where no hybrid sort uses it).
     hpu.DeviceFailure
         With ``on_device_error="raise"`` when the device fails.
     """
     arr, axis = _prepare(a, axis, kind, "hpu.sort")
-    opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error)
+    opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error, arr.size)
     rows = _rows(arr, axis)
     with opts.runtime.call():
         if rows.size == 0:
@@ -178,7 +181,7 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: 
     if np.ndim(a) == 0 and not isinstance(a, np.ma.MaskedArray):  # numpy's argsort takes a scalar as one element
         a = np.reshape(a, 1)
     arr, axis = _prepare(a, axis, kind, "hpu.argsort")
-    opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error)
+    opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error, arr.size)
     rows = _rows(arr, axis)
     if rows.size == 0:
         return np.zeros(arr.shape, np.int64)
@@ -216,8 +219,8 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
         Unsupported key dtype; masked keys or values.
     ValueError
         ``keys`` not 1-D, a value array not 1-D, or of another length than
-        ``keys``; a bad ``strategy``, ``alpha`` or ``on_device_error`` (as
-        for :func:`sort`).
+        ``keys``; a bad ``strategy``, ``alpha``, ``transfer_level`` or
+        ``on_device_error`` (as for :func:`sort`).
     hpu.DeviceFailure
         With ``on_device_error="raise"`` when the device fails.
     """
@@ -236,7 +239,7 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
             raise ValueError(f"{name} must be one-dimensional (one value per key), got shape {v.shape}")
         if v.shape[0] != arr.shape[0]:
             raise ValueError(f"{name} has {v.shape[0]} elements but keys has {arr.shape[0]}")
-    opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error)
+    opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error, arr.size)
 
     def on_cpu(o: _Options) -> list[np.ndarray]:
         perm = _argsort_rows(arr.reshape(1, -1), o)
@@ -255,13 +258,20 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
 
 
 class _Options:
-    """One call's checked runtime and split arguments (``ValueError`` naming a bad one)."""
+    """One call's checked runtime and split arguments (``ValueError`` naming a bad one).
+
+    ``transfer_level`` lies in ``[0, ceil(log2 n)]`` for the call's ``n`` keys, as :func:`hybrid_mergesort`
+    checks it, on every path (rows and numpy's radix sorts included, which do not use it).
+    """
 
     def __init__(self, runtime: Runtime | None, strategy: str, alpha: float | None, transfer_level: int | None,
-                 on_device_error: str):
+                 on_device_error: str, n: int | None = None):
         check_strategy(strategy, SORT_STRATEGIES)
         check_on_device_error(on_device_error)
         alpha, transfer_level = check_split(alpha, transfer_level)  # here too: not every path is hybrid_mergesort
+        depth = None if n is None else max(int(n) - 1, 0).bit_length()  # ceil(log2 n)
+        if transfer_level is not None and depth is not None and transfer_level > depth:
+            raise ValueError(f"transfer_level must lie in [0, {depth}] for n={n} keys, got {transfer_level}")
         self.runtime, self.strategy, self.on_device_error = resolve_runtime(runtime), strategy, on_device_error
         self.hybrid = dict(strategy=strategy, alpha=alpha, transfer_level=transfer_level, runtime=self.runtime,
                            on_device_error=on_device_error)
@@ -273,7 +283,8 @@ class _Options:
 
 def _prepare(a: Any, axis: int | None, kind: str | None, what: str) -> tuple[np.ndarray, int]:
     """The input as an array of a sortable dtype and the axis as a non-negative int (``None``: flattened)."""
-    if kind is not None and not (isinstance(kind, str) and kind != "" and kind[0].lower() in "qmhs"):
+    text = kind.decode("latin-1") if isinstance(kind, bytes) else kind  # numpy takes b"stable" too
+    if kind is not None and not (isinstance(text, str) and text != "" and text[0].lower() in "qmhs"):
         raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))} (or numpy's abbreviations), got {kind!r}")
     if isinstance(a, np.ma.MaskedArray):
         raise TypeError(f"{what}: masked arrays are not supported (numpy.ma.sort orders masked entries last); "
@@ -642,10 +653,11 @@ def _take_rows(src: np.ndarray, perm: np.ndarray, rt: Runtime) -> np.ndarray:
     """``np.take_along_axis(src, perm, axis=-1)`` in the thread pool, every byte of each element kept.
 
     Structured elements move as raw bytes (numpy copies them field by field,
-    which leaves the padding between fields as the output memory had it).
+    which leaves the padding between fields as the output memory had it),
+    except those holding Python objects, which numpy moves field by field.
     """
     out = _empty(rt, perm.shape, src.dtype)
-    raw = np.dtype((np.void, src.dtype.itemsize)) if src.dtype.names else src.dtype
+    raw = np.dtype((np.void, src.dtype.itemsize)) if src.dtype.names and not src.dtype.hasobject else src.dtype
     s, o = src.view(raw), out.view(raw)
 
     def take(rs: slice, cs: slice) -> None:

@@ -116,13 +116,22 @@ def check_shares(shares: Sequence[float], units: int) -> np.ndarray:
 
     Raises
     ------
+    TypeError
+        ``shares`` is not a sequence of real numbers (a string, a set, bools, ``None``s).
     ValueError
-        Another length, a negative or NaN share, or a sum other than 1 (within 1e-6).
+        Another length (a scalar included), a negative or NaN share, or a sum other than 1 (within 1e-6).
     """
-    s = np.asarray(shares, dtype=float)
+    try:
+        s = np.asarray(shares)
+    except ValueError:  # ragged nesting
+        s = np.asarray(None)
+    if s.dtype.kind not in "iuf":
+        raise TypeError(f"shares must be a sequence of real numbers (the CPU's fraction, then each of {units} "
+                        f"devices'), got {shares!r}")
+    s = s.astype(float)
     if s.shape != (1 + units,) or not np.all(s >= 0) or not math.isclose(s.sum(), 1.0, abs_tol=1e-6):
         raise ValueError(f"shares must be {1 + units} non-negative fractions (the CPU, then each of "
-                         f"{units} devices) summing to 1, got {list(shares)}")
+                         f"{units} devices) summing to 1, got {shares!r}")
     return s / s.sum()
 
 

@@ -56,6 +56,22 @@ def mergesort_spec() -> DCSpec:
 
     Combine: stable merge of two sorted halves, one work-item per merge; NaNs
     last and ties kept in input order, as ``np.sort(kind="stable")``.
+
+    Returns
+    -------
+    hpu.DCSpec
+        Named ``"mergesort"``, branching 2, leaves of one element, combine
+        cost ``n`` (:attr:`~hpu.DCSpec.recurrence` ``T(n) = 2 T(n/2) + n``),
+        padded with the dtype's maximum (integers) or NaN (floats), which
+        sort after every element.  Its :meth:`~hpu.DCSpec.plan` takes
+        int32, uint32, int64, uint64, float32 and float64 in native byte
+        order (:data:`hpu.core.kernels.CL_TYPES`; float64 on the device
+        needs fp64) and raises ``TypeError`` for any other dtype (bool, 8-
+        and 16-bit, float16, datetime64, complex, ...), and ``ValueError``
+        for ``n < 1``.  :func:`hpu.execute` of a plan returns the
+        ``plan.padded_n`` elements sorted, pads last (slice ``[:n]``);
+        :func:`hpu.hybrid_mergesort` with ``mode="paper"`` does this for a
+        1-D array of any byte order.
     """
     return DCSpec(
         name="mergesort",

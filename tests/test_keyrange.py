@@ -255,6 +255,9 @@ def test_runtime_devices_arguments(runtime):
         hpu.Runtime(runtime.device, devices="all")
     with pytest.raises(ValueError, match="empty"):
         hpu.Runtime(devices=[])
+    for one in (runtime.device, 5):  # one device, not a sequence of them
+        with pytest.raises(TypeError, match="devices must be 'all' or a sequence"):
+            hpu.Runtime(devices=one)
     with pytest.raises(ValueError, match="device_memory_limit"):
         hpu.Runtime(device_memory_limit=0)
     with hpu.Runtime(devices="all", profile=runtime.profile, threads=1) as rt:

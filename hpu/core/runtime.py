@@ -29,7 +29,7 @@ import re
 import threading
 import warnings
 from pathlib import Path
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -227,6 +227,8 @@ def select_devices(devices: str | Sequence[Any]) -> list:
 
     Raises
     ------
+    TypeError
+        ``devices`` neither ``"all"`` nor a sequence (one device, say).
     ValueError
         An empty sequence, a CPU-only item among others, or an unknown device.
     """
@@ -236,6 +238,9 @@ def select_devices(devices: str | Sequence[Any]) -> list:
         accel = cl.device_type.GPU | cl.device_type.ACCELERATOR if cl is not None else 0
         found = [d for _, d in _all_devices() if d.type & accel]
         return found or [select_device(None)]
+    if isinstance(devices, (bytes, Mapping)) or not isinstance(devices, Iterable) or (
+            cl is not None and isinstance(devices, cl.Device)):
+        raise TypeError(f"devices must be 'all' or a sequence of devices (one device: device=...), got {devices!r}")
     found = [select_device(d) for d in devices]
     if not found:
         raise ValueError("devices is empty; give at least one device (or 'all')")

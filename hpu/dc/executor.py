@@ -180,8 +180,8 @@ def _check_device_memory(lease: DeviceLease, nbytes: int) -> None:
     device, usable = lease.device, lease.runtime.device_memory_bytes
     if nbytes > device.max_mem_alloc_size or 2 * nbytes > usable:
         raise DeviceFailure(
-            f"device share of {nbytes / 2**20:.0f} MiB exceeds the device memory hpu may use "
-            f"(max allocation {device.max_mem_alloc_size / 2**20:.0f} MiB, usable {usable / 2**20:.0f} MiB)"
+            f"device share of {nbytes / 2**20:.4g} MiB exceeds the device memory hpu may use "
+            f"(max allocation {device.max_mem_alloc_size / 2**20:.4g} MiB, usable {usable / 2**20:.4g} MiB)"
         )
 
 

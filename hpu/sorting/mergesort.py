@@ -99,10 +99,11 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         the runtime (:mod:`hpu.sorting.keyrange`; no final merge), or
         ``"exchange"``: every device of the runtime sorts a range of
         positions, then the devices trade key ranges and merge
-        (:mod:`hpu.sorting.exchange`; the CPU only stages).  A device
-        share larger than the device memory the runtime may use
+        (:mod:`hpu.sorting.exchange`; the CPU only stages).  In fast mode a
+        device share larger than the device memory the runtime may use
         (:attr:`hpu.Runtime.device_memory_bytes`) is sorted on the device
-        in pieces by key range.  In CPU-only mode, for float64 on a
+        in pieces by key range; in paper mode it is a device failure (see
+        ``on_device_error``).  In CPU-only mode, for float64 on a
         device without fp64, and in fast mode while the runtime has no
         calibrated profile (:attr:`hpu.Runtime.calibrated`; the device's
         speed is unknown, so ``"auto"`` never risks being slower than the

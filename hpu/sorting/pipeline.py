@@ -63,7 +63,7 @@ from ..core.kernels import CL_TYPES, cl_type
 from ..core.runtime import DeviceLease, Runtime
 from ..core.streaming import copy_into
 from ..core.trace import Recorder, Trace, event_times
-from ..core.util import wait_all
+from ..core.util import check_int, wait_all
 from .costs import cpu_sort_method, fast_cost
 from .cpu import multiway_merge, native_partition, parallel_copy, parallel_sort
 from .device import ALGORITHMS, DeviceSorter
@@ -131,6 +131,13 @@ class PipelineOptions:
         The CPU's sort (:func:`hpu.sorting.cpu.parallel_sort`'s ``method``; ``"sample"`` where the compiled
         partition takes the keys, else PSRS); ``"auto"`` (default): the one the profile measured faster at the
         call's size (:func:`cpu_method`).
+
+    Raises
+    ------
+    ValueError
+        ``chunk_bytes``, ``staging_tasks`` or ``wave_pieces`` not an integer >= 1 (numpy integers are taken as
+        the Python integers they hold; floats, bools and strings are refused), or an unknown ``device_sort``,
+        ``result_memory`` or ``cpu_sort``.
     """
 
     chunk_bytes: int | None = None
@@ -143,12 +150,10 @@ class PipelineOptions:
     cpu_sort: str = "auto"
 
     def __post_init__(self) -> None:
-        if self.chunk_bytes is not None and int(self.chunk_bytes) < 1:
-            raise ValueError(f"chunk_bytes must be None or >= 1, got {self.chunk_bytes!r}")
-        if int(self.staging_tasks) < 1:
-            raise ValueError(f"staging_tasks must be >= 1, got {self.staging_tasks!r}")
-        if self.wave_pieces is not None and int(self.wave_pieces) < 1:
-            raise ValueError(f"wave_pieces must be None or >= 1, got {self.wave_pieces!r}")
+        for name, optional in (("chunk_bytes", True), ("staging_tasks", False), ("wave_pieces", True)):
+            value = getattr(self, name)
+            if value is not None or not optional:  # as a Python int (a float, a bool or a string refused)
+                object.__setattr__(self, name, check_int(name, value, 1, what=" (or None)" if optional else ""))
         if self.device_sort not in (None, *ALGORITHMS):
             raise ValueError(f"device_sort must be None or one of {', '.join(ALGORITHMS)}, got {self.device_sort!r}")
         if self.result_memory not in ("auto", "pin", "plain"):

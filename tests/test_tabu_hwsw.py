@@ -1,5 +1,7 @@
 """HW/SW partitioning (problem P): generator, costs, 2-flip deltas and feasibility against brute force."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -153,3 +155,23 @@ def test_bad_generator_arguments_and_solutions():
         pb.objective([0, 1, 2, 0])
     with pytest.raises(ValueError, match="vector of 4"):
         pb.objective([0, 1])
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(n=5.9), "number of tasks n must be an integer >= 2, got 5.9"),
+    (dict(n="6"), "number of tasks n must be an integer >= 2"),
+    (dict(n=True), "number of tasks n must be an integer >= 2"),
+    (dict(n=5, edges=2.5), r"edges must lie in \[0, 10\] for n = 5 \(an integer\), got 2.5"),
+    (dict(n=5, edges=True), "edges must lie"),
+    (dict(n=5, constraint=7.5), r"constraint \(the limit R\) must be an integer >= 0, got 7.5"),
+    (dict(n=5, constraint=True), r"constraint \(the limit R\) must be an integer"),
+    (dict(n=5, k=math.inf), "k must be finite and >= 0"),
+    (dict(n=5, ccr=math.inf), "ccr must be finite and >= 0"),
+])
+def test_generator_refuses_what_it_would_truncate(kw, message):
+    """A float n, edges or R was truncated (5.9 tasks gave 5) and a bool taken as 1; an infinite ratio was blamed
+    on the costs it produced."""
+    with pytest.raises(ValueError, match=message):
+        HWSWPartitioning.random(seed=1, **kw)
+    pb = HWSWPartitioning.random(np.int64(5), edges=np.int32(3), constraint=np.int64(7), seed=1)
+    assert (pb.n, len(pb.edges), pb.limit) == (5, 3, 7)

@@ -135,6 +135,18 @@ def test_plan_many_gives_the_cpu_searches_when_it_is_faster():
     assert plan_many(8, 10, None, has_device=False).device_searches == 0
 
 
+@pytest.mark.parametrize("searches, iterations, name", [(-1, 10, "searches"), (0, 10, "searches"),
+                                                        (2.5, 10, "searches"), (True, 10, "searches"),
+                                                        (4, -10, "iterations"), (4, 0, "iterations"),
+                                                        (4, 10.0, "iterations")])
+def test_plan_many_refuses_counts_that_are_not_positive_integers(searches, iterations, name):
+    """Else a division of -1 or 2.5 searches, or negative predicted seconds, came back."""
+    costs = ManyCosts((1, 2), (1e-3, 1.5e-3), 32, 1e-3, 2, 1.8)
+    for kw in (dict(costs=costs), dict(costs=None, strategy="gpu")):
+        with pytest.raises(ValueError, match=f"{name} must be an integer >= 1"):
+            plan_many(searches, iterations, **kw)
+
+
 def test_threads_share_a_runtime(rt):
     problem = PROBLEMS["pfsp-insertion"]()
     kw = dict(iterations=80, tenure=7, runtime=rt)

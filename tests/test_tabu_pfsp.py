@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import deltas_match_brute_force, reference_search, same_trajectories
 
-from hpu.tabu import evaluate_neighbourhood, tabu_search
+from hpu.tabu import evaluate_neighbourhood, tabu_search, tabu_search_many
 from hpu.tabu.engine import ADMISSIBLE, Evaluator
 from hpu.tabu.pfsp import PFSP, taillard_processing_times
 
@@ -236,6 +236,25 @@ def test_device_table_after_random_moves_with_fewer_work_items_than_machines(rt,
             ev.apply(k, int(ref[k]), 0)
             pi = q.apply_move(pi, k)
             assert ev.state.value == makespan(q.processing_times, pi)
+
+
+@pytest.mark.parametrize("nb", NEIGHBOURHOODS)
+def test_one_machine_runs_on_the_device(rt, nb):
+    """One machine: every makespan is the total time; the device's kernels build (PoCL aborted on ``MACHINES`` 1)
+    and every path takes the brute-force reference's trajectory."""
+    q = random_pfsp(np.random.default_rng(21), 1, 6, nb, tabu_attribute="move")
+    pi = q.random_solution(np.random.default_rng(22))
+    np.testing.assert_array_equal(evaluate_neighbourhood(q, pi, unit="device", runtime=rt)[0], brute_force_deltas(q, pi))
+    ref_moves, ref_history, ref_best = reference_search(q, iterations=12, tenure=3, seed=23)
+    assert ref_best == int(q.processing_times.sum())
+    for split in (dict(strategy="gpu", transfer_level=0, block_iterations=1), dict(strategy="gpu", block_iterations=4),
+                  dict(strategy="hybrid", alpha=0.5, transfer_level=1, cpu_chunks=1)):
+        res = tabu_search(q, iterations=12, tenure=3, seed=23, runtime=rt, on_device_error="raise", **split)
+        np.testing.assert_array_equal(res.moves, ref_moves, err_msg=str(split))
+        np.testing.assert_array_equal(res.history, ref_history, err_msg=str(split))
+        assert res.best_value == ref_best == makespan(q.processing_times, res.best_solution)
+    (many,) = tabu_search_many(q, [23], iterations=12, tenure=3, strategy="gpu", runtime=rt, on_device_error="raise")
+    np.testing.assert_array_equal(many.moves, ref_moves)
 
 
 # -- prefix sharing off: the whole table from column 0 (Czapinski and Barnes, seed 003's table 2) --------------

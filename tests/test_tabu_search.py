@@ -1,5 +1,6 @@
 """Tabu search: trajectories against a brute-force reference, identical across splits, quality, the split model."""
 
+import bisect
 import dataclasses
 import importlib
 import json
@@ -19,6 +20,9 @@ from hpu.tabu import (
     calibrate,
     costs_path,
     evaluate_neighbourhood,
+    pair_block,
+    pair_from_index,
+    pair_index,
     plan_split,
     tabu_search,
     tie_hash,
@@ -224,6 +228,26 @@ def test_bad_tabu_attribute():
         QAP(q.flow, q.distance, tabu_attribute="job-position")
     with pytest.raises(ValueError, match="HWSWPartitioning: tabu_attribute must be one of"):
         HWSWPartitioning.random(5, edges=4, ccr=1.0, constraint="low", seed=1)._set_tabu_attribute("facility-location")
+
+
+@pytest.mark.parametrize("n", [3_500_000_000, 4_294_967_000])
+def test_pairs_stay_exact_where_i_times_n_passes_int64(n):
+    """Indices below 2**63 whose pair's ``i (n - 1)`` or ``i (i + 1)`` is not: pair_index gave negative indices and
+    pair_from_index of an array looped forever; the reference is Python's exact integers."""
+    total = n * (n - 1) // 2
+    assert total < 2**63
+    idx = [0, n - 1, total // 3, total - n, total - 1]
+    def start(i):  # row i's first index, sum_{r < i} (n - 1 - r)
+        return i * (n - 1) - i * (i - 1) // 2
+
+    ref = [(i, k - start(i) + i + 1) for k in idx for i in [bisect.bisect_right(range(n - 1), k, key=start) - 1]]
+    assert [pair_index(n, i, j) for i, j in ref] == idx
+    np.testing.assert_array_equal(pair_index(n, np.array([i for i, _ in ref]), np.array([j for _, j in ref])), idx)
+    assert [pair_from_index(n, k) for k in idx] == ref
+    i, j = pair_from_index(n, np.array(idx))
+    assert list(zip(i.tolist(), j.tolist())) == ref
+    i, j = pair_block(n, total - 3, total)
+    assert list(zip(i.tolist(), j.tolist())) == [(n - 3, n - 2), (n - 3, n - 1), (n - 2, n - 1)]
 
 
 def test_tie_hash_equals_the_documented_formula():

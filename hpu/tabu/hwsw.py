@@ -18,6 +18,7 @@ so every evaluation is exact and the CPU and the device agree bit for bit.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -154,18 +155,18 @@ class HWSWPartitioning(TabuProblem):
         Raises
         ------
         ValueError
-            If ``n < 2``, ``edges`` is negative or more than ``n (n - 1) / 2``,
-            ``ccr``, ``k`` or ``lam`` is negative, or ``constraint`` is unknown.
+            If ``n`` is not an integer >= 2, ``edges`` not an integer in
+            ``[0, n (n - 1) / 2]``, ``ccr``, ``k`` or ``lam`` negative or not
+            finite, or ``constraint`` is neither known nor an integer >= 0.
         """
-        n = int(n)
-        if n < 2:
-            raise ValueError(f"HW/SW partitioning needs n >= 2 tasks, got n = {n}")
-        m = min(2 * n, num_pairs(n)) if edges is None else int(edges)
-        if not 0 <= m <= num_pairs(n):
-            raise ValueError(f"edges must lie in [0, {num_pairs(n)}] for n = {n}, got {m}")
+        n = check_int("HW/SW partitioning: the number of tasks n", n, 2)
+        m = min(2 * n, num_pairs(n)) if edges is None else edges
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or not 0 <= m <= num_pairs(n):
+            raise ValueError(f"edges must lie in [0, {num_pairs(n)}] for n = {n} (an integer), got {m!r}")
+        m = int(m)
         for what, v in (("ccr", ccr), ("k", k), ("lam", lam)):
-            if not float(v) >= 0:
-                raise ValueError(f"{what} must be >= 0, got {v!r}")
+            if not 0 <= float(v) < math.inf:
+                raise ValueError(f"{what} must be finite and >= 0, got {v!r}")
         rng = np.random.default_rng(seed)
         s = rng.integers(1, 101, size=n)
         h = np.maximum(1, np.rint(rng.normal(k * s, k * lam * s))).astype(np.int64)
@@ -181,7 +182,7 @@ class HWSWPartitioning(TabuProblem):
             else:
                 raise ValueError(f"constraint must be 'low', 'high' or an integer R, got {constraint!r}")
         else:
-            limit = int(constraint)
+            limit = check_int("constraint (the limit R)", constraint, 0)
         name = f"hwsw{n}-m{m}-ccr{ccr:g}-{constraint}"
         return cls(s, h, np.stack([u, v], axis=1), c, limit, name=name)
 

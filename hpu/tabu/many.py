@@ -185,8 +185,10 @@ def plan_many(searches: int, iterations: int, costs: ManyCosts | None, *, strate
     Raises
     ------
     ValueError
-        Unknown strategy, ``device_searches`` outside ``[0, searches]``, or ``"auto"`` with a device but no costs.
+        ``searches`` or ``iterations`` not an integer >= 1, unknown strategy, ``device_searches`` outside
+        ``[0, searches]``, or ``"auto"`` with a device but no costs.
     """
+    searches, iterations = check_int("searches", searches, 1), check_int("iterations", iterations, 1)
     if strategy not in MANY_STRATEGIES:
         raise ValueError(f"strategy must be one of {MANY_STRATEGIES}, got {strategy!r}")
     if device_searches is not None:

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+_INT64_MAX = 2**63 - 1
+
 __all__ = ["index_array", "num_pairs", "pair_index", "pair_from_index", "pair_block", "all_pairs", "packed_pairs"]
 
 
@@ -31,6 +33,18 @@ def _check_n(n: int) -> int:
     if n < 2:
         raise ValueError(f"a 2-element neighbourhood needs n >= 2 elements, got n = {n}")
     return n
+
+
+def _triangle(q):
+    """``q (q + 1) / 2`` of integers ``q >= -1`` (int or int64 array), with no product past the result: exact in
+    int64 wherever the result fits (``q (q + 1)`` itself overflows for ``q`` near ``2**31.5``)."""
+    return np.where(q & 1, q * ((q + 1) >> 1), (q >> 1) * (q + 1)) if isinstance(q, (np.ndarray, np.integer)) \
+        else q * (q + 1) // 2
+
+
+def _check_int64(n: int, total: int, what: str) -> None:
+    if total > _INT64_MAX:
+        raise ValueError(f"{what} of n = {n}: its n (n - 1) / 2 move indices do not fit int64")
 
 
 def num_pairs(n: int) -> int:
@@ -79,15 +93,20 @@ def pair_index(n: int, i, j) -> np.ndarray | int:
     Raises
     ------
     ValueError
-        If a pair is not ``0 <= i < j < n``.
+        If a pair is not ``0 <= i < j < n``; arrays for an ``n`` whose indices do not fit int64 (scalars are exact
+        for every ``n``).
     """
     n = _check_n(n)
     scalar = np.ndim(i) == 0 and np.ndim(j) == 0
     ii, jj = index_array("i", i), index_array("j", j)
     if np.any(ii < 0) or np.any(ii >= jj) or np.any(jj >= n):
         raise ValueError(f"pairs must satisfy 0 <= i < j < n = {n}")
-    out = ii * (n - 1) - ii * (ii + 1) // 2 + jj - 1
-    return int(out) if scalar else out
+    if scalar:
+        ii, jj = int(ii), int(jj)
+    else:
+        _check_int64(n, n * (n - 1) // 2, "pair_index of arrays")
+    # i (n - 1 - i) + (i - 1) i / 2 + j - 1: terms >= 0, none past the result (i (n - 1) alone may overflow int64)
+    return ii * (n - 1 - ii) + _triangle(ii - 1) + jj - 1
 
 
 def pair_from_index(n: int, index) -> tuple:
@@ -115,7 +134,7 @@ def pair_from_index(n: int, index) -> tuple:
     Raises
     ------
     ValueError
-        If an index is outside ``[0, N)``.
+        If an index is outside ``[0, N)``; arrays for an ``n`` whose indices do not fit int64.
     """
     n = _check_n(n)
     total = n * (n - 1) // 2
@@ -126,20 +145,20 @@ def pair_from_index(n: int, index) -> tuple:
         q = (math.isqrt(8 * (total - 1 - idx) + 1) - 1) // 2  # exact integer square root
         i = n - 2 - q
         return i, idx - (i * (n - 1) - i * (i + 1) // 2) + 1
+    _check_int64(n, total, "pair_from_index of arrays")
     idx = index_array("index", index)
     if np.any(idx < 0) or np.any(idx >= total):
         raise ValueError(f"move index out of range [0, {total}) for n = {n}")
     k = total - 1 - idx
-    q = ((np.sqrt(8.0 * k + 1.0) - 1.0) // 2).astype(np.int64)
+    q = np.minimum((np.sqrt(8.0 * k + 1.0) - 1.0) // 2, n - 2).astype(np.int64)  # i = n - 2 - q >= 0
     while True:  # the float guess is off by at most one; correct it exactly
-        high = q * (q + 1) // 2 > k
-        low = (q + 1) * (q + 2) // 2 <= k
+        high = _triangle(q) > k
+        low = _triangle(q + 1) <= k
         if not (high.any() or low.any()):
             break
         q = q - high + low
-    i = n - 2 - q
-    j = idx - (i * (n - 1) - i * (i + 1) // 2) + 1
-    return i, j
+    # row i = n - 2 - q holds the k (counted from the last move) in [T(q), T(q + 1)), its last move at j = n - 1
+    return n - 2 - q, n - 1 - (k - _triangle(q))
 
 
 def pair_block(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -156,20 +175,22 @@ def pair_block(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     Raises
     ------
     ValueError
-        If ``not 0 <= lo <= hi <= n (n - 1) / 2``.
+        If ``not 0 <= lo <= hi <= n (n - 1) / 2``, or ``hi > 2**63 - 1`` (int64 indices).
     """
     n = _check_n(n)
     total = n * (n - 1) // 2
     lo, hi = int(lo), int(hi)
     if not 0 <= lo <= hi <= total:
         raise ValueError(f"move range [{lo}, {hi}) is not inside [0, {total})")
+    if hi > _INT64_MAX:
+        raise ValueError(f"move range [{lo}, {hi}) passes the int64 indices")
     if lo == hi:
         empty = np.empty(0, dtype=np.int64)
         return empty, empty.copy()
     first, _ = pair_from_index(n, lo)
     last, _ = pair_from_index(n, hi - 1)
     rows = np.arange(first, last + 1, dtype=np.int64)
-    offset = rows * (n - 1) - rows * (rows + 1) // 2  # row i holds indices [offset + i, offset + n - 1)
+    offset = rows * (n - 1 - rows) + _triangle(rows - 1)  # i (n - 1) - T(i): row i holds [offset + i, offset + n - 1)
     counts = np.minimum(offset + n - 1, hi) - np.maximum(offset + rows, lo)
     i = np.repeat(rows, counts)
     j = np.arange(lo, hi, dtype=np.int64) - np.repeat(offset - 1, counts)

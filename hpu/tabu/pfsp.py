@@ -500,18 +500,23 @@ class _PFSPState(NeighbourhoodState):
     # -- device ----------------------------------------------------------------
     def defines(self) -> dict[str, Any]:
         return {
-            "MACHINES": self.problem.machines,
+            "MACHINES": max(self.problem.machines, 2),
             "CELL_T": "int" if self._cell == np.int32 else "long",
             "INSERTION": int(self.problem.neighbourhood == "insertion"),
             "PREFIX_SHARING": int(self.problem.prefix_sharing),
         }
 
     def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
-        pt = np.ascontiguousarray(self.problem.processing_times.T, dtype=self._cell)
-        table = np.ascontiguousarray(self._table[1:], dtype=self._cell)
+        """Times and table job- and position-major; one machine gets a machine of zero times in front, which
+        changes no completion time of the last (PoCL aborts building ``apply_move`` with ``MACHINES`` 1)."""
+        pt, table = self.problem.processing_times.T, self._table[1:]
+        if self.problem.machines == 1:
+            pt, table = (np.hstack([np.zeros_like(a), a]) for a in (pt, table))
+        pt, table = (np.ascontiguousarray(a, dtype=self._cell) for a in (pt, table))
         return [(pt, False), (self._perm.astype(np.int32), True), (table, True)]
 
     def apply_range(self, work_group_size: int) -> tuple[tuple[int], tuple[int]]:
-        """One work-group of ``min(work_group_size, machines)`` work-items (one per machine of a diagonal)."""
-        w = min(work_group_size, self.problem.machines)
+        """One work-group of ``min(work_group_size, machines)`` work-items (one per machine of a diagonal; two for
+        one machine, see :meth:`device_arrays`)."""
+        w = min(work_group_size, max(self.problem.machines, 2))
         return (w,), (w,)

@@ -572,3 +572,23 @@ def test_costs_files_are_versioned_and_every_bad_one_is_a_profile_error(tmp_path
             p.write_text(content if isinstance(content, str) else json.dumps(content))
         with pytest.raises(ProfileError, match=reason):
             TabuCosts.load(p)
+
+
+def test_tie_hash_transfer_levels_and_plan_split_refuse_what_they_would_wrap_or_truncate():
+    from hpu.tabu import plan_split, tie_hash, transfer_levels
+
+    idx = np.arange(5)
+    assert np.array_equal(tie_hash(idx.astype(np.int32), 3, 2**32 - 1), tie_hash(idx, 3, np.uint32(2**32 - 1)))
+    for seed in (2**32, -1, 5.5, True):
+        with pytest.raises(ValueError, match="seed must be an integer"):
+            tie_hash(idx, 1, seed)
+    with pytest.raises(ValueError, match="index must hold integer"):
+        tie_hash(np.array([1.5]), 1, 5)
+    assert transfer_levels(0, 0) == range(0) and transfer_levels(100, 8) == range(0, 5)  # ceil(100 / 8) = 13 items
+    for moves, w, name in ((10.5, 4, "device_moves"), (True, 4, "device_moves"), (10, 2.5, "work_group_size"),
+                           (10, 0, "work_group_size")):
+        with pytest.raises(ValueError, match=f"{name} must be an integer"):
+            transfer_levels(moves, w)
+    for w in (-3, 2.5):
+        with pytest.raises(ValueError, match="work_group_size must be an integer"):
+            plan_split(10, strategy="gpu", transfer_level=0, work_group_size=w)

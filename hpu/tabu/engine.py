@@ -101,8 +101,17 @@ def tie_hash(index: np.ndarray, iteration: int, seed: int) -> np.ndarray:
     Returns
     -------
     numpy.ndarray of int64, shape (k,), values in ``[0, 2**21)``
+
+    Raises
+    ------
+    ValueError
+        ``iteration`` not an integer >= 0, ``seed`` not one in ``[0, 2**32)``, or ``index`` not of integers.
     """
-    m = np.asarray(index, dtype=np.uint64)
+    iteration, seed = check_int("iteration", iteration, 0), check_int("seed", seed, 0, 2**32)
+    index = np.asarray(index)
+    if index.dtype.kind not in "iub":
+        raise ValueError(f"index must hold integer move indices, got dtype {index.dtype}")
+    m = index.astype(np.uint64)
     with np.errstate(over="ignore"):
         x = (m & np.uint64(0xFFFFFFFF)).astype(_U32) ^ ((m >> np.uint64(32)).astype(_U32) * _U32(0x9E3779B9))
         x ^= _U32(iteration & 0xFFFFFFFF) * _U32(0x85EBCA6B) ^ _U32(seed)

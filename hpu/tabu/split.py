@@ -388,10 +388,18 @@ def transfer_levels(device_moves: int, work_group_size: int) -> range:
     """Sensible transfer levels for ``device_moves`` moves: from one work-group to one move per work-item.
 
     Returns ``range(0, ceil(log2(ceil(device_moves / W))) + 1)``.
+
+    Raises
+    ------
+    ValueError
+        ``device_moves`` not an integer >= 0, or ``work_group_size`` not an integer (>= 1 where
+        ``device_moves > 0``).
     """
-    if device_moves <= 0:
+    device_moves = check_int("device_moves", device_moves, 0)
+    work_group_size = check_int("work_group_size", work_group_size, 1 if device_moves else 0)
+    if device_moves == 0:
         return range(0)
-    items = -(-device_moves // max(work_group_size, 1))
+    items = -(-device_moves // work_group_size)
     return range(0, max(items - 1, 0).bit_length() + 1)
 
 
@@ -482,6 +490,7 @@ def plan_split(
     if costs is not None:
         threads, work_group_size = costs.threads, costs.work_group_size
         has_device = costs.has_device if has_device is None else has_device and costs.has_device
+    work_group_size = check_int("work_group_size", work_group_size or 0, 0)
     if has_device is None:
         has_device = bool(work_group_size)
     if not has_device and (strategy == "gpu" or (alpha is not None and alpha < 1)):

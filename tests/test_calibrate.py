@@ -119,7 +119,7 @@ def test_unknown_device_is_a_usage_error(capsys):
 
 
 @pytest.mark.parametrize("args, message", [(["--device", "no-such-device-xyz"], "unknown OpenCL device"),
-                                           (["--threads", "0"], "threads must be >= 1"),
+                                           (["--threads", "0"], "threads must be an integer >= 1"),
                                            (["--profile", "missing/profile"], "profile file not found"),
                                            (["--input", "missing.npy"], "missing.npy")])
 def test_hpu_sort_reports_a_user_s_mistake_as_a_usage_error(args, message, capsys):

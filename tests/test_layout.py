@@ -78,7 +78,7 @@ REPO = HPU.parent
     (["sort", "--output", "/nonexistent-hpu-dir/out.npy"], "hpu sort: error: --output"),
     (["sort", "--gantt", "/nonexistent-hpu-dir/g.png"], "hpu sort: error: --gantt"),
     (["sort", "--dtype", "int8"], "hpu sort: error: argument --dtype"),
-    (["calibrate", "--threads", "0"], "hpu calibrate: error: threads must be >= 1"),
+    (["calibrate", "--threads", "0"], "hpu calibrate: error: threads must be an integer >= 1"),
     (["bogus"], "hpu: error: argument command"),
 ])
 def test_cli_usage_errors_exit_2_without_traceback(argv, message, capsys):

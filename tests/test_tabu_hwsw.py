@@ -135,7 +135,7 @@ def test_restart_is_all_hardware_plus_two_flips():
         (([1, 2], [1, 1], [], [], 5.9), "R must be an integer >= 0"),
         (([1, 2, 3], [1, 1, 1], [[0.7, 1.2]], [1], 3), "edge endpoints must be integers"),
         (([1, 2, 3], [1, 1, 1], [[0, 1, 2], [1, 2, 0]], [1, 1, 1], 3), r"edges must have shape \(m, 2\)"),
-        (([1e30, 2], [1, 1], [], [], 3), "software costs must be non-negative integers below 2\*\*62"),
+        (([1e30, 2], [1, 1], [], [], 3), r"software costs must be non-negative integers below 2\*\*62"),
     ],
 )
 def test_bad_instances(args, message):

@@ -203,6 +203,9 @@ def test_initial_solution_and_input_untouched():
         (dict(iterations=5, tenure=3, strategy="fpga"), ValueError, "strategy must be one of"),
         (dict(iterations=5, tenure=3, initial=[0] * 12), ValueError, "not a permutation"),
         (dict(iterations=5, tenure=3, time_limit=0), ValueError, "time_limit"),
+        (dict(iterations=5, tenure=3, time_limit=float("nan")), ValueError, r"time_limit \(seconds\) must be finite"),
+        (dict(iterations=5, tenure=3, time_limit=True), TypeError, "time_limit"),  # not 1 second
+        (dict(iterations=5, tenure=3, time_limit="1"), TypeError, "time_limit"),
         (dict(iterations=5, tenure=3, strategy="gpu", transfer_level=1.5), ValueError,
          "transfer_level must be an integer"),
         (dict(iterations=5, tenure=3, strategy="cpu", cpu_chunks=1.9), ValueError, "cpu_chunks must be an integer"),

@@ -20,7 +20,7 @@ import numpy as np
 from ..core.hybrid import DeviceFailure, check_on_device_error, check_split
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.trace import Recorder, Trace
-from ..core.util import check_int
+from ..core.util import check_int, check_positive
 from .calibrate import calibrate
 from .engine import (HALT_NO_FEASIBLE_MOVE, HALT_STOPS, INFEASIBLE, NO_BEST, TIE_BREAKS, Evaluator,
                      default_work_group_size)
@@ -223,8 +223,9 @@ def check_stops(problem: TabuProblem, iterations: Any, tenure: Any, time_limit: 
     tenure = check_tenure(tenure, problem.num_moves)
     if iterations + tenure >= 2**31:
         raise ValueError("iterations + tenure must be < 2**31 (the tabu status is int32)")
-    if time_limit is not None and not time_limit > 0:
-        raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+    if time_limit is not None and not (isinstance(time_limit, (int, float, np.floating, np.integer))
+                                       and not isinstance(time_limit, bool) and time_limit == math.inf):
+        time_limit = check_positive("time_limit (seconds)", time_limit)  # no bools or strings; inf: no limit
     if max_no_improve is not None:  # past the iterations it never stops a search: the same in int32
         max_no_improve = min(check_int("max_no_improve", max_no_improve, 1), iterations + 1)
     if target is not None and (isinstance(target, bool) or not isinstance(target, (int, np.integer))):
@@ -305,7 +306,7 @@ def tabu_search(
         search on one runtime at once: each search borrows its own
         :class:`hpu.DeviceLease` (command queue) for its device share.
     time_limit : float, optional
-        Stop after this many seconds of iterations.
+        Stop after this many seconds of iterations (> 0; ``math.inf``: no limit).
     max_no_improve : int, optional
         Stop after this many consecutive iterations without a new best.
     target : int, optional
@@ -359,11 +360,13 @@ def tabu_search(
 
     Raises
     ------
+    TypeError
+        ``time_limit`` not a real number (a bool or a string included).
     ValueError
         ``iterations < 1``, ``tenure`` outside ``[0, num_moves)``,
         ``iterations + tenure >= 2**31``, a bad
         ``initial`` solution (e.g. not a permutation), ``time_limit`` or
-        ``max_no_improve`` not positive, a ``target`` that is not an integer,
+        ``max_no_improve`` not positive (or NaN), a ``target`` that is not an integer,
         unknown strategy, ``on_device_error`` or ``tie_break``, a bad forced
         split, ``block_iterations`` below 1 or above ``iterations``.
     hpu.NoDeviceError

@@ -16,7 +16,7 @@ import hpu
 import hpu.sorting.device as sort_device
 from hpu.core.costs import CostCurves
 from hpu.sorting.costs import exchange_split, fast_cost, fast_split
-from hpu.sorting.exchange import exchange_cuts, exchange_sort
+from hpu.sorting.exchange import exchange_cuts, exchange_fits, exchange_sort
 
 cl = pytest.importorskip("pyopencl")
 
@@ -327,3 +327,22 @@ def test_exchange_split_follows_its_formula_and_auto_weighs_it():
     # ... and where the copies dominate (the H100 machines), one device alone is faster and "auto" keeps it.
     copying = _profile(1.0)
     assert fast_split(n, copying, devices=[copying, copying]).strategy == "gpu"
+
+
+def test_exchange_functions_reject_malformed_input(trio):
+    """Not 1-D arrays, negative lengths, decreasing targets and impossible sizes: a ValueError, never a wrong
+    answer or another exception."""
+    sh = (0.0, 1 / 3, 1 / 3, 1 / 3)
+    for arr in (np.arange(12, dtype=np.int32).reshape(3, 4), np.int32(5), [3, 1, 2]):
+        with pytest.raises(ValueError, match="1-D"):
+            exchange_sort(arr, trio, sh)
+    z = np.zeros((2, 2), np.int64)
+    with pytest.raises(ValueError, match="non-decreasing"):  # once gave rows that decrease
+        exchange_cuts([5, 5], z, np.full((2, 2), 5), [8, 2])
+    with pytest.raises(ValueError, match=">= 0"):
+        exchange_cuts([-1], np.zeros((1, 0)), np.zeros((1, 0)), [])
+    with pytest.raises(ValueError, match="1-D"):
+        exchange_cuts([5], np.zeros((1, 1)), np.ones((1, 1)), [[1]])
+    for n, itemsize in ((-5, 4), (10, 0)):
+        with pytest.raises(ValueError, match="itemsize"):
+            exchange_fits(trio, n, sh, itemsize)

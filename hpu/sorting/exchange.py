@@ -103,11 +103,16 @@ def exchange_cuts(lengths: Sequence[int], lower: np.ndarray, upper: np.ndarray,
     Raises
     ------
     ValueError
-        Shapes that do not match, or bounds outside ``0 <= lower <= upper <= length``.
+        Shapes that do not match, a negative length, decreasing targets, or bounds outside
+        ``0 <= lower <= upper <= length``.
     """
     n_d = np.asarray(lengths, dtype=np.int64)
     lo, hi = np.asarray(lower, dtype=np.int64), np.asarray(upper, dtype=np.int64)
     want = np.asarray(targets, dtype=np.int64)
+    if n_d.ndim != 1 or want.ndim != 1:
+        raise ValueError(f"lengths and targets must be 1-D, got shapes {n_d.shape} and {want.shape}")
+    if np.any(n_d < 0) or np.any(np.diff(want) < 0):
+        raise ValueError("lengths must be >= 0 and targets non-decreasing")
     d, j = n_d.size, want.size
     if lo.shape != (d, j) or hi.shape != (d, j):
         raise ValueError(f"lower and upper must have shape ({d}, {j}), got {lo.shape} and {hi.shape}")
@@ -130,6 +135,8 @@ def exchange_fits(rt: Runtime, n: int, shares: Sequence[float], itemsize: int) -
     ``itemsize`` bytes under ``shares`` (the CPU's, then each device's, as :func:`exchange_sort` takes them), within
     the memory one call may use (:func:`hpu.sorting.pipeline.max_device_elements`), with room for four standard
     deviations of the sample's error in the range it ends with (``sqrt(q (1 - q) / SAMPLE) n`` for a share ``q``)."""
+    if n < 0 or itemsize < 1:
+        raise ValueError(f"n must be >= 0 and itemsize >= 1, got {n} and {itemsize}")
     active, starts = _device_ranges(n, check_shares(shares, len(rt.units)))
     for i, m in zip(active, np.diff(starts)):
         if not m:
@@ -182,12 +189,14 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     Raises
     ------
     ValueError
-        Shares of the wrong length, negative, not summing to 1 or with a
+        ``arr`` not a 1-D numpy array; shares of the wrong length, negative, not summing to 1 or with a
         CPU share; no device with a share; a share for a dtype its device
         cannot sort, or larger than it can hold (:func:`exchange_fits`).
     hpu.DeviceFailure
         With ``on_device_error="raise"`` when a device fails.
     """
+    if not isinstance(arr, np.ndarray) or arr.ndim != 1:
+        raise ValueError(f"exchange_sort sorts 1-D numpy arrays, got {type(arr).__name__} of shape {np.shape(arr)}")
     units = rt.units
     s = check_shares(shares, len(units))
     if s[0] > 0:

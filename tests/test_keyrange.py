@@ -407,3 +407,9 @@ def test_a_sort_from_a_pool_task_on_the_peers_alone_does_not_deadlock(runtime):
     finally:
         if task.done():
             rt.close()
+
+
+def test_keyrange_sort_refuses_what_is_not_a_1d_array(fresh):
+    for bad in (np.zeros((3, 4), np.int32), np.int32(5), [3, 1, 2]):
+        with pytest.raises(ValueError, match="keyrange_sort sorts a 1-D numpy array"):
+            keyrange_sort(bad, fresh, (1.0,) + (0.0,) * len(fresh.units))  # the CPU and each unit

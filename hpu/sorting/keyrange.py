@@ -163,8 +163,8 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     Raises
     ------
     ValueError
-        Shares of the wrong length, negative, or not summing to 1; a device
-        share for a dtype a device cannot sort.
+        ``arr`` not a 1-D numpy array; shares of the wrong length, negative,
+        or not summing to 1; a device share for a dtype a device cannot sort.
     hpu.DeviceFailure
         With ``on_device_error="raise"`` when a device fails.
 
@@ -176,6 +176,8 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     key ranges, sorted on the device one after another; a piece the sample
     made too large for its device anyway is sorted by the CPU.
     """
+    if not isinstance(arr, np.ndarray) or arr.ndim != 1:
+        raise ValueError(f"keyrange_sort sorts a 1-D numpy array, got {type(arr).__name__} of shape {np.shape(arr)}")
     units = rt.units
     s = check_shares(shares, len(units))
     n, dt = arr.shape[0], arr.dtype

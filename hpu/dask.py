@@ -228,7 +228,8 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
         datetime64, timedelta64), with known chunk sizes.
     npartitions : int, optional
         Output blocks, one key range each (default: one per worker, more
-        where a worker's memory limit calls for it: :func:`default_partitions`).
+        where a worker's memory limit calls for it: :func:`default_partitions`);
+        at most ``n`` (one for an empty array).
     client : distributed.Client, optional
         Default: the current client.  Its workers' speeds
         (:func:`worker_speed`, from each worker's hpu model) weight the key
@@ -287,8 +288,9 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
                                    [facts[w][2] for w in workers], [speeds[w] for w in workers])
     else:
         parts = npartitions
+    parts = min(parts, max(n, 1))  # more key ranges than keys would only add empty blocks (and tasks)
     if n <= 1 or parts == 1:
-        return x.rechunk(-1).map_blocks(_sort_block, dtype=x.dtype)
+        return x.rechunk(-1).map_blocks(_sort_block, x.dtype, dtype=x.dtype)
     owner = [workers[j % len(workers)] for j in range(parts)]
     weights = np.array([speeds[w] for w in owner], dtype=np.float64)
     return _sample_sort(x, parts, owner, weights / weights.sum(), seed)
@@ -358,8 +360,10 @@ def _sample_sort(x: da.Array, parts: int, owner: list[str], shares: np.ndarray, 
     return da.concatenate(out).astype(x.dtype, copy=False)  # dask's concatenation drops a non-native byte order
 
 
-def _sort_block(b: np.ndarray) -> np.ndarray:
-    return hpu_sort(b)
+def _sort_block(b: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``b`` sorted, in ``dtype``'s byte order (numpy's pickle, which sends ``b`` to a worker process, drops a
+    non-native one from datetime64 and timedelta64 arrays)."""
+    return hpu_sort(b).astype(dtype, copy=False)
 
 
 def _sample(block: np.ndarray, offset: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -516,24 +520,28 @@ def tabu_search_many(problem: Any, seeds: Sequence[Any], *, client: distributed.
     Raises
     ------
     TypeError
-        A problem or argument that cannot be pickled, or ``runtime=`` (each
-        worker uses its own).
+        A problem or argument that cannot be pickled, ``runtime=`` (each
+        worker uses its own) or ``seed=`` among ``kw``.
     ValueError
         No client or no workers; both before any task runs.
     """
     seeds = list(seeds)  # once: an iterator gives its seeds once
-    c = _ready_client(client, "tabu_search_many", problem, seeds, kw)
+    c = _ready_client(client, "tabu_search_many", ("seed",), problem, seeds, kw)
     # Sent once, not with every task; under a key of its own (a key from the contents is the previous call's, which
     # the scheduler may be dropping just then: "lost dependencies").
     shared = c.scatter(problem, broadcast=True, hash=False)
     return c.gather(c.map(_one_search, seeds, problem=shared, kw=kw, key="hpu-tabu-search", pure=False))
 
 
-def _ready_client(client: distributed.Client | None, what: str, *sent: Any) -> distributed.Client:
-    """The client, after checking that ``sent`` pickles, that no ``runtime=`` is among the keyword arguments
-    (the last of ``sent``) and that the cluster has workers."""
+def _ready_client(client: distributed.Client | None, what: str, own: tuple[str, ...], *sent: Any) -> distributed.Client:
+    """The client, after checking that ``sent`` pickles, that neither ``runtime=`` nor one of the arguments ``own``
+    that ``what`` sets itself is among the keyword arguments (the last of ``sent``) and that the cluster has
+    workers."""
     if "runtime" in sent[-1]:
         raise TypeError(f"{what} runs on each worker's runtime; do not pass runtime=")
+    for name in own:
+        if name in sent[-1]:
+            raise TypeError(f"{what} sets {name}= of each run itself; do not pass it")
     try:
         pickle.dumps(sent)
     except Exception as e:
@@ -588,7 +596,7 @@ def hybrid_ea_islands(problem: Any, *, islands: int | None = None, epochs: int =
         last (>= 1).
     migrants : int
         Individuals sent to the next island each migration (``0 <= migrants < population``).
-    seed : optional
+    seed : int, sequence of int, numpy.random.SeedSequence or None
         Seeds every island's epochs (a :class:`numpy.random.SeedSequence` spawned per island and epoch): the same
         seed gives the same result, whichever worker runs an island.
     client : distributed.Client, optional
@@ -603,12 +611,12 @@ def hybrid_ea_islands(problem: Any, *, islands: int | None = None, epochs: int =
     Raises
     ------
     TypeError
-        A problem or argument that cannot be pickled, or ``runtime=``.
+        A problem or argument that cannot be pickled, or ``runtime=`` or ``initial_population=`` among ``kw``.
     ValueError
         ``islands``, ``epochs`` or ``migrants`` out of range, no client or no workers (before any task runs); and
         what :func:`hpu.tabu.hybrid_ea` raises.
     """
-    c = _ready_client(client, "hybrid_ea_islands", problem, seed, kw)
+    c = _ready_client(client, "hybrid_ea_islands", ("initial_population",), problem, seed, kw)
     k = len(c.nthreads()) if islands is None else check_int("islands", islands, 1)
     epochs = check_int("epochs", epochs, 1)
     migrants = check_int("migrants", migrants, 0, kw.get("population", _EA_POPULATION), " (the population)")
@@ -625,7 +633,10 @@ def run_islands(problem: Any, k: int, epochs: int, migrants: int, seed: Any, kw:
     """:func:`hybrid_ea_islands`'s epochs and migrations, each epoch's islands run by ``mapper(fn, *arg_lists)``
     (``client.map`` and ``gather``, or the builtin ``map`` in a ``list`` for one process: the same result);
     ``problem`` is passed to ``mapper`` as it is (a scattered future for ``client.map``)."""
-    seeds = np.random.SeedSequence(seed).spawn(k * epochs)
+    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    # root.spawn's children, without spawning from (and so changing) a SeedSequence of the caller's
+    seeds = [np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, i), pool_size=root.pool_size)
+             for i in range(k * epochs)]
     pops: list[Any] = [None] * k
     history: list[int] = []
     for e in range(epochs):

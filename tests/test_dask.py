@@ -367,3 +367,44 @@ def test_bad_input_is_refused_before_any_task(client):
     for bad in [dict(islands=0), dict(epochs=0), dict(migrants=4, population=4), dict(migrants=-1)]:
         with pytest.raises(ValueError):
             hpu.dask.hybrid_ea_islands(_qap(6, 0), **bad)
+
+
+def test_one_block_keeps_a_datetime_byte_order(client):
+    """The one-block path (``npartitions=1``, at most one key) keeps a non-native byte order too: numpy's pickle, which
+    sends the input blocks to worker processes, makes datetime64 and timedelta64 native (float64 it keeps)."""
+    a = np.random.default_rng(6).integers(-50, 50, 300).astype(">M8[s]")
+    a[::7] = np.datetime64("NaT")
+    for x, npartitions in [(a, 1), (a[:1], None), (a.astype(">m8[ms]"), 1)]:
+        y = hpu.dask.sort(da.from_array(x, chunks=100), npartitions=npartitions)
+        assert same_bits(y.compute(), np.sort(x, kind="stable")), (x.dtype, npartitions)
+
+
+def test_more_partitions_than_keys(client):
+    """At most one key range per key: a huge npartitions gives no flood of empty blocks (2**70 built forever)."""
+    a = np.random.default_rng(7).integers(0, 5, 20)
+    y = hpu.dask.sort(da.from_array(a, chunks=6), npartitions=1000)
+    assert y.numblocks[0] == 20
+    assert same_bits(y.compute(), np.sort(a, kind="stable"))
+    assert same_bits(hpu.dask.sort(da.from_array(a, chunks=6), npartitions=2**70).compute(), np.sort(a, kind="stable"))
+    assert same_bits(hpu.dask.sort(da.from_array(a[:0]), npartitions=2**70).compute(), a[:0])
+
+
+def test_islands_take_a_seed_sequence(client):
+    """A SeedSequence seed (as hybrid_ea takes) gives what its entropy gives, and is not spawned from."""
+    problem = _qap(7, 2)
+    kw = dict(population=3, generations=1, ls_iterations=10, ils_iterations=1, strategy="cpu")
+    seq = np.random.SeedSequence(11)
+    got = [hpu.dask.hybrid_ea_islands(problem, islands=2, epochs=2, seed=s, **kw) for s in (seq, seq, 11)]
+    assert seq.n_children_spawned == 0
+    for r in got[1:]:
+        assert np.array_equal(r.history, got[0].history) and np.array_equal(r.best_solution, got[0].best_solution)
+
+
+def test_arguments_set_per_run_are_refused_before_any_task():
+    """seed= (tabu_search_many gives each search its own) and initial_population= (the islands' own): a TypeError
+    before the cluster is asked for anything (here it has no workers); they failed on the workers before."""
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
+        with pytest.raises(TypeError, match="seed= of each run"):
+            hpu.dask.tabu_search_many(_qap(6, 0), [0], client=c, iterations=5, tenure=2, seed=3)
+        with pytest.raises(TypeError, match="initial_population= of each run"):
+            hpu.dask.hybrid_ea_islands(_qap(6, 0), client=c, initial_population=None, population=3, generations=1)

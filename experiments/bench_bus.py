@@ -194,7 +194,9 @@ def copiers() -> list[tuple[str, Callable]]:
 
 def all_gpu_runs(rt: hpu.Runtime, nbytes: int) -> Runs:
     """Where the device's platform has several GPUs: the copy up (and both copies) of ``nbytes`` on every GPU at
-    once, each from pinned memory of its own context, as several devices in one HPU use them (none with one GPU)."""
+    once, each from pinned memory of its own context, as several devices in one HPU use them, from one thread and
+    from a thread each, and from a process each (:func:`process_runs`); with one GPU, its two directions from a
+    process each."""
     gpus = [d for d in rt.device.platform.get_devices() if d.type & cl.device_type.GPU]
     if len(gpus) < 2:
         return process_runs(1, nbytes) if gpus else {}

@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     devices = args.devices if args.devices == "all" else args.devices.split(",")
     with hpu.Runtime(devices=devices) as rt:
-        meta = {"date": utc_now(), "command": command_line("bench_multi_device.py", argv), "devices": [u.device_name for u in rt.units], "threads": rt.threads,
+        meta = {"date": utc_now(), "command": command_line("bench_multi_device.py", argv),
+                "devices": [u.device_name for u in rt.units], "threads": rt.threads,
                 "shared_context": all(u.context is rt.context for u in rt.units)}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()), flush=True)
         rows = copies(rt, args.mib << 20, args.repeats)

@@ -69,9 +69,9 @@
 # model-check: calibrate (fresh unless PROFILE), then bench_mergesort's default, device, CPU and key-range
 #              strategies, 2^16-2^28, each beside the model's prediction.
 # rows: bench_argsort's rows part alone (2^14 x 2^10 float32), CPU shares ROW_ALPHAS (default 0.05-0.5) forced.
-# model-large: a calibration with the sort's curves up to 2^CAL_MAX_LOG keys (default 28; its time logged), bench_mergesort's
-#              default and device alone at 2^22-2^28 with it, and model_vs_measured with it and with PROFILE (default
-#              the committed results/h100/profile_direct.json, curves up to 2^26).
+# model-large: a calibration with the sort's curves up to 2^CAL_MAX_LOG keys (default 28; its time logged),
+#              bench_mergesort's default and device alone at 2^22-2^28 with it, and model_vs_measured with it and with
+#              PROFILE (default the committed results/h100/profile_direct.json, curves up to 2^26).
 # rows-kv: bench_argsort's rows (2^14 x 2^10 float32) and key-value (2^24 int32 keys, int64 values) parts alone.
 # two-gpu: on a machine of two GPUs (nvidia-h100-x2, nvidia-h200-x2): how they are linked, the exchange and key-range
 #          tests on the GPU, then bench_mergesort over every GPU (gpu: the first alone; exchange, keyrange, auto: all)

@@ -40,9 +40,10 @@ def main(argv: list[str] | None = None, prog: str = "python -m hpu.calibrate") -
                          "HPU_PROFILE_DIR overrides the directory)")
     ap.add_argument("--quick", action="store_true", help="smaller measurements (under two minutes on 2 CPU cores)")
     ap.add_argument("--max-log", type=int, default=None, metavar="K",
-                    help=f"the sort's cost curves up to 2^K keys (default {DEFAULT_MAX_LOG}, {QUICK_MAX_LOG} with --quick; "
-                         "18 to 31): past the largest size the model extrapolates, so calibrate up to the largest "
-                         "arrays you sort (a size holds about ten copies of its int32 keys in host memory at once)")
+                    help=f"the sort's cost curves up to 2^K keys (default {DEFAULT_MAX_LOG}, {QUICK_MAX_LOG} with "
+                         "--quick; 18 to 31, 16 to 31 with --quick): past the largest size the model extrapolates, "
+                         "so calibrate up to the largest arrays you sort (a size holds about ten copies of its int32 "
+                         "keys in host memory at once)")
     ap.add_argument("--plot", type=Path, default=None, metavar="DIR", help="also write PNG plots of the fits to DIR")
     ap.add_argument("--force", action="store_true", help="overwrite an existing profile")
     ap.add_argument("--threads", type=int, default=None, help="CPU thread-pool size (default: all cores)")
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m hpu.calibrate") -
             return 2
         print(f"calibrating {rt.device_name} with {rt.threads} CPU threads" + (" (quick)" if args.quick else ""))
         try:
-            prof = calibrate(rt, MERGE_BENCHMARK, curves={"sort": functools.partial(measure_costs, max_log=args.max_log)}, quick=args.quick,
+            sort_curves = functools.partial(measure_costs, max_log=args.max_log)
+            prof = calibrate(rt, MERGE_BENCHMARK, curves={"sort": sort_curves}, quick=args.quick,
                              progress=not args.no_progress,
                              command="python -m hpu.calibrate " + " ".join(argv if argv is not None else sys.argv[1:]))
         except KeyboardInterrupt:

@@ -539,13 +539,8 @@ def advanced_split(
     data_bytes = _check_inputs(recurrence, profile, data_bytes)
     n = check_n(n)
     if alpha is not None:
-        if isinstance(alpha, (bool, str, bytes)):
-            raise TypeError(f"alpha must be a real number in [0, 1], got {alpha!r}")
-        try:
-            alpha = float(alpha)
-        except (TypeError, ValueError):
-            raise TypeError(f"alpha must be a real number in [0, 1], got {alpha!r}") from None
-        if not 0.0 <= alpha <= 1.0:
+        alpha = check_nonneg("alpha", alpha)  # a real number (no bools or strings), finite
+        if alpha > 1.0:
             raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
         if recurrence.a == 1 and 0.0 < alpha < 1.0:
             raise ValueError(f"with a = 1 every level holds one subproblem, which cannot be shared: alpha must be 0 "

@@ -238,8 +238,7 @@ def select_devices(devices: str | Sequence[Any]) -> list:
         accel = cl.device_type.GPU | cl.device_type.ACCELERATOR if cl is not None else 0
         found = [d for _, d in _all_devices() if d.type & accel]
         return found or [select_device(None)]
-    if isinstance(devices, (bytes, Mapping)) or not isinstance(devices, Iterable) or (
-            cl is not None and isinstance(devices, cl.Device)):
+    if isinstance(devices, (bytes, Mapping)) or not isinstance(devices, Iterable):  # a pyopencl.Device included
         raise TypeError(f"devices must be 'all' or a sequence of devices (one device: device=...), got {devices!r}")
     found = [select_device(d) for d in devices]
     if not found:
@@ -1020,7 +1019,7 @@ class Runtime:
 
 _default: Runtime | None = None
 _default_lock = threading.Lock()
-#: The open :func:`using_runtime` blocks of every thread, oldest first: ``[runtime, default to restore]`` each.
+#: The open :func:`using_runtime` blocks of every thread, oldest first: ``[the default to restore]`` each.
 _using: list[list] = []
 
 
@@ -1087,7 +1086,7 @@ def using_runtime(runtime: Runtime) -> Iterator[Runtime]:
     if not isinstance(runtime, Runtime):
         raise TypeError(f"runtime must be an hpu.Runtime, got {type(runtime).__name__}")
     with _default_lock:
-        entry = [runtime, _default]
+        entry = [_default]
         _using.append(entry)
         _default = runtime
     try:
@@ -1097,9 +1096,9 @@ def using_runtime(runtime: Runtime) -> Iterator[Runtime]:
             k = next(i for i, e in enumerate(_using) if e is entry)
             del _using[k]
             if k < len(_using):  # a later block is still open: it restores our predecessor when it ends
-                _using[k][1] = entry[1]
+                _using[k][0] = entry[0]
             else:
-                _default = entry[1]
+                _default = entry[0]
 
 
 def resolve_runtime(runtime: Runtime | None) -> Runtime:

@@ -42,10 +42,10 @@ QUICK_MAX_LOG = 20
 
 
 def curve_sizes(quick: bool = False, max_log: int | None = None) -> list[int]:
-    """The sizes :func:`measure_costs` measures: ``4**k`` keys from ``2**16`` (``2**14`` quick) up to ``2**max_log``.
+    """The sizes :func:`measure_costs` measures: ``2**16`` keys (``2**14`` quick) times every power of 4 up to
+    ``2**max_log``, and ``2**max_log`` itself for an odd ``max_log``.
 
-    ``max_log`` defaults to :data:`DEFAULT_MAX_LOG` (:data:`QUICK_MAX_LOG` quick); an odd one is measured as well
-    as the even sizes below it.
+    ``max_log`` defaults to :data:`DEFAULT_MAX_LOG` (:data:`QUICK_MAX_LOG` quick).
 
     Raises
     ------
@@ -53,7 +53,9 @@ def curve_sizes(quick: bool = False, max_log: int | None = None) -> list[int]:
         ``max_log`` not an integer, below the smallest size + 2 or above 31 (int32 keys: 8 GiB).
     """
     lo = 14 if quick else 16
-    top = (QUICK_MAX_LOG if quick else DEFAULT_MAX_LOG) if max_log is None else check_int("max_log", max_log, lo + 2, 32)
+    if max_log is None:
+        max_log = QUICK_MAX_LOG if quick else DEFAULT_MAX_LOG
+    top = check_int("max_log", max_log, lo + 2, 32)
     return [1 << k for k in sorted(set(range(lo, top + 1, 2)) | {top})]
 
 

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from .pairs import index_array, pair_block
+from .pairs import index_array, pair_block, triangle
 
 __all__ = ["num_subsets", "subset_index", "subset_from_index", "subset_block"]
 
@@ -75,7 +75,7 @@ def _comb_array(a: np.ndarray, r: int, wide: bool = False) -> np.ndarray:
         return a.copy()
     if not wide:
         return a * (a - 1) // 2 if r == 2 else a * (a - 1) * (a - 2) // 6
-    pair = np.where(a % 2 == 0, (a // 2) * (a - 1), a * ((a - 1) // 2))  # C(a, 2)
+    pair = triangle(a - 1)  # C(a, 2)
     if r == 2:
         return pair
     return np.where(pair % 3 == 0, (pair // 3) * (a - 2), pair * ((a - 2) // 3))  # 3 divides C(a, 2) or a - 2

@@ -23,7 +23,8 @@ import numpy as np
 
 _INT64_MAX = 2**63 - 1
 
-__all__ = ["index_array", "num_pairs", "pair_index", "pair_from_index", "pair_block", "all_pairs", "packed_pairs"]
+__all__ = ["index_array", "triangle", "num_pairs", "pair_index", "pair_from_index", "pair_block", "all_pairs",
+           "packed_pairs"]
 
 
 def _check_n(n: int) -> int:
@@ -35,9 +36,10 @@ def _check_n(n: int) -> int:
     return n
 
 
-def _triangle(q):
-    """``q (q + 1) / 2`` of integers ``q >= -1`` (int or int64 array), with no product past the result: exact in
-    int64 wherever the result fits (``q (q + 1)`` itself overflows for ``q`` near ``2**31.5``)."""
+def triangle(q: Any) -> Any:
+    """``q (q + 1) / 2`` (``C(q + 1, 2)``) of integers ``q >= -1`` (a Python int, or an int64 array or scalar), with
+    no product past the result: exact in int64 wherever the result fits (``q (q + 1)`` itself overflows for ``q``
+    near ``2**31.5``)."""
     return np.where(q & 1, q * ((q + 1) >> 1), (q >> 1) * (q + 1)) if isinstance(q, (np.ndarray, np.integer)) \
         else q * (q + 1) // 2
 
@@ -106,7 +108,7 @@ def pair_index(n: int, i, j) -> np.ndarray | int:
     else:
         _check_int64(n, n * (n - 1) // 2, "pair_index of arrays")
     # i (n - 1 - i) + (i - 1) i / 2 + j - 1: terms >= 0, none past the result (i (n - 1) alone may overflow int64)
-    return ii * (n - 1 - ii) + _triangle(ii - 1) + jj - 1
+    return ii * (n - 1 - ii) + triangle(ii - 1) + jj - 1
 
 
 def pair_from_index(n: int, index) -> tuple:
@@ -152,13 +154,13 @@ def pair_from_index(n: int, index) -> tuple:
     k = total - 1 - idx
     q = np.minimum((np.sqrt(8.0 * k + 1.0) - 1.0) // 2, n - 2).astype(np.int64)  # i = n - 2 - q >= 0
     while True:  # the float guess is off by at most one; correct it exactly
-        high = _triangle(q) > k
-        low = _triangle(q + 1) <= k
+        high = triangle(q) > k
+        low = triangle(q + 1) <= k
         if not (high.any() or low.any()):
             break
         q = q - high + low
     # row i = n - 2 - q holds the k (counted from the last move) in [T(q), T(q + 1)), its last move at j = n - 1
-    return n - 2 - q, n - 1 - (k - _triangle(q))
+    return n - 2 - q, n - 1 - (k - triangle(q))
 
 
 def pair_block(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -190,7 +192,7 @@ def pair_block(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     first, _ = pair_from_index(n, lo)
     last, _ = pair_from_index(n, hi - 1)
     rows = np.arange(first, last + 1, dtype=np.int64)
-    offset = rows * (n - 1 - rows) + _triangle(rows - 1)  # i (n - 1) - T(i): row i holds [offset + i, offset + n - 1)
+    offset = rows * (n - 1 - rows) + triangle(rows - 1)  # i (n - 1) - T(i): row i holds [offset + i, offset + n - 1)
     counts = np.minimum(offset + n - 1, hi) - np.maximum(offset + rows, lo)
     i = np.repeat(rows, counts)
     j = np.arange(lo, hi, dtype=np.int64) - np.repeat(offset - 1, counts)

@@ -223,9 +223,8 @@ def check_stops(problem: TabuProblem, iterations: Any, tenure: Any, time_limit: 
     tenure = check_tenure(tenure, problem.num_moves)
     if iterations + tenure >= 2**31:
         raise ValueError("iterations + tenure must be < 2**31 (the tabu status is int32)")
-    if time_limit is not None and not (isinstance(time_limit, (int, float, np.floating, np.integer))
-                                       and not isinstance(time_limit, bool) and time_limit == math.inf):
-        time_limit = check_positive("time_limit (seconds)", time_limit)  # no bools or strings; inf: no limit
+    if time_limit is not None and time_limit != math.inf:  # inf: no limit
+        time_limit = check_positive("time_limit (seconds)", time_limit)  # no bools or strings
     if max_no_improve is not None:  # past the iterations it never stops a search: the same in int32
         max_no_improve = min(check_int("max_no_improve", max_no_improve, 1), iterations + 1)
     if target is not None and (isinstance(target, bool) or not isinstance(target, (int, np.integer))):

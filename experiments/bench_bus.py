@@ -25,6 +25,13 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
   the array: a task stages piece k into slot k mod K once the copy up of
   piece k - K has left it, so that the slots can stay in the host's cache
   and the DMA engine read them there rather than from memory;
+- ``stage + h2d + d2h N tasks``: the same, then the whole copied back down
+  into pinned memory (a device sort of a pageable array, there and back,
+  without the sort); with K > 1 GPUs also ``, shares on xK GPUs, a thread
+  each`` / ``a process each``: the bytes split between the GPUs, each share
+  of its own pageable memory staged by N threads of its own, copied up and
+  back, by a thread a GPU in this process or by a process a GPU (the host's
+  least work for a sort split between the GPUs that way);
 - ``unstage N tasks``: pinned memory copied into an ordinary array (touched
   before) by N tasks (the middle of ``--tasks``), as a result leaves the
   staging memory;
@@ -47,7 +54,8 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
   pinned xK GPUs`` / ``cupy h2d + d2h xK GPUs``: every GPU's copies at once,
   each from pinned memory of its own, on streams of its own.
 
-Prints the median milliseconds and GB/s (10^9 bytes a second) of each.
+Prints the median milliseconds and GB/s (10^9 bytes a second) of each
+(``--only``: of the variants whose names hold one of its words).
 With ``--flush-mib``, each call comes after that many MiB written and read
 on one thread (untimed), so that it finds the caches cold, as a call after
 other work does.
@@ -63,7 +71,7 @@ import multiprocessing
 import sys
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -84,10 +92,11 @@ def pinned(ctx: Any, queue: Any, nbytes: int) -> tuple[Any, np.ndarray]:
     return buf, host
 
 
-def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks: int,
+def staging(pool: Executor, src: np.ndarray, dst: np.ndarray, piece: int, tasks: int,
             staged: Callable[[int], None] = lambda k: None, copy: Callable = np.copyto,
             slot: Callable[[int], int] | None = None) -> list[Future]:
-    """Start copying ``src`` into ``dst`` in pieces of ``piece`` bytes on ``tasks`` pool tasks, each taking the next
+    """Start copying ``src`` into ``dst`` in pieces of ``piece`` bytes on ``tasks`` tasks of ``pool`` (hpu's thread
+    pool, or a process's own), each taking the next
     piece in order, as hpu's staging does, by ``copy(dst_piece, src_piece)``, and calling ``staged(k)`` once piece
     ``k`` is in; the tasks' futures.  With ``slot``, piece ``k`` goes to ``dst[slot(k):]`` (which may wait for the
     slot to be free) rather than to its own offset."""
@@ -104,13 +113,35 @@ def staging(rt: hpu.Runtime, src: np.ndarray, dst: np.ndarray, piece: int, tasks
             copy(dst[d:d + b - a], src[a:b])
             staged(k)
 
-    return [rt.pool.submit(task) for _ in range(tasks)]
+    return [pool.submit(task) for _ in range(tasks)]
 
 
 def wait(futures: list[Future]) -> None:
     """Wait for every future (their errors raised)."""
     for f in futures:
         f.result()
+
+
+def staged_trip(pool: Executor, q: Any, d_a: Any, src: np.ndarray, up: np.ndarray, down: np.ndarray | None,
+                piece: int, tasks: int, copy: Callable) -> None:
+    """``src`` (pageable) staged into the pinned ``up`` in pieces of ``piece`` bytes by ``tasks`` tasks of ``pool``,
+    each piece's copy up into ``d_a`` enqueued on ``q`` behind a user event that its task completes, as hpu's
+    pipeline does; with ``down``, then ``d_a`` copied down into the pinned ``down`` (a device sort's way there and
+    back, without the sort).  Returns once every copy is done."""
+    nbytes = src.shape[0]
+    ready = [cl.UserEvent(q.context) for _ in range(0, nbytes, piece)]
+    tasks_done = staging(pool, src, up, piece, tasks,
+                         lambda k: ready[k].set_status(cl.command_execution_status.COMPLETE), copy)
+    # Kept until the end: pyopencl's event of a copy from host memory waits for the copy when it is freed, with
+    # the GIL held, so a copy still waiting for its piece would then wait forever for the staging tasks.
+    up_copies = [cl.enqueue_copy(q, d_a, up[a:a + piece], dst_offset=a, wait_for=[ev], is_blocking=False)
+                 for a, ev in zip(range(0, nbytes, piece), ready)]
+    q.flush()
+    wait(tasks_done)
+    if down is not None:  # once staged (PoCL may hold the GIL in this enqueue); the queue is in order
+        cl.enqueue_copy(q, down[:nbytes], d_a, is_blocking=False)
+    q.finish()
+    del up_copies
 
 
 Runs = dict[str, tuple[Callable[[], None], int]]  # variant -> (a call that returns when its copies are done, bytes)
@@ -127,19 +158,6 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int], ring
     plain = np.zeros_like(pageable)
     mid = tasks[len(tasks) // 2]
 
-    def staged_upload(copy: Callable) -> None:
-        ready = [cl.UserEvent(ctx) for _ in range(0, nbytes, piece)]
-        tasks_done = staging(rt, pageable, up, piece, mid,
-                             lambda k: ready[k].set_status(cl.command_execution_status.COMPLETE), copy)
-        # Kept until the end: pyopencl's event of a copy from host memory waits for the copy when it is freed, with
-        # the GIL held, so a copy still waiting for its piece would then wait forever for the staging tasks.
-        up_copies = [cl.enqueue_copy(q, d_a, up[a:a + piece], dst_offset=a, wait_for=[ev], is_blocking=False)
-                     for a, ev in zip(range(0, nbytes, piece), ready)]
-        q.flush()
-        wait(tasks_done)
-        q.finish()
-        del up_copies
-
     def ring_upload(copy: Callable, slots: int) -> None:
         starts = range(0, nbytes, piece)
         ready = [cl.UserEvent(ctx) for _ in starts]
@@ -152,7 +170,7 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int], ring
                 up_copies[k - slots].wait()  # releases the GIL
             return k % slots * piece
 
-        tasks_done = staging(rt, pageable, up, piece, mid,
+        tasks_done = staging(rt.pool, pageable, up, piece, mid,
                              lambda k: ready[k].set_status(cl.command_execution_status.COMPLETE), copy, slot)
         wait(tasks_done)
         q.finish()
@@ -177,12 +195,18 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int], ring
         "h2d + d2h, buffer copies": (copies(lambda: cl.enqueue_copy(q, d_a, up_buf),
                                             lambda: cl.enqueue_copy(q2, down_buf, d_b)), 2 * nbytes),
         "h2d pageable": (copies(lambda: cl.enqueue_copy(q, d_a, pageable, is_blocking=False)), nbytes),
-        **{f"stage {t} tasks{name}": ((lambda t=t, c=c: wait(staging(rt, pageable, up, piece, t, copy=c))), nbytes)
+        **{f"stage {t} tasks{name}": ((lambda t=t, c=c: wait(staging(rt.pool, pageable, up, piece, t, copy=c))),
+                                      nbytes)
            for t in tasks for name, c in copiers()},
-        **{f"stage + h2d {mid} tasks{name}": ((lambda c=c: staged_upload(c)), nbytes) for name, c in copiers()},
+        **{f"stage + h2d {mid} tasks{name}": ((lambda c=c: staged_trip(rt.pool, q, d_a, pageable, up, None, piece, mid,
+                                                                      c)), nbytes) for name, c in copiers()},
+        **{f"stage + h2d + d2h {mid} tasks{name}": ((lambda c=c: staged_trip(rt.pool, q, d_a, pageable, up, down,
+                                                                            piece, mid, c)), 2 * nbytes)
+           for name, c in copiers()},
         **{f"stage + h2d {mid} tasks, ring {k}{name}": ((lambda c=c, k=k: ring_upload(c, k)), nbytes)
            for k in rings if k * piece < nbytes for name, c in copiers()},
-        **{f"unstage {mid} tasks{name}": ((lambda c=c: wait(staging(rt, down, plain, piece, mid, copy=c))), nbytes)
+        **{f"unstage {mid} tasks{name}": ((lambda c=c: wait(staging(rt.pool, down, plain, piece, mid, copy=c))),
+                                          nbytes)
            for name, c in copiers()},
     }
 
@@ -192,11 +216,13 @@ def copiers() -> list[tuple[str, Callable]]:
     return [("", np.copyto)] + ([(", streaming", stream_copy)] if streaming_available() else [])
 
 
-def all_gpu_runs(rt: hpu.Runtime, nbytes: int) -> Runs:
+def all_gpu_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: int) -> Runs:
     """Where the device's platform has several GPUs: the copy up (and both copies) of ``nbytes`` on every GPU at
     once, each from pinned memory of its own context, as several devices in one HPU use them, from one thread and
-    from a thread each, and from a process each (:func:`process_runs`); with one GPU, its two directions from a
-    process each."""
+    from a thread each, and from a process each (:func:`process_runs`); then ``nbytes`` of pageable memory split
+    between the GPUs, each share staged by ``tasks`` threads of its own, copied up and back (:func:`staged_trip`),
+    from a thread each and from a process each (:func:`staged_process_runs`).  With one GPU, its two directions from
+    a process each."""
     gpus = [d for d in rt.device.platform.get_devices() if d.type & cl.device_type.GPU]
     if len(gpus) < 2:
         return process_runs(1, nbytes) if gpus else {}
@@ -226,26 +252,39 @@ def all_gpu_runs(rt: hpu.Runtime, nbytes: int) -> Runs:
         for unit in units:
             finish(unit)
 
-    def run_threads(both: bool) -> None:  # each GPU's copies enqueued and waited for by a thread of its own
-        threads = [threading.Thread(target=lambda u=u: (start(u, both), finish(u))) for u in units]
+    def on_threads(work: list[Callable[[], None]]) -> None:  # each GPU's work on a thread of its own
+        threads = [threading.Thread(target=w) for w in work]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
 
     k = len(units)
+    share = nbytes // k
+    halves = [np.random.default_rng(i).integers(0, 256, share, dtype=np.uint8) for i in range(k)]
+    pools = [ThreadPoolExecutor(tasks) for _ in units]
+    copy = stream_copy if streaming_available() else np.copyto
+
+    def trips() -> None:
+        on_threads([lambda u=u, h=h, p=p: staged_trip(p, u[0], u[2], h, u[4], u[5], piece, tasks, copy)
+                    for u, h, p in zip(units, halves, pools)])
+
     return {f"h2d pinned x{k} GPUs": ((lambda: run(False)), k * nbytes),
             f"h2d + d2h x{k} GPUs": ((lambda: run(True)), 2 * k * nbytes),
-            f"h2d pinned x{k} GPUs, a thread each": ((lambda: run_threads(False)), k * nbytes),
-            f"h2d + d2h x{k} GPUs, a thread each": ((lambda: run_threads(True)), 2 * k * nbytes),
+            f"h2d pinned x{k} GPUs, a thread each": ((lambda: on_threads([lambda u=u: (start(u, False), finish(u))
+                                                                         for u in units])), k * nbytes),
+            f"h2d + d2h x{k} GPUs, a thread each": ((lambda: on_threads([lambda u=u: (start(u, True), finish(u))
+                                                                        for u in units])), 2 * k * nbytes),
             f"h2d + d2h x{k} GPUs, buffer copies": ((lambda: run(True, True)), 2 * k * nbytes),
-            **process_runs(len(gpus), nbytes)}
+            **process_runs(len(gpus), nbytes),
+            f"stage + h2d + d2h {tasks} tasks, shares on x{k} GPUs, a thread each": (trips, 2 * k * share),
+            **staged_process_runs(k, share, piece, tasks)}
 
 
 def _copier(index: int, nbytes: int, start: Any, done: Any, directions: str = "up,down") -> None:
     """A process of :func:`process_runs`: GPU ``index``'s copies (``directions``: up, down or both) of ``nbytes``
     each round."""
-    dev = [d for p in cl.get_platforms() for d in p.get_devices() if d.type & cl.device_type.GPU][index]
+    dev = _gpu(index)
     ctx = cl.Context([dev])
     q, q2 = cl.CommandQueue(ctx, dev), cl.CommandQueue(ctx, dev)
     d_a, d_b = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes), cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes)
@@ -261,22 +300,59 @@ def _copier(index: int, nbytes: int, start: Any, done: Any, directions: str = "u
         done.wait()
 
 
-def process_runs(k: int, nbytes: int) -> Runs:
-    """Copies made by processes of their own (started here, ended with this one; the rounds start and end at
-    barriers with them): with ``k > 1`` GPUs both copies on each at once, a process a GPU; with one, the first
-    GPU's copy up and copy down at once, a process a direction."""
+def _stager(index: int, nbytes: int, piece: int, tasks: int, start: Any, done: Any) -> None:
+    """A process of :func:`staged_process_runs`: GPU ``index``'s :func:`staged_trip` of ``nbytes`` of its own
+    pageable memory, staged by ``tasks`` threads of its own, each round."""
+    dev = _gpu(index)
+    ctx = cl.Context([dev])
+    q = cl.CommandQueue(ctx, dev)
+    d_a = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes)
+    (_, up), (_, down) = pinned(ctx, q, nbytes), pinned(ctx, q, nbytes)
+    src = np.random.default_rng(index).integers(0, 256, nbytes, dtype=np.uint8)
+    copy = stream_copy if streaming_available() else np.copyto
+    with ThreadPoolExecutor(tasks) as pool:
+        while True:
+            start.wait()
+            staged_trip(pool, q, d_a, src, up, down, piece, tasks, copy)
+            done.wait()
+
+
+def _gpu(index: int) -> Any:
+    """The ``index``-th GPU of the first OpenCL platforms that have GPUs (as a fresh process sees them)."""
+    return [d for p in cl.get_platforms() for d in p.get_devices() if d.type & cl.device_type.GPU][index]
+
+
+def _barrier_run(jobs: list[tuple[Callable[..., None], tuple]]) -> Callable[[], None]:
+    """Start a process for each ``(target, args)`` of ``jobs`` (spawned, daemons: ended with this one), each
+    called as ``target(*args, start, done)`` and looping over rounds that begin and end at two barriers; a call
+    that runs one round."""
     mp = multiprocessing.get_context("spawn")
-    jobs = [(i, "up,down") for i in range(k)] if k > 1 else [(0, "up"), (0, "down")]
     start, done = mp.Barrier(len(jobs) + 1), mp.Barrier(len(jobs) + 1)
-    for i, directions in jobs:
-        mp.Process(target=_copier, args=(i, nbytes, start, done, directions), daemon=True).start()
+    for target, args in jobs:
+        mp.Process(target=target, args=(*args, start, done), daemon=True).start()
 
     def run() -> None:
         start.wait(timeout=60)  # a process that failed breaks the barrier rather than hang the benchmark
         done.wait(timeout=60)
 
+    return run
+
+
+def process_runs(k: int, nbytes: int) -> Runs:
+    """Copies made by processes of their own (started here, ended with this one; the rounds start and end at
+    barriers with them): with ``k > 1`` GPUs both copies on each at once, a process a GPU; with one, the first
+    GPU's copy up and copy down at once, a process a direction."""
+    jobs = [(i, "up,down") for i in range(k)] if k > 1 else [(0, "up"), (0, "down")]
     name = f"h2d + d2h x{k} GPUs, a process each" if k > 1 else "h2d + d2h, a process each direction"
-    return {name: (run, 2 * k * nbytes)}
+    return {name: (_barrier_run([(_copier, (i, nbytes, d)) for i, d in jobs]), 2 * k * nbytes)}
+
+
+def staged_process_runs(k: int, share: int, piece: int, tasks: int) -> Runs:
+    """:func:`staged_trip` of ``share`` bytes on each of ``k`` GPUs at once, each by a process of its own with its
+    own pageable memory, pinned memory and ``tasks`` staging threads: the host's least work for a sort split
+    between the GPUs by processes (nothing partitioned or exchanged, nothing sorted, no copy between processes)."""
+    run = _barrier_run([(_stager, (i, share, piece, tasks)) for i in range(k)])
+    return {f"stage + h2d + d2h {tasks} tasks, shares on x{k} GPUs, a process each": (run, 2 * k * share)}
 
 
 def cupy_runs(nbytes: int) -> Runs:
@@ -348,6 +424,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated pieces in the ring of the staged upload through a ring (default 4,8)")
     ap.add_argument("--flush-mib", type=int, default=0,
                     help="MiB written and read before each call, so that it finds the caches cold (default 0)")
+    ap.add_argument("--only", type=lambda v: [w for w in v.split(",") if w], default=[],
+                    help="comma-separated parts of variant names: time only the variants named so (default all)")
     ap.add_argument("--rounds", type=int, default=15, help="shuffled rounds (default 15)")
     ap.add_argument("--pause", type=float, default=None,
                     help="idle seconds before each call (default hpu.core.calibrate.IDLE_PAUSE; 0: back to back)")
@@ -356,16 +434,19 @@ def main(argv: list[str] | None = None) -> int:
     with hpu.Runtime(args.device, profile="hpu1", threads=args.threads) as rt:
         if not rt.has_device:
             ap.error("bench_bus.py needs an OpenCL device")
-        runs = {**opencl_runs(rt, nbytes, piece, args.tasks, args.ring), **all_gpu_runs(rt, nbytes),
+        mid = args.tasks[len(args.tasks) // 2]
+        runs = {**opencl_runs(rt, nbytes, piece, args.tasks, args.ring), **all_gpu_runs(rt, nbytes, piece, mid),
                 **cupy_runs(nbytes)}
+        if args.only:
+            runs = {k: v for k, v in runs.items() if any(w in k for w in args.only)}
         for fn, _ in runs.values():  # warm-up: first-touch costs, driver set-up
             fn()
         samples = shuffled_rounds({k: fn for k, (fn, _) in runs.items()}, args.rounds, np.random.default_rng(0),
                                   pause=args.pause, before=cache_flusher(args.flush_mib))
         meta = {"date": utc_now(), "command": command_line("bench_bus.py", argv), "device": rt.device_name,
                 "host": host_description(), "threads": rt.threads, "bytes": nbytes, "piece_bytes": piece,
-                "tasks": args.tasks, "ring": args.ring, "flush_mib": args.flush_mib, "rounds": args.rounds,
-                "pause": args.pause, "streaming": streaming_available()}
+                "tasks": args.tasks, "ring": args.ring, "only": args.only, "flush_mib": args.flush_mib,
+                "rounds": args.rounds, "pause": args.pause, "streaming": streaming_available()}
     print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
     print(f"{'variant':<40} {'median ms':>10} {'GB/s':>7}")
     rows = []

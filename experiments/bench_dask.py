@@ -13,7 +13,15 @@ keys per block) it times, side by side in shuffled rounds (``--rounds``):
 
 A first, untimed call of each (kernel builds, the workers' first allocations)
 is checked on the workers: each block sorted, blocks in order, as many keys as
-the input and the same sum (so nothing lost or duplicated).  Every call builds
+the input and the same sum (so nothing lost or duplicated); with
+``--no-warmup`` the last timed call's result is checked instead (for sizes
+where a call of ``sort_values`` takes minutes).
+
+With ``--variants`` holding ``exchange`` and two or more workers, it also
+times the least that a sort split between two workers moves: n/4 keys
+from the first worker to the second and n/4 from the second to the first,
+at once (half of each worker's half, as a key-range split of random keys
+moves), from blocks made on those workers before each (untimed) call.  Every call builds
 a graph of its own keys, so that none is answered from results the cluster
 still holds.
 Keys per second are n / median time; the JSON also holds, per hpu run, the
@@ -38,6 +46,7 @@ import numpy as np
 from bench_common import command_line, shuffled_rounds, utc_now, write_json
 
 VARIANTS = ("hpu.dask.sort", "dask.dataframe sort_values")
+EXCHANGE = "exchange of n/4 keys each way"
 #: Phases of hpu.dask.sort by the task names they show in Dask's task stream (a range's sort is fused with the
 #: block made of it, "from-value-sort_range-..."; one output block: "_sort_block").
 PHASES = {"sample": ("_sample",), "splitters": ("_splitters",), "partition": ("_partition", "getitem"),
@@ -53,6 +62,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--max-log", type=int, default=24)
     ap.add_argument("--chunk", type=int, default=1 << 22, help="keys per input block (default 2^22)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--variants", default="hpu,sort_values",
+                    help="comma-separated: hpu, sort_values, exchange (default hpu,sort_values)")
+    ap.add_argument("--no-warmup", action="store_true",
+                    help="no untimed call first; the last timed call of each variant is the one checked")
     ap.add_argument("--memory-limit", default="auto", help="per worker, as LocalCluster takes it")
     ap.add_argument("--json", type=Path, default=None)
     return ap.parse_args(argv)
@@ -90,8 +103,10 @@ def phases(stream: list[dict]) -> dict[str, float]:
     return out
 
 
-def run_size(client, x, n: int, rounds: int, rng: np.random.Generator) -> list[dict]:
-    """Time hpu.dask.sort and sort_values of ``x`` side by side, after an untimed, checked call of each; their rows.
+def run_size(client, x, n: int, rounds: int, rng: np.random.Generator, variants: tuple[str, ...] = VARIANTS,
+             warmup: bool = True) -> list[dict]:
+    """Time ``variants`` (of :data:`VARIANTS`) of ``x`` side by side, after an untimed, checked call of each (without
+    ``warmup``: the last timed call of each checked); their rows.
 
     Every call builds a graph of its own keys (another sampling seed, another column name): a graph seen before
     would be answered from the results the cluster still holds.
@@ -110,23 +125,34 @@ def run_size(client, x, n: int, rounds: int, rng: np.random.Generator) -> list[d
             return hpu.dask.sort(x, client=client, seed=i)
         return dd.from_dask_array(x, columns=[f"k{i}"]).sort_values(f"k{i}")[f"k{i}"]
 
+    def checked(name: str, y) -> bool:
+        return check(y if name == "hpu.dask.sort" else y.to_dask_array(lengths=True), n, total)
+
     correct = {}
-    for name in VARIANTS:  # warm-up (kernel builds on the workers) and the check
+    for name in variants if warmup else ():  # warm-up (kernel builds on the workers) and the check
         y = make(name).persist()
         wait(y)
-        correct[name] = check(y if name == "hpu.dask.sort" else y.to_dask_array(lengths=True), n, total)
+        correct[name] = checked(name, y)
         del y
     streams: list[list[dict]] = []
+    last: dict = {}
 
     def timed(name: str):
         def run() -> None:
+            last.pop(name, None)
             with get_task_stream(client) as ts:
-                wait(make(name).persist())
+                y = make(name).persist()
+                wait(y)
             if name == "hpu.dask.sort":
                 streams.append(ts.data)
+            if not warmup:
+                last[name] = y
         return run
 
-    samples = shuffled_rounds({name: timed(name) for name in VARIANTS}, rounds, rng, pause=0.5)
+    samples = shuffled_rounds({name: timed(name) for name in variants}, rounds, rng, pause=0.5)
+    for name, y in last.items():
+        correct[name] = checked(name, y)
+    last.clear()
     busy = [phases(s) for s in streams]
     rows = []
     for name, s in samples.items():
@@ -137,6 +163,41 @@ def run_size(client, x, n: int, rounds: int, rng: np.random.Generator) -> list[d
             row["phases_busy_seconds"] = {k: float(np.median([p[k] for p in busy])) for k in busy[0]}
         rows.append(row)
     return rows
+
+
+def _keys(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(-2**62, 2**62, size=n, dtype=np.int64)
+
+
+def _count(block: np.ndarray) -> int:
+    return block.size
+
+
+def exchange(client, n: int, rounds: int) -> dict:
+    """Seconds to move n/4 int64 keys from the first worker to the second and n/4 from the second to the first, at
+    once (:data:`EXCHANGE`), each call from blocks made on those workers just before (untimed); its row."""
+    import time
+
+    from distributed import wait
+
+    wa, wb = sorted(client.scheduler_info()["workers"])[:2]
+    samples, moved = [], []
+    for r in range(rounds + 1):  # the first call untimed
+        a = client.submit(_keys, n // 4, 2 * r, workers=[wa], allow_other_workers=False, pure=False)
+        b = client.submit(_keys, n // 4, 2 * r + 1, workers=[wb], allow_other_workers=False, pure=False)
+        wait([a, b])
+        time.sleep(0.5)
+        t0 = time.perf_counter()
+        got = [client.submit(_count, a, workers=[wb], allow_other_workers=False, pure=False),
+               client.submit(_count, b, workers=[wa], allow_other_workers=False, pure=False)]
+        wait(got)
+        if r:
+            samples.append(time.perf_counter() - t0)
+        moved.append(sum(f.result() for f in got))
+        del a, b, got
+    med = float(np.median(samples))
+    return {"variant": EXCHANGE, "n": n, "seconds": med, "samples": samples, "keys_per_second": n / med,
+            "correct": all(m == 2 * (n // 4) for m in moved)}
 
 
 def workers_facts(client) -> dict:
@@ -161,8 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     from hpu.core.util import host_description
 
     meta = {"date": utc_now(), "command": command_line("bench_dask.py", argv), "host": host_description(),
-            "cores": os.cpu_count(), "hpu": hpu.__version__, "numpy": np.__version__, "dask": dask.__version__, "distributed": distributed.__version__,
-            "threads_per_worker": args.threads, "chunk": args.chunk}
+            "cores": os.cpu_count(), "hpu": hpu.__version__, "numpy": np.__version__, "dask": dask.__version__,
+            "distributed": distributed.__version__,
+            "threads_per_worker": args.threads, "chunk": args.chunk, "warmup": not args.no_warmup}
+    names = {"hpu": VARIANTS[0], "sort_values": VARIANTS[1], "exchange": EXCHANGE}
+    asked = [v for v in args.variants.split(",") if v]
+    if not asked or any(v not in names for v in asked):
+        raise SystemExit(f"--variants: comma-separated of {', '.join(names)}, not {args.variants!r}")
+    variants = tuple(names[v] for v in asked if v != "exchange")
     rows, bad = [], 0
     rng = np.random.default_rng(0)
     for w in [int(v) for v in args.workers.split(",")]:
@@ -178,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
                 x = da.random.default_rng(lg).integers(-2**62, 2**62, size=n, chunks=args.chunk, dtype=np.int64)
                 x = x.persist()
                 distributed.wait(x)
-                for row in run_size(client, x, n, args.rounds, rng):
+                rows_here = run_size(client, x, n, args.rounds, rng, variants, not args.no_warmup) if variants else []
+                if "exchange" in asked and w >= 2:
+                    rows_here.append(exchange(client, n, args.rounds))
+                for row in rows_here:
                     row["workers"] = w
                     row["worker_facts"] = list(facts.values())
                     rows.append(row)

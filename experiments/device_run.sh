@@ -8,7 +8,7 @@
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
-#                                            review-tests | model-large | bus-gpus)
+#                                            review-tests | model-large | bus-gpus | floors)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -47,7 +47,8 @@
 #       (default 1,2; a GPU each where there are several, 8 threads each) against dask.dataframe's sort_values,
 #       2^26-2^28 int64 keys (MIN_LOG, MAX_LOG, DASK_ROUNDS override), into bench_dask_w$DASK_WORKERS.json
 #       (one call per worker count fits the 10-minute limit; on nvidia-h200-x2 both GPUs share one cached
-#       profile: they have one name).
+#       profile: they have one name).  DASK_SECONDS: the run's limit (default 540); DASK_ARGS: more arguments of
+#       bench_dask.py; DASK_PARTITION=0 skips bench_dask_partition.
 # tabu: bench_tabu on the QAP and HW/SW instances of issue 5 (the tabu split has its own calibration).
 # tabu-more: bench_tabu on flow shop, permuted perceptron and the hybrid EA.
 # tabu-resident: the tabu tests on the GPU, then bench_tabu_resident (iterations resident on the device, K per round
@@ -77,6 +78,11 @@
 #          tests on the GPU, then bench_mergesort over every GPU (gpu: the first alone; exchange, keyrange, auto: all)
 #          at 2^24-2^28 int32 and a Gantt chart of one exchange sort at 2^28 (both GPUs share one cached profile:
 #          they have one name).  MIN_LOG and MAX_LOG override the sizes.
+# floors: on a machine of two GPUs, what bounds the issues' two-GPU targets: bench_mergesort at 2^28 int32 (the
+#         first GPU alone, the exchange sort over both, the default), bench_bus's staged copies there and back of
+#         1 GiB on one GPU and split between two (a thread each; a process each, with 8 and 16 staging threads),
+#         and bench_dask at 2^28 int64 (one worker's hpu.dask.sort; two workers' and their exchange of n/4 keys
+#         each way).
 # multi-device: bench_multi_device on every GPU (each one's copy rates from and to each kind of host memory, then
 #               gpu against the exchange sort's two routes, call by call).
 # tile-radix: the device's sorts, merge sort against the GPU-shaped radix sort: their tests on the GPU, bench_fastsort
@@ -345,11 +351,27 @@ for stage in "$@"; do
     dask)
         calibrate
         w=${DASK_WORKERS:-1,2}
-        python3 experiments/bench_dask_partition.py --min-log 22 --max-log 24 --threads 8 \
-            --json "$OUT/bench_dask_partition.json" 2>&1 | tee "$OUT/bench_dask_partition.log"
+        if [ "${DASK_PARTITION:-1}" != 0 ]; then
+            python3 experiments/bench_dask_partition.py --min-log 22 --max-log 24 --threads 8 \
+                --json "$OUT/bench_dask_partition.json" 2>&1 | tee "$OUT/bench_dask_partition.log"
+        fi
+        # shellcheck disable=SC2086
         timeout "${DASK_SECONDS:-540}" python3 experiments/bench_dask.py --workers "$w" --threads 8 \
             --min-log "${MIN_LOG:-26}" --max-log "${MAX_LOG:-28}" --chunk 16777216 --rounds "${DASK_ROUNDS:-2}" \
-            --json "$OUT/bench_dask_w${w/,/-}.json" 2>&1 | grep -v WARNING | tee "$OUT/bench_dask_w${w/,/-}.log"
+            ${DASK_ARGS:-} --json "$OUT/bench_dask_w${w/,/-}.json" 2>&1 | grep -v WARNING \
+            | tee "$OUT/bench_dask_w${w/,/-}.log"
+        ;;
+    floors)  # on a machine of two GPUs: the least the host does for the issues' two-GPU targets, beside one GPU
+        calibrate
+        { python3 experiments/bench_mergesort.py --devices all --profile "$profile" --min-log 28 --max-log 28 \
+              --repeats 5 --strategies gpu,exchange,auto 2>&1
+          for t in 8 16; do
+              python3 experiments/bench_bus.py --device gpu --mib 1024 --tasks "$t" --ring '' --rounds 7 \
+                  --only "stage + h2d + d2h,h2d + d2h x" --json "$OUT/bench_bus_floors_t$t.json" 2>&1
+          done
+          python3 experiments/bench_dask.py --workers 1,2 --threads 8 --min-log 28 --max-log 28 --chunk 16777216 \
+              --rounds 3 --variants hpu,exchange --json "$OUT/bench_dask_floors.json" 2>&1 | grep -v WARNING
+        } | tee "$OUT/floors.log"
         ;;
     tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider --ignore tests/test_notebooks.py 2>&1 | tee "$OUT/tests.log"

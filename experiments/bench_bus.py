@@ -281,7 +281,7 @@ def all_gpu_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: int) -> Runs:
             **staged_process_runs(k, share, piece, tasks)}
 
 
-def _copier(index: int, nbytes: int, start: Any, done: Any, directions: str = "up,down") -> None:
+def _copier(index: int, nbytes: int, directions: str, start: Any, done: Any) -> None:
     """A process of :func:`process_runs`: GPU ``index``'s copies (``directions``: up, down or both) of ``nbytes``
     each round."""
     dev = _gpu(index)

@@ -31,7 +31,10 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
   each`` / ``a process each``: the bytes split between the GPUs, each share
   of its own pageable memory staged by N threads of its own, copied up and
   back, by a thread a GPU in this process or by a process a GPU (the host's
-  least work for a sort split between the GPUs that way);
+  least work for a sort split between the GPUs that way), and ``, a process
+  each, gathered``: the shares of all processes but the first then copied
+  on into one block of shared memory as they come down (the least a process
+  a GPU adds where the caller gets one array);
 - ``unstage N tasks``: pinned memory copied into an ordinary array (touched
   before) by N tasks (the middle of ``--tasks``), as a result leaves the
   staging memory;
@@ -66,12 +69,14 @@ other work does.
 from __future__ import annotations
 
 import argparse
+import atexit
 import itertools
 import multiprocessing
 import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
@@ -123,11 +128,12 @@ def wait(futures: list[Future]) -> None:
 
 
 def staged_trip(pool: Executor, q: Any, d_a: Any, src: np.ndarray, up: np.ndarray, down: np.ndarray | None,
-                piece: int, tasks: int, copy: Callable) -> None:
+                piece: int, tasks: int, copy: Callable, out: np.ndarray | None = None) -> None:
     """``src`` (pageable) staged into the pinned ``up`` in pieces of ``piece`` bytes by ``tasks`` tasks of ``pool``,
     each piece's copy up into ``d_a`` enqueued on ``q`` behind a user event that its task completes, as hpu's
     pipeline does; with ``down``, then ``d_a`` copied down into the pinned ``down`` (a device sort's way there and
-    back, without the sort).  Returns once every copy is done."""
+    back, without the sort); with ``out`` too, copied down in pieces, each copied on into ``out`` by the tasks as
+    it arrives.  Returns once every copy is done."""
     nbytes = src.shape[0]
     ready = [cl.UserEvent(q.context) for _ in range(0, nbytes, piece)]
     tasks_done = staging(pool, src, up, piece, tasks,
@@ -138,8 +144,22 @@ def staged_trip(pool: Executor, q: Any, d_a: Any, src: np.ndarray, up: np.ndarra
                  for a, ev in zip(range(0, nbytes, piece), ready)]
     q.flush()
     wait(tasks_done)
-    if down is not None:  # once staged (PoCL may hold the GIL in this enqueue); the queue is in order
+    if down is not None and out is None:  # once staged (PoCL may hold the GIL in this enqueue); the queue is in order
         cl.enqueue_copy(q, down[:nbytes], d_a, is_blocking=False)
+    elif down is not None:
+        downs = [cl.enqueue_copy(q, down[a:a + piece], d_a, src_offset=a, is_blocking=False)
+                 for a in range(0, nbytes, piece)]
+        q.flush()
+        order = itertools.count()  # next() is atomic under the GIL
+
+        def onward() -> None:
+            for k in order:
+                if k >= len(downs):
+                    return
+                downs[k].wait()
+                copy(out[k * piece:(k + 1) * piece], down[k * piece:(k + 1) * piece])
+
+        wait([pool.submit(onward) for _ in range(tasks)])
     q.finish()
     del up_copies
 
@@ -300,9 +320,10 @@ def _copier(index: int, nbytes: int, directions: str, start: Any, done: Any) -> 
         done.wait()
 
 
-def _stager(index: int, nbytes: int, piece: int, tasks: int, start: Any, done: Any) -> None:
+def _stager(index: int, nbytes: int, piece: int, tasks: int, shared: str | None, start: Any, done: Any) -> None:
     """A process of :func:`staged_process_runs`: GPU ``index``'s :func:`staged_trip` of ``nbytes`` of its own
-    pageable memory, staged by ``tasks`` threads of its own, each round."""
+    pageable memory, staged by ``tasks`` threads of its own, each round; with ``shared`` (the name of a
+    ``multiprocessing.shared_memory`` block) and ``index > 0``, its share copied on into part ``index - 1`` of it."""
     dev = _gpu(index)
     ctx = cl.Context([dev])
     q = cl.CommandQueue(ctx, dev)
@@ -310,10 +331,12 @@ def _stager(index: int, nbytes: int, piece: int, tasks: int, start: Any, done: A
     (_, up), (_, down) = pinned(ctx, q, nbytes), pinned(ctx, q, nbytes)
     src = np.random.default_rng(index).integers(0, 256, nbytes, dtype=np.uint8)
     copy = stream_copy if streaming_available() else np.copyto
+    block = shared_memory.SharedMemory(shared) if shared and index else None
+    out = None if block is None else np.ndarray(nbytes, np.uint8, block.buf, (index - 1) * nbytes)
     with ThreadPoolExecutor(tasks) as pool:
         while True:
             start.wait()
-            staged_trip(pool, q, d_a, src, up, down, piece, tasks, copy)
+            staged_trip(pool, q, d_a, src, up, down, piece, tasks, copy, out)
             done.wait()
 
 
@@ -350,9 +373,17 @@ def process_runs(k: int, nbytes: int) -> Runs:
 def staged_process_runs(k: int, share: int, piece: int, tasks: int) -> Runs:
     """:func:`staged_trip` of ``share`` bytes on each of ``k`` GPUs at once, each by a process of its own with its
     own pageable memory, pinned memory and ``tasks`` staging threads: the host's least work for a sort split
-    between the GPUs by processes (nothing partitioned or exchanged, nothing sorted, no copy between processes)."""
-    run = _barrier_run([(_stager, (i, share, piece, tasks)) for i in range(k)])
-    return {f"stage + h2d + d2h {tasks} tasks, shares on x{k} GPUs, a process each": (run, 2 * k * share)}
+    between the GPUs by processes (nothing partitioned or exchanged, nothing sorted, no copy between processes);
+    ``, gathered``: the same, the shares of all processes but the first then copied on, piece by piece as they come
+    down, into one block of shared memory (a stand-in for the first process's result array: the least a process a
+    GPU adds where the caller gets one array, since a process's pinned memory is its driver's, not shared)."""
+    block = shared_memory.SharedMemory(create=True, size=(k - 1) * share)
+    np.ndarray((k - 1) * share, np.uint8, block.buf)[:] = 0  # touched, as a result of hpu's pool would be
+    run = _barrier_run([(_stager, (i, share, piece, tasks, None)) for i in range(k)])
+    gathered = _barrier_run([(_stager, (i, share, piece, tasks, block.name)) for i in range(k)])
+    atexit.register(block.unlink)  # (which keeps it alive till then)
+    name = f"stage + h2d + d2h {tasks} tasks, shares on x{k} GPUs, a process each"
+    return {name: (run, 2 * k * share), f"{name}, gathered": (gathered, 2 * k * share)}
 
 
 def cupy_runs(nbytes: int) -> Runs:

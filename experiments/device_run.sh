@@ -82,7 +82,7 @@
 #         first GPU alone, the exchange sort over both, the default), bench_bus's staged copies there and back of
 #         1 GiB on one GPU and split between two (a thread each; a process each, with 8 and 16 staging threads),
 #         and bench_dask at 2^28 int64 (one worker's hpu.dask.sort; two workers' and their exchange of n/4 keys
-#         each way).
+#         each way; FLOORS_DASK=0 leaves it out).
 # multi-device: bench_multi_device on every GPU (each one's copy rates from and to each kind of host memory, then
 #               gpu against the exchange sort's two routes, call by call).
 # tile-radix: the device's sorts, merge sort against the GPU-shaped radix sort: their tests on the GPU, bench_fastsort
@@ -369,8 +369,11 @@ for stage in "$@"; do
               python3 experiments/bench_bus.py --device gpu --mib 1024 --tasks "$t" --ring '' --rounds 7 \
                   --only "stage + h2d + d2h,h2d + d2h x" --json "$OUT/bench_bus_floors_t$t.json" 2>&1
           done
-          python3 experiments/bench_dask.py --workers 1,2 --threads 8 --min-log 28 --max-log 28 --chunk 16777216 \
-              --rounds 3 --variants hpu,exchange --json "$OUT/bench_dask_floors.json" 2>&1 | grep -v WARNING
+          if [ "${FLOORS_DASK:-1}" != 0 ]; then
+              python3 experiments/bench_dask.py --workers 1,2 --threads 8 --min-log 28 --max-log 28 \
+                  --chunk 16777216 --rounds 3 --variants hpu,exchange --json "$OUT/bench_dask_floors.json" 2>&1 \
+                  | grep -v WARNING
+          fi
         } | tee "$OUT/floors.log"
         ;;
     tests)

@@ -67,7 +67,7 @@ from .tabu import hybrid_ea, tabu_search
 log = logging.getLogger("hpu")
 
 __all__ = ["MEMORY_SHARE", "SORT_FOOTPRINT", "HpuPlugin", "IslandResult", "default_partitions", "hybrid_ea_islands",
-           "partition_block", "register", "sort", "tabu_search_many", "worker_speed"]
+           "local_groups", "partition_block", "register", "sort", "tabu_search_many", "worker_speed"]
 
 #: The process's worker runtime, the workers using it, and the lock file of the GPU it claimed.
 _SHARED: dict[str, Any] = {"runtime": None, "workers": set(), "gpu_lock": None, "previous_default": None}
@@ -293,7 +293,57 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
         return x.rechunk(-1).map_blocks(_sort_block, x.dtype, dtype=x.dtype)
     owner = [workers[j % len(workers)] for j in range(parts)]
     weights = np.array([speeds[w] for w in owner], dtype=np.float64)
-    return _sample_sort(x, parts, owner, weights / weights.sum(), seed)
+    limits = [int(facts[w][1]) for w in workers if facts[w][1]]
+    cap = MEMORY_SHARE * min(limits) / SORT_FOOTPRINT if limits else np.inf
+    groups = local_groups(_holders(c, x), x.chunks[0], x.dtype.itemsize, cap)
+    return _sample_sort(x, parts, owner, weights / weights.sum(), seed, groups)
+
+
+def _holders(client: distributed.Client, x: da.Array) -> list[str | None]:
+    """The worker holding each block of ``x`` (the first where several do), None for a block not held (``x`` not
+    persisted, or not yet computed)."""
+    futures = {f.key: f for f in distributed.futures_of(x)}
+    keys = list(x.__dask_keys__())
+    held = client.who_has([futures[k] for k in keys if k in futures]) if futures else {}
+    return [min(held[k]) if held.get(k) else None for k in keys]
+
+
+def local_groups(holders: Sequence[str | None], sizes: Sequence[int], itemsize: int,
+                 cap_bytes: float = np.inf) -> list[list[int]]:
+    """Blocks of :func:`sort`'s input partitioned together: runs of consecutive blocks on one worker.
+
+    A worker that holds several consecutive blocks sorts them in one device sort and cuts the result at the
+    splitters (the local sort of "parallel sorting by regular sampling", Shi and Schaeffer, JPDC 14(4), 1992, over
+    all of a worker's keys rather than block by block: one host-to-device sort instead of one per block).  Runs
+    stay consecutive so that a key range's pieces, in group order, are in input order (a stable merge).
+
+    Parameters
+    ----------
+    holders : sequence of str or None, length B
+        The worker holding each block (None: not known; such a block is a group of its own).
+    sizes : sequence of int, length B
+        Keys per block.
+    itemsize : int
+        Bytes per key.
+    cap_bytes : float
+        The most bytes of keys a group may hold (a group of one block may exceed it); default no cap.
+
+    Returns
+    -------
+    list of list of int
+        Block indices, every block once, in order.
+    """
+    groups: list[list[int]] = []
+    held = 0.0
+    for i, (w, size) in enumerate(zip(holders, sizes)):
+        nbytes = float(size) * itemsize
+        if groups and w is not None and holders[groups[-1][-1]] == w and held + nbytes <= cap_bytes:
+            groups[-1].append(i)
+            held += nbytes
+        else:
+            groups.append([i])
+            held = nbytes
+    return groups
 
 
 def default_partitions(nbytes: int, memory_limits: Sequence[int | None], threads: Sequence[int],
@@ -341,8 +391,10 @@ def default_partitions(nbytes: int, memory_limits: Sequence[int | None], threads
     return w * max(t, int(np.ceil(t * SORT_FOOTPRINT * per_worker / budget)))
 
 
-def _sample_sort(x: da.Array, parts: int, owner: list[str], shares: np.ndarray, seed: int) -> da.Array:
-    """The task graph of :func:`sort`: sample, splitters, partition, shuffle, sort each key range."""
+def _sample_sort(x: da.Array, parts: int, owner: list[str], shares: np.ndarray, seed: int,
+                 groups: list[list[int]] | None = None) -> da.Array:
+    """The task graph of :func:`sort`: sample, splitters, partition (each of ``groups``' blocks together; default
+    each block alone), shuffle, sort each key range."""
     blocks = x.to_delayed().ravel()
     offsets = np.concatenate([[0], np.cumsum(x.chunks[0])]).astype(np.int64)
     n = int(offsets[-1])
@@ -350,8 +402,9 @@ def _sample_sort(x: da.Array, parts: int, owner: list[str], shares: np.ndarray, 
     samples = [dask.delayed(_sample, pure=True)(b, int(offsets[i]), k, seed + i)
                for i, (b, k) in enumerate(zip(blocks, per_block))]
     splitters = dask.delayed(_splitters, pure=True)(samples, shares)
-    pieces = [dask.delayed(_partition, pure=True, nout=parts)(b, int(offsets[i]), splitters, parts)
-              for i, b in enumerate(blocks)]
+    pieces = [dask.delayed(_partition, pure=True, nout=parts)([blocks[i] for i in g], [int(offsets[i]) for i in g],
+                                                              splitters, parts)
+              for g in (groups or [[i] for i in range(len(blocks))])]
     out = []
     for j in range(parts):
         with dask.annotate(workers=[owner[j]], allow_other_workers=True):
@@ -424,7 +477,7 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
     if method == "auto":
         method = _partition_method(block, parts)
     if method == "sort":
-        return _cut_sorted(block, offset, splitters)
+        return _cut_sorted(block, [offset], [block.shape[0]], splitters)
     su, sg = splitters
     dest = bucket_ids(to_unsigned(block), offset, su, sg)  # keys level with a splitter's: split by position
     grouped, counts = stable_partition(np.ascontiguousarray(block), dest, parts)
@@ -441,29 +494,40 @@ def _partition_method(block: np.ndarray, parts: int) -> str:
     return "sort" if usable and planned_strategy(block.shape[0], block.dtype, default_runtime()) != "cpu" else "numpy"
 
 
-def _partition(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray],
+def _partition(blocks: list[np.ndarray], offsets: list[int], splitters: tuple[np.ndarray, np.ndarray],
                parts: int) -> tuple[tuple[np.ndarray, bool], ...]:
-    """The graph's partition task: :func:`partition_block`'s pieces, each with whether it is sorted."""
-    method = _partition_method(block, parts)
-    return tuple((p, method == "sort" or p.shape[0] <= 1)
-                 for p in partition_block(block, offset, splitters, parts, method=method))
+    """The graph's partition task of a group of consecutive blocks (:func:`local_groups`): their pieces of each key
+    range, each with whether it is sorted.  Where the worker's runtime sorts the group's keys on its device, they
+    are sorted together and cut (:func:`partition_block`'s ``"sort"``, over all of them); else each block is
+    partitioned alone and its pieces of each range joined in block order."""
+    dt = blocks[0].dtype
+    keys = blocks[0] if len(blocks) == 1 else np.concatenate(blocks).astype(dt, copy=False)
+    method = _partition_method(keys, parts)
+    if method == "sort":
+        return tuple((p, True) for p in _cut_sorted(keys, offsets, [b.shape[0] for b in blocks], splitters))
+    each = [partition_block(b, o, splitters, parts, method="numpy") for b, o in zip(blocks, offsets)]
+    joined = [np.concatenate([e[j] for e in each]).astype(dt, copy=False) for j in range(parts)]
+    return tuple((p, p.shape[0] <= 1) for p in joined)
 
 
-def _cut_sorted(block: np.ndarray, offset: int, splitters: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
-    """:func:`partition_block`'s pieces, each sorted: the block sorted by :func:`hpu.sort` (this worker's runtime),
-    cut where each splitter falls (keys equal to a splitter's: those at global positions up to its position before
-    it)."""
+def _cut_sorted(keys: np.ndarray, offsets: list[int], sizes: list[int],
+                splitters: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+    """:func:`partition_block`'s pieces, each sorted: ``keys`` (segments of ``sizes`` keys at global positions from
+    ``offsets``, in increasing order) sorted by :func:`hpu.sort` (this worker's runtime), cut where each splitter
+    falls (keys equal to a splitter's: those at global positions up to its position before it)."""
     su, sg = splitters
-    s = hpu_sort(block)
+    s = hpu_sort(keys)
     us = to_unsigned(s)
     cuts = np.searchsorted(us, su, side="left")
     level = np.searchsorted(us, su, side="right") - cuts
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     u = None
     for j in np.flatnonzero(level):  # equal keys are in input order in the stable sort: count those not after sg[j]
-        stop = int(min(max(sg[j] + 1 - offset, 0), block.shape[0]))
-        if stop:
-            u = to_unsigned(block) if u is None else u
-            cuts[j] += np.count_nonzero(u[:stop] == su[j])
+        for start, offset, size in zip(starts, offsets, sizes):
+            stop = int(min(max(sg[j] + 1 - offset, 0), size))
+            if stop:
+                u = to_unsigned(keys) if u is None else u
+                cuts[j] += np.count_nonzero(u[start:start + stop] == su[j])
     return tuple(np.split(s, cuts))
 
 

@@ -147,6 +147,59 @@ def test_key_ranges_merged_from_sorted_pieces_equal_numpy(fresh, monkeypatch, dt
         assert same_bits(np.concatenate(got).astype(a.dtype), np.sort(a, kind="stable"))
 
 
+def test_local_groups_are_runs_of_one_worker_s_blocks_under_the_cap():
+    holders = ["a", "a", "b", None, None, "b", "b", "b", "a"]
+    assert hpu.dask.local_groups(holders, [10] * 9, 8) == [[0, 1], [2], [3], [4], [5, 6, 7], [8]]
+    assert hpu.dask.local_groups(holders, [10] * 9, 8, cap_bytes=160) == [[0, 1], [2], [3], [4], [5, 6], [7], [8]]
+    assert hpu.dask.local_groups(["a"], [10], 8, cap_bytes=1) == [[0]]  # one block exceeds the cap alone
+    assert hpu.dask.local_groups([], [], 8) == []
+
+
+@pytest.mark.parametrize("method", ["sort", "numpy"])
+@pytest.mark.parametrize("kind", ["random", "few", "special"])
+def test_groups_of_blocks_cut_together_merge_to_numpy(fresh, monkeypatch, method, kind):
+    """Consecutive blocks partitioned together (sorted together and cut, or each partitioned and joined): the key
+    ranges merged from the groups' pieces are numpy's stable sort, bit for bit, also where the splitters fall among
+    equal keys spread over several blocks of a group (few values; -0.0, 0.0 and NaNs)."""
+    import hpu.dask as hd
+
+    monkeypatch.setattr(hd, "_partition_method", lambda keys, parts: method)
+    rng = np.random.default_rng(len(kind))
+    n, parts = 60_000, 4
+    a = {"random": rng.standard_normal(n), "few": rng.integers(0, 3, n) * 1.0,
+         "special": np.where(rng.random(n) < 0.3, np.nan, rng.integers(-2, 3, n) * 0.0)}[kind]
+    bounds = np.linspace(0, n, 7).astype(np.int64)
+    blocks = [a[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
+    splitters = hd._splitters([hd._sample(b, int(lo), 300, i) for i, (b, lo) in enumerate(zip(blocks, bounds))],
+                              np.array([0.1, 0.4, 0.3, 0.2]))
+    with hpu.using_runtime(fresh):
+        pieces = [hd._partition([blocks[i] for i in g], [int(bounds[i]) for i in g], splitters, parts)
+                  for g in ([0, 1, 2], [3], [4, 5])]
+        ranges = [hd._sort_range([p[j] for p in pieces]) for j in range(parts)]
+    assert all(p[j][1] == (method == "sort") or p[j][0].shape[0] <= 1 for p in pieces for j in range(parts))
+    assert same_bits(np.concatenate(ranges), np.sort(a, kind="stable"))
+
+
+def test_a_persisted_array_is_partitioned_by_runs_of_its_holders(client):
+    """A persisted input: one partition task per run of consecutive blocks one worker holds (all on one worker:
+    one task), and the result numpy's stable sort."""
+    from distributed import get_task_stream, wait
+
+    w0 = sorted(client.scheduler_info()["workers"])[0]
+    for i, where in enumerate(([w0], None)):  # other keys each time: a graph seen before is answered from memory
+        a = _keys("float64", 120_000, "few-unique", 5 + i)
+        x = da.from_array(a, chunks=10_000).persist(workers=where)
+        wait(x)
+        held = client.who_has(x)
+        holders = [min(held[k]) for k in x.__dask_keys__()]
+        runs = 1 + sum(h != g for h, g in zip(holders, holders[1:]))
+        with get_task_stream(client) as ts:
+            y = hpu.dask.sort(x, npartitions=3).persist()
+            wait(y)
+        assert len({str(t["key"]) for t in ts.data if "_partition" in str(t["key"])}) == runs
+        assert same_bits(y.compute(), np.sort(a, kind="stable"))
+
+
 def test_benchmark_names_every_phase_of_a_sort(client, monkeypatch):
     """experiments/bench_dask.py attributes the task stream of a sort over several ranges to each of its phases
     (by task name: a renamed task would silently drop out of the table of where the time goes)."""

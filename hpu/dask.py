@@ -295,7 +295,7 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
     weights = np.array([speeds[w] for w in owner], dtype=np.float64)
     limits = [int(facts[w][1]) for w in workers if facts[w][1]]
     cap = MEMORY_SHARE * min(limits) / SORT_FOOTPRINT if limits else np.inf
-    groups = local_groups(_holders(c, x), x.chunks[0], x.dtype.itemsize, cap)
+    groups = local_groups(_holders(c, x), x.chunks[0], x.dtype.itemsize, cap, consecutive=x.dtype.kind == "f")
     return _sample_sort(x, parts, owner, weights / weights.sum(), seed, groups)
 
 
@@ -308,14 +308,16 @@ def _holders(client: distributed.Client, x: da.Array) -> list[str | None]:
     return [min(held[k]) if held.get(k) else None for k in keys]
 
 
-def local_groups(holders: Sequence[str | None], sizes: Sequence[int], itemsize: int,
-                 cap_bytes: float = np.inf) -> list[list[int]]:
-    """Blocks of :func:`sort`'s input partitioned together: runs of consecutive blocks on one worker.
+def local_groups(holders: Sequence[str | None], sizes: Sequence[int], itemsize: int, cap_bytes: float = np.inf,
+                 consecutive: bool = True) -> list[list[int]]:
+    """Blocks of :func:`sort`'s input partitioned together: blocks one worker holds.
 
-    A worker that holds several consecutive blocks sorts them in one device sort and cuts the result at the
-    splitters (the local sort of "parallel sorting by regular sampling", Shi and Schaeffer, JPDC 14(4), 1992, over
-    all of a worker's keys rather than block by block: one host-to-device sort instead of one per block).  Runs
-    stay consecutive so that a key range's pieces, in group order, are in input order (a stable merge).
+    A worker that holds several blocks sorts them in one device sort and cuts the result at the splitters (the local
+    sort of "parallel sorting by regular sampling", Shi and Schaeffer, JPDC 14(4), 1992, over all of a worker's keys
+    rather than block by block: one host-to-device sort instead of one per block).  With ``consecutive`` (what keys
+    that compare equal but differ in their bits need, floats' -0.0 and 0.0 or NaNs of other payloads), only runs of
+    consecutive blocks, so that a key range's pieces, in group order, are in input order for its stable merge;
+    otherwise any of the worker's blocks, in order (equal keys are then the same bits, in whatever order).
 
     Parameters
     ----------
@@ -327,22 +329,27 @@ def local_groups(holders: Sequence[str | None], sizes: Sequence[int], itemsize: 
         Bytes per key.
     cap_bytes : float
         The most bytes of keys a group may hold (a group of one block may exceed it); default no cap.
+    consecutive : bool
+        Group only consecutive blocks (default True).
 
     Returns
     -------
     list of list of int
-        Block indices, every block once, in order.
+        Block indices, every block once, each group in increasing order, the groups by their first block.
     """
     groups: list[list[int]] = []
-    held = 0.0
+    open_: dict[Any, tuple[list[int], float]] = {}  # worker -> (its group still taking blocks, bytes in it)
     for i, (w, size) in enumerate(zip(holders, sizes)):
         nbytes = float(size) * itemsize
-        if groups and w is not None and holders[groups[-1][-1]] == w and held + nbytes <= cap_bytes:
-            groups[-1].append(i)
-            held += nbytes
+        key = w if not consecutive else (w, "last")
+        current = open_.get(key) if w is not None else None
+        if current is not None and current[1] + nbytes <= cap_bytes and (not consecutive or current[0][-1] == i - 1):
+            current[0].append(i)
+            open_[key] = (current[0], current[1] + nbytes)
         else:
             groups.append([i])
-            held = nbytes
+            if w is not None:
+                open_[key] = (groups[-1], nbytes)
     return groups
 
 

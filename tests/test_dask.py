@@ -153,46 +153,52 @@ def test_local_groups_are_runs_of_one_worker_s_blocks_under_the_cap():
     assert hpu.dask.local_groups(holders, [10] * 9, 8, cap_bytes=160) == [[0, 1], [2], [3], [4], [5, 6], [7], [8]]
     assert hpu.dask.local_groups(["a"], [10], 8, cap_bytes=1) == [[0]]  # one block exceeds the cap alone
     assert hpu.dask.local_groups([], [], 8) == []
+    assert hpu.dask.local_groups(holders, [10] * 9, 8, consecutive=False) == [[0, 1, 8], [2, 5, 6, 7], [3], [4]]
+    assert hpu.dask.local_groups(holders, [10] * 9, 8, cap_bytes=160,
+                                 consecutive=False) == [[0, 1], [2, 5], [3], [4], [6, 7], [8]]
 
 
 @pytest.mark.parametrize("method", ["sort", "numpy"])
-@pytest.mark.parametrize("kind", ["random", "few", "special"])
+@pytest.mark.parametrize("kind", ["random", "few", "special", "few int"])
 def test_groups_of_blocks_cut_together_merge_to_numpy(fresh, monkeypatch, method, kind):
-    """Consecutive blocks partitioned together (sorted together and cut, or each partitioned and joined): the key
-    ranges merged from the groups' pieces are numpy's stable sort, bit for bit, also where the splitters fall among
-    equal keys spread over several blocks of a group (few values; -0.0, 0.0 and NaNs)."""
+    """Blocks partitioned together (sorted together and cut, or each partitioned and joined): the key ranges merged
+    from the groups' pieces are numpy's stable sort, bit for bit, also where the splitters fall among equal keys
+    spread over several blocks of a group (few values; -0.0, 0.0 and NaNs); groups of blocks that are not
+    consecutive for integers (whose equal keys are the same bits)."""
     import hpu.dask as hd
 
     monkeypatch.setattr(hd, "_partition_method", lambda keys, parts: method)
     rng = np.random.default_rng(len(kind))
     n, parts = 60_000, 4
-    a = {"random": rng.standard_normal(n), "few": rng.integers(0, 3, n) * 1.0,
+    a = {"random": rng.standard_normal(n), "few": rng.integers(0, 3, n) * 1.0, "few int": rng.integers(0, 3, n),
          "special": np.where(rng.random(n) < 0.3, np.nan, rng.integers(-2, 3, n) * 0.0)}[kind]
     bounds = np.linspace(0, n, 7).astype(np.int64)
     blocks = [a[lo:hi] for lo, hi in zip(bounds, bounds[1:])]
     splitters = hd._splitters([hd._sample(b, int(lo), 300, i) for i, (b, lo) in enumerate(zip(blocks, bounds))],
                               np.array([0.1, 0.4, 0.3, 0.2]))
     with hpu.using_runtime(fresh):
+        groups = ([0, 2, 5], [1, 3], [4]) if kind == "few int" else ([0, 1, 2], [3], [4, 5])
         pieces = [hd._partition([blocks[i] for i in g], [int(bounds[i]) for i in g], splitters, parts)
-                  for g in ([0, 1, 2], [3], [4, 5])]
+                  for g in groups]
         ranges = [hd._sort_range([p[j] for p in pieces]) for j in range(parts)]
     assert all(p[j][1] == (method == "sort") or p[j][0].shape[0] <= 1 for p in pieces for j in range(parts))
     assert same_bits(np.concatenate(ranges), np.sort(a, kind="stable"))
 
 
-def test_a_persisted_array_is_partitioned_by_runs_of_its_holders(client):
-    """A persisted input: one partition task per run of consecutive blocks one worker holds (all on one worker:
-    one task), and the result numpy's stable sort."""
+@pytest.mark.parametrize("dtype", ["float64", "int64"])
+def test_a_persisted_array_is_partitioned_by_its_holders(client, dtype):
+    """A persisted input: one partition task per run of consecutive blocks one worker holds (floats), per worker
+    (integers; all on one worker: one task), and the result numpy's stable sort."""
     from distributed import get_task_stream, wait
 
     w0 = sorted(client.scheduler_info()["workers"])[0]
     for i, where in enumerate(([w0], None)):  # other keys each time: a graph seen before is answered from memory
-        a = _keys("float64", 120_000, "few-unique", 5 + i)
+        a = _keys(dtype, 120_000, "few-unique", 5 + i)
         x = da.from_array(a, chunks=10_000).persist(workers=where)
         wait(x)
         held = client.who_has(x)
         holders = [min(held[k]) for k in x.__dask_keys__()]
-        runs = 1 + sum(h != g for h, g in zip(holders, holders[1:]))
+        runs = 1 + sum(h != g for h, g in zip(holders, holders[1:])) if dtype == "float64" else len(set(holders))
         with get_task_stream(client) as ts:
             y = hpu.dask.sort(x, npartitions=3).persist()
             wait(y)

@@ -16,7 +16,8 @@ Needs the optional extra ``hpu[dask]`` (``dask[array]`` and ``distributed``)::
   "Samplesort", JACM 17(3), 1970): sample each block, choose splitters at
   quantiles weighted by each worker's speed as its hpu model predicts it,
   partition every block by key range (sorting it on the worker's device
-  and cutting it by binary search where the device sorts it), move the
+  and cutting it by binary search where the device sorts it; the blocks
+  of a persisted array that one worker holds together, :func:`local_groups`), move the
   pieces in Dask's all-to-all
   task shuffle, and make each key range on its worker: merged from its
   pieces where they all come sorted (:func:`hpu.sorting.cpu.multiway_merge`), else sorted

@@ -294,10 +294,28 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
         return x.rechunk(-1).map_blocks(_sort_block, x.dtype, dtype=x.dtype)
     owner = [workers[j % len(workers)] for j in range(parts)]
     weights = np.array([speeds[w] for w in owner], dtype=np.float64)
-    limits = [int(facts[w][1]) for w in workers if facts[w][1]]
-    cap = MEMORY_SHARE * min(limits) / SORT_FOOTPRINT if limits else np.inf
-    groups = local_groups(_holders(c, x), x.chunks[0], x.dtype.itemsize, cap, consecutive=x.dtype.kind == "f")
+    holders = _holders(c, x)
+    cap = _group_cap([facts[w][1] for w in workers], max(facts[w][2] for w in workers), holders, x.chunks[0],
+                     x.dtype.itemsize)
+    groups = local_groups(holders, x.chunks[0], x.dtype.itemsize, cap, consecutive=x.dtype.kind == "f")
     return _sample_sort(x, parts, owner, weights / weights.sum(), seed, groups)
+
+
+def _group_cap(limits: Sequence[int | None], threads: int, holders: Sequence[str | None], sizes: Sequence[int],
+               itemsize: int) -> float:
+    """The most bytes of keys in one of :func:`local_groups`' groups: a worker partitions as many groups at once as
+    it has threads, each needing :data:`SORT_FOOTPRINT` times its keys, and all of them at once may take
+    :data:`MEMORY_SHARE` of the least memory limit.  Where every worker's blocks fit that whole, any grouping
+    does (one group a worker); else ``threads`` groups at once must.  No limits: no cap."""
+    known = [int(m) for m in limits if m]
+    if not known:
+        return np.inf
+    budget = MEMORY_SHARE * min(known) / SORT_FOOTPRINT
+    held: dict[str, float] = {}
+    for w, size in zip(holders, sizes):
+        if w is not None:
+            held[w] = held.get(w, 0.0) + float(size) * itemsize
+    return budget if max(held.values(), default=0.0) <= budget else budget / max(threads, 1)
 
 
 def _holders(client: distributed.Client, x: da.Array) -> list[str | None]:
@@ -504,9 +522,9 @@ def _partition_method(block: np.ndarray, parts: int) -> str:
 
 def _partition(blocks: list[np.ndarray], offsets: list[int], splitters: tuple[np.ndarray, np.ndarray],
                parts: int) -> tuple[tuple[np.ndarray, bool], ...]:
-    """The graph's partition task of a group of consecutive blocks (:func:`local_groups`): their pieces of each key
-    range, each with whether it is sorted.  Where the worker's runtime sorts the group's keys on its device, they
-    are sorted together and cut (:func:`partition_block`'s ``"sort"``, over all of them); else each block is
+    """The graph's partition task of a group of blocks in increasing order (:func:`local_groups`): their pieces of
+    each key range, each with whether it is sorted.  Where the worker's runtime sorts the group's keys on its device,
+    they are sorted together and cut (:func:`partition_block`'s ``"sort"``, over all of them); else each block is
     partitioned alone and its pieces of each range joined in block order."""
     dt = blocks[0].dtype
     keys = blocks[0] if len(blocks) == 1 else np.concatenate(blocks).astype(dt, copy=False)

@@ -206,6 +206,38 @@ def test_a_persisted_array_is_partitioned_by_its_holders(client, dtype):
         assert same_bits(y.compute(), np.sort(a, kind="stable"))
 
 
+def test_a_worker_s_groups_fit_its_memory_limit_with_every_thread_busy(client, monkeypatch):
+    """A worker partitions as many groups at once as it has threads: all of them together, not each, fit
+    MEMORY_SHARE of the least memory limit (workers reporting 2 MB limits and 4 threads; int64 blocks of 16 kB all on
+    one worker), unless all of the worker's blocks fit it as one group; the result is numpy's stable sort."""
+    from distributed import wait
+
+    limit, threads, foot = 2_000_000, 4, hpu.dask.SORT_FOOTPRINT
+    w0 = sorted(client.scheduler_info()["workers"])[0]
+    real_run, real_groups, made = client.run, hpu.dask.local_groups, []
+
+    def small_limits(fn, *args, **kw):  # what the workers report of themselves: 2 MB limits, 4 threads
+        out = real_run(fn, *args, **kw)
+        if fn is hpu.dask._worker_facts:
+            out = {w: (speed, limit, threads) for w, (speed, _, _) in out.items()}
+        return out
+
+    monkeypatch.setattr(client, "run", small_limits)
+    monkeypatch.setattr(hpu.dask, "local_groups", lambda *args, **kw: made.append(real_groups(*args, **kw)) or made[-1])
+    for n in (100_000, 20_000):  # 800 kB: 6 times more than 1 MB; 160 kB: 6 times fits
+        a = np.random.default_rng(n).integers(0, 3, n)
+        x = da.from_array(a, chunks=2_000).persist(workers=[w0])
+        wait(x)
+        y = hpu.dask.sort(x, client=client)
+        biggest = max(len(g) for g in made[-1]) * 2_000 * a.itemsize
+        if foot * a.nbytes <= hpu.dask.MEMORY_SHARE * limit:
+            assert made[-1] == [list(range(n // 2_000))]  # the whole worker's keys fit at once
+        else:
+            assert biggest > 2_000 * a.itemsize  # blocks are still grouped
+            assert threads * foot * biggest <= hpu.dask.MEMORY_SHARE * limit
+        assert same_bits(y.compute(), np.sort(a, kind="stable"))
+
+
 def test_benchmark_names_every_phase_of_a_sort(client, monkeypatch):
     """experiments/bench_dask.py attributes the task stream of a sort over several ranges to each of its phases
     (by task name: a renamed task would silently drop out of the table of where the time goes)."""

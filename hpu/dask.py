@@ -501,7 +501,7 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
     if method not in ("auto", "sort", "numpy"):
         raise ValueError(f"method must be 'auto', 'sort' or 'numpy', got {method!r}")
     if method == "auto":
-        method = _partition_method(block, parts)
+        method = _partition_method(block.shape[0], block.dtype, parts)
     if method == "sort":
         return _cut_sorted(block, [offset], [block.shape[0]], splitters)
     su, sg = splitters
@@ -510,14 +510,13 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
     return tuple(np.split(grouped, np.cumsum(counts)[:-1]))
 
 
-def _partition_method(block: np.ndarray, parts: int) -> str:
-    """:func:`partition_block`'s ``"auto"``: ``"sort"`` where this process's default runtime sorts ``block`` on
-    its device, else ``"numpy"``.  Also on a CPU device (PoCL), though there the compiled partition alone is
+def _partition_method(n: int, dtype: np.dtype, parts: int) -> str:
+    """:func:`partition_block`'s ``"auto"``: ``"sort"`` where this process's default runtime sorts ``n`` keys of
+    ``dtype`` on its device, else ``"numpy"``.  Also on a CPU device (PoCL), though there the compiled partition alone is
     faster than a block's sort and cut: sorted pieces are merged, partitioned ones sorted again, and over a cluster
     of two workers on the CPU-only machine the partitioned blocks' sorts made up for it only at 2^26 keys
     (``experiments/results/cpu-only/bench_dask_compiled.log`` against ``bench_dask_merge.log``)."""
-    usable = parts > 1 and block.shape[0]
-    return "sort" if usable and planned_strategy(block.shape[0], block.dtype, default_runtime()) != "cpu" else "numpy"
+    return "sort" if parts > 1 and n and planned_strategy(n, dtype, default_runtime()) != "cpu" else "numpy"
 
 
 def _partition(blocks: list[np.ndarray], offsets: list[int], splitters: tuple[np.ndarray, np.ndarray],
@@ -527,10 +526,10 @@ def _partition(blocks: list[np.ndarray], offsets: list[int], splitters: tuple[np
     they are sorted together and cut (:func:`partition_block`'s ``"sort"``, over all of them); else each block is
     partitioned alone and its pieces of each range joined in block order."""
     dt = blocks[0].dtype
-    keys = blocks[0] if len(blocks) == 1 else np.concatenate(blocks).astype(dt, copy=False)
-    method = _partition_method(keys, parts)
-    if method == "sort":
-        return tuple((p, True) for p in _cut_sorted(keys, offsets, [b.shape[0] for b in blocks], splitters))
+    sizes = [b.shape[0] for b in blocks]
+    if _partition_method(sum(sizes), dt, parts) == "sort":
+        keys = blocks[0] if len(blocks) == 1 else np.concatenate(blocks).astype(dt, copy=False)
+        return tuple((p, True) for p in _cut_sorted(keys, offsets, sizes, splitters))
     each = [partition_block(b, o, splitters, parts, method="numpy") for b, o in zip(blocks, offsets)]
     joined = [np.concatenate([e[j] for e in each]).astype(dt, copy=False) for j in range(parts)]
     return tuple((p, p.shape[0] <= 1) for p in joined)

@@ -167,7 +167,7 @@ def test_groups_of_blocks_cut_together_merge_to_numpy(fresh, monkeypatch, method
     consecutive for integers (whose equal keys are the same bits)."""
     import hpu.dask as hd
 
-    monkeypatch.setattr(hd, "_partition_method", lambda keys, parts: method)
+    monkeypatch.setattr(hd, "_partition_method", lambda n, dtype, parts: method)
     rng = np.random.default_rng(len(kind))
     n, parts = 60_000, 4
     a = {"random": rng.standard_normal(n), "few": rng.integers(0, 3, n) * 1.0, "few int": rng.integers(0, 3, n),

@@ -29,12 +29,14 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
   into pinned memory (a device sort of a pageable array, there and back,
   without the sort); with K > 1 GPUs also ``, shares on xK GPUs, a thread
   each`` / ``a process each``: the bytes split between the GPUs, each share
-  of its own pageable memory staged by N threads of its own, copied up and
-  back, by a thread a GPU in this process or by a process a GPU (the host's
-  least work for a sort split between the GPUs that way), and ``, a process
-  each, gathered``: the shares of all processes but the first then copied
-  on into one block of shared memory as they come down (the least a process
-  a GPU adds where the caller gets one array);
+  of its own pageable memory staged by N threads of its own (K N in all;
+  by streaming stores where hpu's library has them, without a
+  ``, streaming`` variant), copied up and back, by a thread a GPU in this
+  process or by a process a GPU (the host's least work for a sort split
+  between the GPUs that way), and ``, a process each, gathered``: the
+  shares of all processes but the first then copied on into one block of
+  shared memory as they come down (the least a process a GPU adds where
+  the caller gets one array);
 - ``unstage N tasks``: pinned memory copied into an ordinary array (touched
   before) by N tasks (the middle of ``--tasks``), as a result leaves the
   staging memory;
@@ -58,7 +60,11 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
   each from pinned memory of its own, on streams of its own.
 
 Prints the median milliseconds and GB/s (10^9 bytes a second) of each
-(``--only``: of the variants whose names hold one of its words).
+(``--only``: of the variants whose names contain one of its comma-separated
+parts; the others' buffers and processes are still set up, not timed).
+Every copy's event is kept until the copy is done: pyopencl's event of a
+copy from host memory, once freed, waits for the copy holding the GIL, so
+a copy enqueued that way would end before the next could start.
 With ``--flush-mib``, each call comes after that many MiB written and read
 on one thread (untimed), so that it finds the caches cold, as a call after
 other work does.
@@ -144,8 +150,9 @@ def staged_trip(pool: Executor, q: Any, d_a: Any, src: np.ndarray, up: np.ndarra
                  for a, ev in zip(range(0, nbytes, piece), ready)]
     q.flush()
     wait(tasks_done)
+    downs = []  # kept too: a copy down's event freed at once would wait for it here, holding the GIL
     if down is not None and out is None:  # once staged (PoCL may hold the GIL in this enqueue); the queue is in order
-        cl.enqueue_copy(q, down[:nbytes], d_a, is_blocking=False)
+        downs = [cl.enqueue_copy(q, down[:nbytes], d_a, is_blocking=False)]
     elif down is not None:
         downs = [cl.enqueue_copy(q, down[a:a + piece], d_a, src_offset=a, is_blocking=False)
                  for a in range(0, nbytes, piece)]
@@ -161,7 +168,7 @@ def staged_trip(pool: Executor, q: Any, d_a: Any, src: np.ndarray, up: np.ndarra
 
         wait([pool.submit(onward) for _ in range(tasks)])
     q.finish()
-    del up_copies
+    del up_copies, downs
 
 
 Runs = dict[str, tuple[Callable[[], None], int]]  # variant -> (a call that returns when its copies are done, bytes)
@@ -198,10 +205,10 @@ def opencl_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: list[int], ring
 
     def copies(*enqueue: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
-            for e in enqueue:
-                e()
+            events = [e() for e in enqueue]  # kept: pyopencl waits for a freed copy's event, holding the GIL
             q.finish()
             q2.finish()
+            del events
         return run
 
     return {
@@ -254,23 +261,27 @@ def all_gpu_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: int) -> Runs:
         (up_buf, up), (down_buf, down) = pinned(ctx, q, nbytes), pinned(ctx, q, nbytes)
         units.append((q, q2, d_a, d_b, up, down, up_buf, down_buf))
 
-    def start(unit: tuple, both: bool, buffers: bool = False) -> None:
+    def start(unit: tuple, both: bool, buffers: bool = False) -> list:
+        """The unit's copies enqueued; their events, to be kept until :func:`finish` (pyopencl's event of a copy
+        from host memory, freed, waits for the copy, holding the GIL: the next copy would not start before)."""
         q, q2, d_a, d_b, up, down, up_buf, down_buf = unit
-        cl.enqueue_copy(q, d_a, up_buf) if buffers else cl.enqueue_copy(q, d_a, up, is_blocking=False)
+        events = [cl.enqueue_copy(q, d_a, up_buf) if buffers else cl.enqueue_copy(q, d_a, up, is_blocking=False)]
         if both:
-            cl.enqueue_copy(q2, down_buf, d_b) if buffers else cl.enqueue_copy(q2, down, d_b, is_blocking=False)
+            events.append(cl.enqueue_copy(q2, down_buf, d_b) if buffers
+                          else cl.enqueue_copy(q2, down, d_b, is_blocking=False))
         q.flush()
         q2.flush()
+        return events
 
-    def finish(unit: tuple) -> None:
+    def finish(unit: tuple, events: list) -> None:
         unit[0].finish()
         unit[1].finish()
+        events.clear()
 
     def run(both: bool, buffers: bool = False) -> None:
-        for unit in units:
-            start(unit, both, buffers)
-        for unit in units:
-            finish(unit)
+        events = [start(unit, both, buffers) for unit in units]
+        for unit, ev in zip(units, events):
+            finish(unit, ev)
 
     def on_threads(work: list[Callable[[], None]]) -> None:  # each GPU's work on a thread of its own
         threads = [threading.Thread(target=w) for w in work]
@@ -291,9 +302,9 @@ def all_gpu_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: int) -> Runs:
 
     return {f"h2d pinned x{k} GPUs": ((lambda: run(False)), k * nbytes),
             f"h2d + d2h x{k} GPUs": ((lambda: run(True)), 2 * k * nbytes),
-            f"h2d pinned x{k} GPUs, a thread each": ((lambda: on_threads([lambda u=u: (start(u, False), finish(u))
+            f"h2d pinned x{k} GPUs, a thread each": ((lambda: on_threads([lambda u=u: finish(u, start(u, False))
                                                                          for u in units])), k * nbytes),
-            f"h2d + d2h x{k} GPUs, a thread each": ((lambda: on_threads([lambda u=u: (start(u, True), finish(u))
+            f"h2d + d2h x{k} GPUs, a thread each": ((lambda: on_threads([lambda u=u: finish(u, start(u, True))
                                                                         for u in units])), 2 * k * nbytes),
             f"h2d + d2h x{k} GPUs, buffer copies": ((lambda: run(True, True)), 2 * k * nbytes),
             **process_runs(len(gpus), nbytes),
@@ -311,12 +322,14 @@ def _copier(index: int, nbytes: int, directions: str, start: Any, done: Any) -> 
     (_, up), (_, down) = pinned(ctx, q, nbytes), pinned(ctx, q, nbytes)
     while True:
         start.wait()
+        events = []  # kept till the copies are done: a freed event would wait for its copy before the next starts
         if "up" in directions:
-            cl.enqueue_copy(q, d_a, up, is_blocking=False)
+            events.append(cl.enqueue_copy(q, d_a, up, is_blocking=False))
         if "down" in directions:
-            cl.enqueue_copy(q2, down, d_b, is_blocking=False)
+            events.append(cl.enqueue_copy(q2, down, d_b, is_blocking=False))
         q.finish()
         q2.finish()
+        del events
         done.wait()
 
 
@@ -456,7 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flush-mib", type=int, default=0,
                     help="MiB written and read before each call, so that it finds the caches cold (default 0)")
     ap.add_argument("--only", type=lambda v: [w for w in v.split(",") if w], default=[],
-                    help="comma-separated parts of variant names: time only the variants named so (default all)")
+                    help="comma-separated parts of variant names: time only the variants whose names contain one "
+                         "(default all)")
     ap.add_argument("--rounds", type=int, default=15, help="shuffled rounds (default 15)")
     ap.add_argument("--pause", type=float, default=None,
                     help="idle seconds before each call (default hpu.core.calibrate.IDLE_PAUSE; 0: back to back)")

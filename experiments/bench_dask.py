@@ -13,21 +13,26 @@ keys per block) it times, side by side in shuffled rounds (``--rounds``):
 
 A first, untimed call of each (kernel builds, the workers' first allocations)
 is checked on the workers: each block sorted, blocks in order, as many keys as
-the input and the same sum (so nothing lost or duplicated); with
-``--no-warmup`` the last timed call's result is checked instead (for sizes
-where a call of ``sort_values`` takes minutes).
+the input and the same sum (so nothing lost or duplicated).  With
+``--no-warmup`` there is no such call (for sizes where a call of
+``sort_values`` takes minutes): the last timed call of each is checked
+instead, untimed, before the next call starts (so that no result stays in
+the workers' memory while another variant runs).  Every call builds a graph
+of its own keys, so that none is answered from results the cluster still
+holds.
 
 With ``--variants`` holding ``exchange`` and two or more workers, it also
 times the least that a sort split between two workers moves: n/4 keys
 from the first worker to the second and n/4 from the second to the first,
 at once (half of each worker's half, as a key-range split of random keys
-moves), from blocks made on those workers before each (untimed) call.  Every call builds
-a graph of its own keys, so that none is answered from results the cluster
-still holds.
-Keys per second are n / median time; the JSON also holds, per hpu run, the
-busy seconds of each phase from Dask's task stream (sample, splitters,
-partition, sort of the key ranges, and the transfers between workers), to say
-where the time goes.
+moves), each call from blocks made on those workers just before it
+(untimed), after one untimed call.
+
+Keys per second are n / median time (for the exchange too, n being the keys
+of the sort it bounds: it moves n/2 of them); the JSON also holds, per hpu
+run, the busy seconds of each phase from Dask's task stream (sample,
+splitters, partition, sort of the key ranges, and the transfers between
+workers), to say where the time goes.
 
 Needs ``dask[dataframe]`` besides ``hpu[dask]`` (pandas, pyarrow) for the baseline.
 
@@ -63,7 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--chunk", type=int, default=1 << 22, help="keys per input block (default 2^22)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--variants", default="hpu,sort_values",
-                    help="comma-separated: hpu, sort_values, exchange (default hpu,sort_values)")
+                    help="comma-separated: hpu, sort_values, exchange (with two or more workers; default "
+                         "hpu,sort_values)")
     ap.add_argument("--no-warmup", action="store_true",
                     help="no untimed call first; the last timed call of each variant is the one checked")
     ap.add_argument("--memory-limit", default="auto", help="per worker, as LocalCluster takes it")
@@ -106,7 +112,7 @@ def phases(stream: list[dict]) -> dict[str, float]:
 def run_size(client, x, n: int, rounds: int, rng: np.random.Generator, variants: tuple[str, ...] = VARIANTS,
              warmup: bool = True) -> list[dict]:
     """Time ``variants`` (of :data:`VARIANTS`) of ``x`` side by side, after an untimed, checked call of each (without
-    ``warmup``: the last timed call of each checked); their rows.
+    ``warmup``: the last timed call of each checked, untimed, before the next call starts); their rows.
 
     Every call builds a graph of its own keys (another sampling seed, another column name): a graph seen before
     would be answered from the results the cluster still holds.
@@ -135,24 +141,29 @@ def run_size(client, x, n: int, rounds: int, rng: np.random.Generator, variants:
         correct[name] = checked(name, y)
         del y
     streams: list[list[dict]] = []
-    last: dict = {}
+    made = dict.fromkeys(variants, 0)
+    last: list = []  # without warm-up: (variant, result) of its last timed call, checked before the next call starts
+
+    def check_last() -> None:  # untimed (shuffled_rounds' before), so that no result stays alive during other calls
+        while last:
+            name, y = last.pop()
+            correct[name] = checked(name, y)
+            del y
 
     def timed(name: str):
         def run() -> None:
-            last.pop(name, None)
             with get_task_stream(client) as ts:
                 y = make(name).persist()
                 wait(y)
             if name == "hpu.dask.sort":
                 streams.append(ts.data)
-            if not warmup:
-                last[name] = y
+            made[name] += 1
+            if not warmup and made[name] == rounds:
+                last.append((name, y))
         return run
 
-    samples = shuffled_rounds({name: timed(name) for name in variants}, rounds, rng, pause=0.5)
-    for name, y in last.items():
-        correct[name] = checked(name, y)
-    last.clear()
+    samples = shuffled_rounds({name: timed(name) for name in variants}, rounds, rng, pause=0.5, before=check_last)
+    check_last()
     busy = [phases(s) for s in streams]
     rows = []
     for name, s in samples.items():

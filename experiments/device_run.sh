@@ -45,7 +45,8 @@
 #        kernel there).
 # dask: bench_dask_partition (one block partitioned both ways on the GPU), then bench_dask, $DASK_WORKERS workers
 #       (default 1,2; a GPU each where there are several, 8 threads each) against dask.dataframe's sort_values,
-#       2^26-2^28 int64 keys (MIN_LOG, MAX_LOG, DASK_ROUNDS override), into bench_dask_w$DASK_WORKERS.json
+#       2^26-2^28 int64 keys (MIN_LOG, MAX_LOG, DASK_ROUNDS override), into bench_dask_w$DASK_WORKERS.json and .log
+#       (its first comma a dash: bench_dask_w1-2.json)
 #       (one call per worker count fits the 10-minute limit; on nvidia-h200-x2 both GPUs share one cached
 #       profile: they have one name).  DASK_SECONDS: the run's limit (default 540); DASK_ARGS: more arguments of
 #       bench_dask.py; DASK_PARTITION=0 skips bench_dask_partition.
@@ -78,11 +79,13 @@
 #          tests on the GPU, then bench_mergesort over every GPU (gpu: the first alone; exchange, keyrange, auto: all)
 #          at 2^24-2^28 int32 and a Gantt chart of one exchange sort at 2^28 (both GPUs share one cached profile:
 #          they have one name).  MIN_LOG and MAX_LOG override the sizes.
-# floors: on a machine of two GPUs, what bounds the issues' two-GPU targets: bench_mergesort at 2^28 int32 (the
-#         first GPU alone, the exchange sort over both, the default), bench_bus's staged copies there and back of
-#         1 GiB on one GPU and split between two (a thread each; a process each, with 8 and 16 staging threads),
-#         and bench_dask at 2^28 int64 (one worker's hpu.dask.sort; two workers' and their exchange of n/4 keys
-#         each way; FLOORS_DASK=0 leaves it out).
+# floors: on a machine of two GPUs, what bounds the issues' two-GPU targets, all into floors.log: bench_mergesort at
+#         2^28 int32 (the first GPU alone, the exchange sort over both, the default; cupy's and numpy's sorts), then
+#         bench_bus --only at 1 GiB with 8 and 16 staging threads a GPU (bench_bus_floors_t{8,16}.json): staged
+#         copies there and back on one GPU and split between two (a thread each; a process each, also gathered into
+#         one shared block) and the pinned copies up and down on both GPUs (one thread, a thread each, a process
+#         each, cupy's), and bench_dask at 2^28 int64 (bench_dask_floors.json: one worker's hpu.dask.sort; two
+#         workers' and their exchange of n/4 keys each way; FLOORS_DASK=0 leaves it out).
 # multi-device: bench_multi_device on every GPU (each one's copy rates from and to each kind of host memory, then
 #               gpu against the exchange sort's two routes, call by call).
 # tile-radix: the device's sorts, merge sort against the GPU-shaped radix sort: their tests on the GPU, bench_fastsort

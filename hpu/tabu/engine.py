@@ -978,7 +978,11 @@ class Evaluator:
                            (6, np.int32(max_no_improve or 0))):
             grp.set_arg(pos, value)
         self._ctrl_in = control.copy()  # alive until the copy is done
-        self._record_device(cl.enqueue_copy(q, self._ctrl_d, self._ctrl_in, is_blocking=False), "bus", "h2d")
+        # The events of the copies from and into host memory, kept until the trail's blocking read (behind them on
+        # the in-order queue) returns: pyopencl waits for a copy whose event is freed first, holding the GIL, which
+        # stalled every other thread for the whole block (the recorder, when there is one, keeps them too).
+        copies = [cl.enqueue_copy(q, self._ctrl_d, self._ctrl_in, is_blocking=False)]
+        self._record_device(copies[-1], "bus", "h2d")
         t0 = time.perf_counter()
         w, g = self.work_group_size, self._group
         in_grid = self.groups == 1 and g.grid > 1
@@ -992,11 +996,13 @@ class Evaluator:
                 sel.set_arg(2, np.int32(it))
                 self._record_device(cl.enqueue_nd_range_kernel(q, ev, (self.groups * w,), (w,)), "device", "evaluate")
                 self._record_device(cl.enqueue_nd_range_kernel(q, sel, (w,), (w,)), "device", "select")
-        self._record_device(cl.enqueue_copy(q, control, self._ctrl_d, is_blocking=False), "bus", "d2h")
+        copies.append(cl.enqueue_copy(q, control, self._ctrl_d, is_blocking=False))
+        self._record_device(copies[-1], "bus", "d2h")
         flags = np.zeros(2, dtype=np.int32)  # the grid's counter and failure flag
         if in_grid:
-            cl.enqueue_copy(q, flags, g.buffer, is_blocking=False)  # waited for with the trail
+            copies.append(cl.enqueue_copy(q, flags, g.buffer, is_blocking=False))  # waited for with the trail
         trail = cl.enqueue_copy(q, self._trail[: 2 * count], self._trail_d, is_blocking=True)
+        del copies  # complete: the trail's read came after them
         self._record_device(trail, "bus", "d2h")
         self._record_wait(trail)
         self.device_time += time.perf_counter() - t0

@@ -363,8 +363,11 @@ class _DeviceBatch:
         q, S, w, stops = self.lease.queue, len(self.states), self.work_group_size, self.stops
         while not all(self.stop):
             cl.enqueue_nd_range_kernel(q, self.kernel, (S * w,), (w,))
-            cl.enqueue_copy(q, self.ctrl, self._ctrl_d, is_blocking=False)
+            # Kept until the trail's blocking read behind it returns: freed at once, pyopencl waited for the whole
+            # launch holding the GIL, and the CPU's searches on the pool's threads stood still meanwhile.
+            ctrl = cl.enqueue_copy(q, self.ctrl, self._ctrl_d, is_blocking=False)
             cl.enqueue_copy(q, self.trail, self._trail_d, is_blocking=True)
+            del ctrl  # complete: the trail's read came after it
             for s in range(S):
                 if not self.stop[s]:
                     self._absorb(s)

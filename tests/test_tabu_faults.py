@@ -179,7 +179,9 @@ def test_a_fault_while_calibrating_searches_on_the_cpu(faulty_rt, monkeypatch, t
     assert tabu_search(tai12a, **kw).fallback == ""
 
 
-def test_hybrid_ea_with_a_fault_gives_the_cpu_result(faulty_rt, monkeypatch, tai12a):
+def test_hybrid_ea_with_a_fault_gives_the_cpu_result(faulty_rt, monkeypatch, tmp_path, tai12a):
+    monkeypatch.setenv("HPU_PROFILE_DIR", str(tmp_path))
+    calibrate(tai12a, faulty_rt)  # so that the fault hits the searches whatever ran before (not the calibration)
     kw = dict(population=3, generations=2, offspring=3, ils_iterations=2, ls_iterations=30, seed=3, runtime=faulty_rt)
     cpu = hybrid_ea(tai12a, strategy="cpu", concurrency=1, **kw)
     with monkeypatch.context() as m:

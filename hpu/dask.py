@@ -17,8 +17,8 @@ Needs the optional extra ``hpu[dask]`` (``dask[array]`` and ``distributed``)::
   quantiles weighted by each worker's speed as its hpu model predicts it,
   partition every block by key range (sorting it on the worker's device
   and cutting it by binary search where the device sorts it; the blocks
-  of a persisted array that one worker holds together, :func:`local_groups`), move the
-  pieces in Dask's all-to-all
+  of a persisted array that one worker holds together, :func:`local_groups`),
+  move the pieces in Dask's all-to-all
   task shuffle, and make each key range on its worker: merged from its
   pieces where they all come sorted (:func:`hpu.sorting.cpu.multiway_merge`), else sorted
   with :func:`hpu.sort`.
@@ -360,15 +360,14 @@ def local_groups(holders: Sequence[str | None], sizes: Sequence[int], itemsize: 
     open_: dict[Any, tuple[list[int], float]] = {}  # worker -> (its group still taking blocks, bytes in it)
     for i, (w, size) in enumerate(zip(holders, sizes)):
         nbytes = float(size) * itemsize
-        key = w if not consecutive else (w, "last")
-        current = open_.get(key) if w is not None else None
+        current = open_.get(w) if w is not None else None
         if current is not None and current[1] + nbytes <= cap_bytes and (not consecutive or current[0][-1] == i - 1):
             current[0].append(i)
-            open_[key] = (current[0], current[1] + nbytes)
+            open_[w] = (current[0], current[1] + nbytes)
         else:
             groups.append([i])
             if w is not None:
-                open_[key] = (groups[-1], nbytes)
+                open_[w] = (groups[-1], nbytes)
     return groups
 
 
@@ -512,9 +511,9 @@ def partition_block(block: np.ndarray, offset: int, splitters: tuple[np.ndarray,
 
 def _partition_method(n: int, dtype: np.dtype, parts: int) -> str:
     """:func:`partition_block`'s ``"auto"``: ``"sort"`` where this process's default runtime sorts ``n`` keys of
-    ``dtype`` on its device, else ``"numpy"``.  Also on a CPU device (PoCL), though there the compiled partition alone is
-    faster than a block's sort and cut: sorted pieces are merged, partitioned ones sorted again, and over a cluster
-    of two workers on the CPU-only machine the partitioned blocks' sorts made up for it only at 2^26 keys
+    ``dtype`` on its device, else ``"numpy"``.  Also on a CPU device (PoCL), though there the compiled partition
+    alone is faster than a block's sort and cut: sorted pieces are merged, partitioned ones sorted again, and over a
+    cluster of two workers on the CPU-only machine the partitioned blocks' sorts made up for it only at 2^26 keys
     (``experiments/results/cpu-only/bench_dask_compiled.log`` against ``bench_dask_merge.log``)."""
     return "sort" if parts > 1 and n and planned_strategy(n, dtype, default_runtime()) != "cpu" else "numpy"
 

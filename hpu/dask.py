@@ -319,8 +319,8 @@ def _group_cap(limits: Sequence[int | None], threads: int, holders: Sequence[str
 
 
 def _holders(client: distributed.Client, x: da.Array) -> list[str | None]:
-    """The worker holding each block of ``x`` (the first where several do), None for a block not held (``x`` not
-    persisted, or not yet computed)."""
+    """The worker holding each block of ``x`` (the least address where several do, so that one worker's blocks
+    group alike), None for a block not held (``x`` not persisted, or not yet computed)."""
     futures = {f.key: f for f in distributed.futures_of(x)}
     keys = list(x.__dask_keys__())
     held = client.who_has([futures[k] for k in keys if k in futures]) if futures else {}

@@ -224,6 +224,72 @@ def test_a_device_lost_mid_exchange_gives_a_right_result(runtime, monkeypatch, o
         assert same_bits(out, np.sort(a, kind="stable"))
 
 
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("dtype", [np.int32, np.float64])
+def test_pieces_traded_in_chunks_equal_numpy(runtime, monkeypatch, k, dtype):
+    """With chunks of a few KiB every piece a device sends is copied down and up in many chunks, each up as its copy
+    down ends: the result is numpy's stable sort, and each device copies down at least a chunk a piece's share."""
+    import hpu.sorting.exchange as exchange
+
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = _input(np.random.default_rng(k), dtype, 100_003, "random")
+    before = a.copy()
+    opts = hpu.PipelineOptions(device_sort="merge", chunk_bytes=1 << 16)
+    shares = (0.0, *([1.0 / k] * k))
+    with hpu.Runtime(devices=[runtime.device] * k, profile=runtime.profile, threads=2) as rt:
+        d2h = []
+        for chunk in (exchange.EXCHANGE_CHUNK_BYTES, 4096):
+            monkeypatch.setattr(exchange, "EXCHANGE_CHUNK_BYTES", chunk)
+            out, tr = exchange_sort(a, rt, shares, options=opts)
+            tr.resolve()
+            assert tr.fallback == "" and same_bits(out, np.sort(before, kind="stable"))
+            d2h.append(sum(e.kind == "d2h" for e in tr.events))
+    assert same_bits(a, before)
+    # random keys: each device sends about (k - 1) / k of its n / k keys, in chunks of 4 KiB rather than one copy
+    # a piece (k (k - 1) pieces in all)
+    sent_bytes = a.size * a.itemsize * (k - 1) / k
+    assert d2h[1] - d2h[0] >= sent_bytes / 4096 * 0.8 - k * (k - 1)
+
+
+@pytest.mark.parametrize("on_error", ["fallback", "raise"])
+def test_a_chunk_whose_copy_fails_gives_the_cpu_result(runtime, monkeypatch, on_error):
+    """The wait for a sender's chunk fails (its device lost mid-copy): the receiver stops, the sender does not wait
+    for it at the last barrier forever, and the CPU's result (or the error) comes back; nothing is modified."""
+    import types
+
+    import hpu.sorting.exchange as exchange
+
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    calls = []
+
+    def wait_for_events(events):
+        calls.append(1)
+        if len(calls) == 3:
+            raise cl.LogicError("clWaitForEvents failed: <unknown error -9999>")
+        return cl.wait_for_events(events)
+
+    proxy = types.SimpleNamespace(**{n: getattr(cl, n) for n in dir(cl) if not n.startswith("__")})
+    proxy.wait_for_events = wait_for_events
+    monkeypatch.setattr(exchange, "cl", proxy)
+    monkeypatch.setattr(exchange, "EXCHANGE_CHUNK_BYTES", 4096)
+    a = _input(np.random.default_rng(5), np.float32, 120_000, "special")
+    before = a.copy()
+    opts = hpu.PipelineOptions(device_sort="merge", chunk_bytes=1 << 16)
+    with hpu.Runtime(devices=[runtime.device] * 2, profile=runtime.profile, threads=2) as rt:
+        if on_error == "raise":
+            with pytest.raises(hpu.DeviceFailure, match="-9999"):
+                exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts, on_device_error="raise")
+        else:
+            out, tr = exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts)
+            assert "-9999" in tr.fallback and same_bits(out, np.sort(before, kind="stable"))
+        assert len(calls) >= 3 and same_bits(a, before)
+        monkeypatch.undo()
+        out, tr = exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts)  # the runtime goes on
+        assert tr.fallback == "" and same_bits(out, np.sort(before, kind="stable"))
+
+
 @pytest.mark.parametrize("on_error", ["fallback", "raise"])
 def test_a_device_without_a_lease_stops_the_others_instead_of_hanging(runtime, monkeypatch, on_error):
     """The second device's lease cannot be had (its context lost for good): the first must not wait for it at the

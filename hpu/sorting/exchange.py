@@ -14,14 +14,18 @@ and merge what they hold):
    pipeline and sorts them (:func:`hpu.sorting.pipeline.device_share`'s
    steps, the result kept on the device);
 2. splitter keys at the same cumulative shares, from a random sample of
-   the input (:func:`hpu.sorting.keyrange.choose_splitters`), are searched
+   the input (:func:`hpu.sorting.keyrange.choose_splitters`, drawn on a
+   pool thread while the devices stage and sort), are searched
    in every sorted run on its device (``rank_bounds`` in
    ``kernels_cl/fastsort.cl``); from those counts :func:`exchange_cuts` cuts
    every run into one piece per device, so that device ``e`` ends with the
    ``e``-th range of keys in the stable order;
 3. every device copies the pieces of the others' runs that belong to it
    beside its own piece: each sender copies them down into pinned memory
-   of its own, the receiver up from there (a copy from buffer to buffer
+   of its own in chunks of :data:`EXCHANGE_CHUNK_BYTES`, the receiver
+   copies each chunk up from there as soon as it has landed, on its copy
+   queue, so that one chunk's copy up overlaps the next one's copy down
+   and a device's copies up overlap its own copies down (a copy from buffer to buffer
    between devices of one context, which the OpenCL driver routes, was
    about 30x slower on NVIDIA's: it moves whole buffers); then it
    merges the runs it holds (:meth:`hpu.sorting.device.DeviceSorter.merge`,
@@ -41,6 +45,7 @@ their next step, and the CPU sorts the whole input again
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import math
 import threading
@@ -64,7 +69,7 @@ try:
 except Exception:  # pragma: no cover
     cl = None
 
-__all__ = ["EXCHANGE_BUFFERS", "exchange_cuts", "exchange_fits", "exchange_sort"]
+__all__ = ["EXCHANGE_BUFFERS", "EXCHANGE_CHUNK_BYTES", "exchange_cuts", "exchange_fits", "exchange_sort"]
 
 #: Keys in the random sample the splitter keys come from: a device's range deviates from its share by about
 #: ``sqrt(q (1 - q) / SAMPLE) n`` keys (0.4% of ``n`` for ``q = 1/2``).
@@ -72,6 +77,9 @@ SAMPLE = 1 << 14
 #: Device buffers of a device's share that an exchange sort holds at once: its input, its sorted run, the
 #: sorter's scratch, the pieces it receives and their merge.
 EXCHANGE_BUFFERS = 5
+#: Bytes of a chunk of the exchange's pieces: each is copied up as soon as its copy down ends, so the exchange takes
+#: about one direction's time plus one chunk's (16 MiB: 0.3 ms at the 50 GB/s of a PCIe 5 link).
+EXCHANGE_CHUNK_BYTES = 16 << 20
 
 
 def exchange_cuts(lengths: Sequence[int], lower: np.ndarray, upper: np.ndarray,
@@ -218,7 +226,9 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         return out, rec.finish(trace)
     k = len(active)
     targets = starts[1:-1]
-    splitters = choose_splitters(src, targets / n, sample=SAMPLE)[0] if k > 1 else np.empty(0, dt)
+    # The sample's random reads take about 1.5 ms at 2^28 keys: on a pool thread while the devices stage and sort
+    splitters = rt.pool.submit(lambda: choose_splitters(src, targets / n, sample=SAMPLE)[0] if k > 1
+                               else np.empty(0, dt))
     run = _Exchange(rt, src, out, starts, splitters, rec, options)
     run.barrier = threading.Barrier(k, action=run.cut)
     redone: list[bool] = []
@@ -239,23 +249,26 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
                   redo=redo, on_device_error=on_device_error, finish=finish,
                   on_failure=lambda j: run.barrier.abort())  # the others stop at their next step
     finally:  # the barrier's action refers to run: without this cycle out stays leased until a garbage collection
+        concurrent.futures.wait([splitters])  # nothing of the call runs on after it
         run.barrier = None
         run.outbox.clear()
+        run.sent.clear()
     return out, rec.finish(trace)
 
 
 class _Exchange:
     """One exchange sort's shared state: the devices' bounds, the cuts, and each device's three steps."""
 
-    def __init__(self, rt: Runtime, src: np.ndarray, out: np.ndarray, starts: np.ndarray, splitters: np.ndarray,
-                 rec: Recorder, options: PipelineOptions):
+    def __init__(self, rt: Runtime, src: np.ndarray, out: np.ndarray, starts: np.ndarray,
+                 splitters: concurrent.futures.Future, rec: Recorder, options: PipelineOptions):
         self.rt, self.src, self.out, self.starts, self.splitters = rt, src, out, starts, splitters
         self.rec, self.options = rec, options
-        k, j = starts.size - 1, splitters.size
+        k, j = starts.size - 1, starts.size - 2
         self.lower = np.zeros((k, j), np.int64)
         self.upper = np.zeros((k, j), np.int64)
         self.cuts = np.zeros((k, j + 2), np.int64)
         self.outbox: dict[tuple[int, int], np.ndarray] = {}  # (sender, receiver) -> the piece in pinned memory
+        self.sent: dict[tuple[int, int], list] = {}  # (sender, receiver) -> (start, end, event) of each chunk's copy
         self.barrier: threading.Barrier | None = None
 
     def cut(self) -> None:
@@ -281,8 +294,9 @@ class _Exchange:
         d_run, h2d, steps = self._sort_run(j, lease, sorter, merger, direct)
         self.wait()
         d2h = self._send(j, lease, d_run)
-        self.wait()
+        self.wait()  # every sender's chunks are enqueued (not yet copied)
         self._receive(j, lease, merger, d_run, direct, h2d, d2h, steps, unit)
+        self.wait()  # no device's pinned outbox goes back with its lease while another device copies from it
 
     def _sort_run(self, j: int, lease: DeviceLease, sorter: DeviceSorter, merger: DeviceSorter,
                   direct: bool) -> tuple[Any, list, list]:
@@ -297,11 +311,6 @@ class _Exchange:
             return d_run, [], []
         stage = out[a:b] if direct else lease.pinned("staging", m * w)[: m * w].view(dt)
         d_in = lease.buffer("in", m * w)
-        keys = np.ascontiguousarray(self.splitters)
-        if keys.size:  # before anything waits on the staging (a copy up may block until its queue is free)
-            d_keys = lease.buffer("splitters", keys.nbytes)
-            d_bounds = lease.buffer("bounds", 16 * keys.size)
-            cl.enqueue_copy(q, d_keys, keys, is_blocking=True)
         src = self.src[a:b]
         up = src if dma_reads(rt, lease, src) else stage
         pieces, ready, tasks, staging = stage_pieces(rt, lease, src, up, self.rec, opts.piece_bytes(),
@@ -311,15 +320,20 @@ class _Exchange:
             cq.flush()
             steps, _ = enqueue_sorts(lease, sorter, h2d, pieces, opts.pieces_per_wave(tasks), m, 0, d_in, d_run,
                                      opts.sort_waves)
+            keys = self.splitters.result()
             got = np.zeros(2 * keys.size, np.int64)
-            last = steps[-1][-1]
-            if keys.size:
+            last = [steps[-1][-1]]
+            if keys.size:  # from pinned memory: a copy from pageable memory may block until the sorts have ended
+                d_keys, d_bounds = lease.buffer("splitters", keys.nbytes), lease.buffer("bounds", 16 * keys.size)
+                h_keys = lease.pinned("splitters", keys.nbytes)[: keys.nbytes].view(dt)
+                h_keys[:] = keys
+                last = [cl.enqueue_copy(q, d_keys, h_keys, is_blocking=False)]
                 merger.rank_bounds(d_run, m, d_keys, keys.size, d_bounds)
-                last = cl.enqueue_copy(q, got, d_bounds, is_blocking=False)
+                last.append(cl.enqueue_copy(q, got, d_bounds, is_blocking=False))
             q.flush()
             for f in staging:
                 f.result()
-            last.wait()
+            cl.wait_for_events(last)
         except BaseException:
             quiesce(staging, (cq, q))
             raise
@@ -327,26 +341,33 @@ class _Exchange:
         return d_run, h2d, steps
 
     def _send(self, j: int, lease: DeviceLease, d_run: Any) -> list:
-        """Step 2: copy the pieces of the run that belong to other devices down into the lease's pinned memory."""
+        """Step 2: enqueue the copies down, into the lease's pinned memory, of the pieces of the run that belong to
+        other devices, in chunks of :data:`EXCHANGE_CHUNK_BYTES` (their events in :attr:`sent`); waits for none."""
         cuts, w = self.cuts, self.out.itemsize
         sizes = np.diff(cuts[j])
         sizes[j] = 0
         if not sizes.sum():
             return []
         box = lease.pinned("exchange", int(sizes.sum()) * w)[: int(sizes.sum()) * w].view(self.out.dtype)
+        chunk = max(1, EXCHANGE_CHUNK_BYTES // w)
         d2h, off = [], 0
         for e in np.flatnonzero(sizes):
             c0, c = int(cuts[j, e]), int(sizes[e])
-            d2h.append(cl.enqueue_copy(lease.queue, box[off : off + c], d_run, src_offset=c0 * w, is_blocking=False))
-            self.outbox[j, int(e)] = box[off : off + c]
+            piece, sent = box[off : off + c], []
+            for a in range(0, c, chunk):
+                b = min(a + chunk, c)
+                ev = cl.enqueue_copy(lease.queue, piece[a:b], d_run, src_offset=(c0 + a) * w, is_blocking=False)
+                sent.append((a, b, ev))
+                d2h.append(ev)
+            self.outbox[j, int(e)], self.sent[j, int(e)] = piece, sent
             off += c
-        cl.wait_for_events(d2h)  # not ev.wait(): the trace reads the copies' sizes from their host arrays
+        lease.queue.flush()
         return d2h
 
     def _receive(self, j: int, lease: DeviceLease, merger: DeviceSorter, d_run: Any, direct: bool, h2d: list,
                  d2h: list, steps: list, unit: str) -> None:
         """Step 3: copy the incoming pieces up beside the device's own, merge them, copy the range down."""
-        cuts, out, rec, q = self.cuts, self.out, self.rec, lease.queue
+        cuts, out, rec, q, cq = self.cuts, self.out, self.rec, lease.queue, lease.copy_queue
         w = out.itemsize
         total = int(np.diff(cuts, axis=1)[:, j].sum())
         if total == 0:
@@ -361,10 +382,16 @@ class _Exchange:
                 continue
             if d == j:  # the device's own piece moves on the device
                 cl.enqueue_copy(q, x, d_run, byte_count=(c1 - c0) * w, src_offset=c0 * w, dst_offset=off * w)
-            else:
-                up.append(cl.enqueue_copy(q, x, self.outbox[d, j], dst_offset=off * w, is_blocking=False))
+            else:  # each chunk up as soon as its copy down has ended (not ev.wait(): the trace reads its size)
+                piece = self.outbox[d, j]
+                for a, b, ev in self.sent[d, j]:
+                    cl.wait_for_events([ev])
+                    up.append(cl.enqueue_copy(cq, x, piece[a:b], dst_offset=(off + a) * w, is_blocking=False))
+                    cq.flush()
             runs.append((off, off + c1 - c0))
             off += c1 - c0
+        if up:  # the merge and the copies down, on the queue, wait for the copies up on the copy queue
+            cl.enqueue_barrier(q, wait_for=up)
         if len(runs) > 1:
             result, ev = merge_tree(q, merger, runs, x, lease.buffer("in", total * w), w)
             steps = steps + [("merge", len(runs), total, up, ev)]

@@ -57,6 +57,13 @@ def test_cpu_only_runtime(caplog):
 def test_runtime_rejects_bad_threads():
     with pytest.raises(ValueError, match="threads"):
         Runtime("none", threads=0)
+    from hpu.core.runtime import MAX_THREADS
+
+    for threads in (MAX_THREADS + 1, 10**30):  # accepted before, until a parallel sort fanned out to them all
+        with pytest.raises(ValueError, match=f"threads must be at most {MAX_THREADS}"):
+            Runtime("none", threads=threads, profile=hpu.Profile(p=2, g=1, gamma=1))
+    with Runtime("none", threads=MAX_THREADS, profile=hpu.Profile(p=2, g=1, gamma=1)) as rt:
+        assert rt.threads == MAX_THREADS
 
 
 def test_runtime_profile_forms(tmp_path):

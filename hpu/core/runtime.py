@@ -52,12 +52,14 @@ else:
 log = logging.getLogger("hpu")
 
 __all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "ResourceCache", "Runtime", "RuntimeClosedError", "WorkerPool",
-           "UNCALIBRATED", "check_runtime", "default_profile_path", "default_runtime", "device_key", "list_devices",
+           "MAX_THREADS", "UNCALIBRATED", "check_runtime", "default_profile_path", "default_runtime", "device_key", "list_devices",
            "resolve_runtime", "select_device", "select_devices", "set_default_runtime", "uncalibrated_profile",
            "using_runtime"]
 
 #: ``provenance["source"]`` of :func:`uncalibrated_profile`'s profiles.
 UNCALIBRATED = "uncalibrated"
+#: Most threads of a runtime's CPU pool: more would be started as work comes, a parallel sort's tasks reaching all.
+MAX_THREADS = 4096
 
 
 class NoDeviceError(RuntimeError):
@@ -560,7 +562,8 @@ class Runtime:
         which the fast-mode sorts run on the CPU alone (see
         :attr:`calibrated`; one logged line says so).
     threads : int, optional
-        Size of the CPU thread pool (default ``os.cpu_count()``).
+        Size of the CPU thread pool (default ``os.cpu_count()``), 1 to
+        :data:`MAX_THREADS`.
     profiling : bool
         Create command queues with profiling enabled (event timings).
     host_pool_bytes : int, optional
@@ -596,7 +599,8 @@ class Runtime:
     ------
     ValueError
         Unknown (or empty) device, ``threads`` or ``device_memory_limit``
-        not an integer >= 1 (a bool, float or string included), both
+        not an integer >= 1 (a bool, float or string included), ``threads``
+        above :data:`MAX_THREADS`, both
         ``device`` and ``devices``, an empty ``devices``, a ``context``
         without the device, or an empty ``profile`` string.
     TypeError
@@ -632,6 +636,8 @@ class Runtime:
                  max_idle_leases: int = 4, devices: str | Sequence[Any] | None = None,
                  device_memory_limit: int | None = None, context: Any = None):
         threads = (os.cpu_count() or 1) if threads is None else check_int("threads", threads, 1)
+        if threads > MAX_THREADS:  # the pool would start them as work comes, and a parallel sort fans out to all
+            raise ValueError(f"threads must be at most {MAX_THREADS} (the CPU thread pool's size), got {threads}")
         if device_memory_limit is not None:
             device_memory_limit = check_int("device_memory_limit", device_memory_limit, 1, what=" (bytes)")
         self.device_memory_limit = device_memory_limit

@@ -57,7 +57,7 @@ except ImportError as e:  # pragma: no cover - the optional extra is missing
     raise ImportError("hpu.dask needs the optional extra: pip install 'hpu[dask]' (dask[array] and distributed)") from e
 
 from .core.runtime import Runtime, default_runtime, list_devices, set_default_runtime
-from .core.util import check_int
+from .core.util import check_int, seed_list
 from .core.kernels import CL_TYPES
 from .sorting.api import sort as hpu_sort
 from .sorting.cpu import bucket_ids, multiway_merge, stable_partition
@@ -609,11 +609,12 @@ def tabu_search_many(problem: Any, seeds: Sequence[Any], *, client: distributed.
     ------
     TypeError
         A problem or argument that cannot be pickled, ``runtime=`` (each
-        worker uses its own) or ``seed=`` among ``kw``.
+        worker uses its own) or ``seed=`` among ``kw``; ``seeds`` not an
+        iterable of seeds.
     ValueError
         No client or no workers; both before any task runs.
     """
-    seeds = list(seeds)  # once: an iterator gives its seeds once
+    seeds = seed_list(seeds)  # once: an iterator gives its seeds once
     c = _ready_client(client, "tabu_search_many", ("seed",), problem, seeds, kw)
     # Sent once, not with every task; under a key of its own (a key from the contents is the previous call's, which
     # the scheduler may be dropping just then: "lost dependencies").
@@ -701,13 +702,14 @@ def hybrid_ea_islands(problem: Any, *, islands: int | None = None, epochs: int =
     TypeError
         A problem or argument that cannot be pickled, or ``runtime=`` or ``initial_population=`` among ``kw``.
     ValueError
-        ``islands``, ``epochs`` or ``migrants`` out of range, no client or no workers (before any task runs); and
-        what :func:`hpu.tabu.hybrid_ea` raises.
+        ``islands``, ``epochs``, ``migrants`` or ``population`` out of range, no client or no workers (before any
+        task runs); and what :func:`hpu.tabu.hybrid_ea` raises.
     """
     c = _ready_client(client, "hybrid_ea_islands", ("initial_population",), problem, seed, kw)
     k = len(c.nthreads()) if islands is None else check_int("islands", islands, 1)
     epochs = check_int("epochs", epochs, 1)
-    migrants = check_int("migrants", migrants, 0, kw.get("population", _EA_POPULATION), " (the population)")
+    population = check_int("population", kw.get("population", _EA_POPULATION), 2)  # as hybrid_ea checks it
+    migrants = check_int("migrants", migrants, 0, population, " (the population)")
     shared = c.scatter(problem, broadcast=True, hash=False)  # sent once (see tabu_search_many)
 
     def mapper(fn: Callable[..., Any], *args: list) -> list:

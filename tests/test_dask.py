@@ -455,8 +455,12 @@ def test_bad_input_is_refused_before_any_task(client):
         hpu.dask.tabu_search_many(_qap(6, 0), [0], iterations=5, tenure=2, runtime=hpu.default_runtime())
     with pytest.raises(TypeError, match="pickled"):
         hpu.dask.hybrid_ea_islands(problem, epochs=1)
-    for bad in [dict(islands=0), dict(epochs=0), dict(migrants=4, population=4), dict(migrants=-1)]:
-        with pytest.raises(ValueError):
+    with pytest.raises(TypeError, match="seeds must be a sequence of seeds"):
+        hpu.dask.tabu_search_many(_qap(6, 0), None, iterations=5, tenure=2)
+    for bad, message in [(dict(islands=0), "islands"), (dict(epochs=0), "epochs"),
+                         (dict(migrants=4, population=4), "migrants"), (dict(migrants=-1), "migrants"),
+                         (dict(population="x"), "population"), (dict(population=1), "population")]:
+        with pytest.raises(ValueError, match=f"{message} must be an integer"):  # "x": Python's comparison error
             hpu.dask.hybrid_ea_islands(_qap(6, 0), **bad)
 
 

@@ -194,6 +194,9 @@ GEN = np.random.default_rng(0)
 
 @pytest.mark.parametrize("kw, error, message", [
     (dict(seeds=[]), ValueError, "at least one seed"),
+    (dict(seeds=None), TypeError, "seeds must be a sequence of seeds"),  # was list(None)'s message
+    (dict(seeds="ab"), TypeError, "seeds must be a sequence of seeds"),  # not its characters as seeds
+    (dict(seeds=3), TypeError, "seeds must be a sequence of seeds"),
     (dict(seeds=[GEN, GEN]), ValueError, "the same numpy Generator more than once"),
     (dict(initials=[None]), ValueError, "initials has 1 entries for 2 seeds"),
     (dict(strategy="both"), ValueError, "strategy must be one of"),

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["atomic_write_text", "check_int", "check_nonneg", "check_positive", "host_description", "native_library",
-           "wait_all"]
+           "seed_list", "wait_all"]
 
 log = logging.getLogger("hpu")
 
@@ -124,6 +124,19 @@ def check_int(name: str, value: object, low: int, high: int | None = None, what:
     if v is None or v < low or (high is not None and v >= high):
         raise ValueError(f"{name} must be an integer {bounds}, got {value!r}")
     return v
+
+
+def seed_list(seeds: object) -> list:
+    """``seeds`` as a list, one seed a search (each anything ``numpy.random.default_rng`` takes).
+
+    Raises
+    ------
+    TypeError
+        ``seeds`` not an iterable, or a string or bytes (whose characters are no seeds).
+    """
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise TypeError(f"seeds must be a sequence of seeds, one a search, got {seeds!r}")
+    return list(seeds)
 
 
 def _real(name: str, value: float) -> float:

@@ -56,7 +56,7 @@ import numpy as np
 
 from ..core.hybrid import as_device_failure, check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.util import check_int
+from ..core.util import check_int, seed_list
 from .engine import (HALT_NO_FEASIBLE_MOVE, HALT_STOPS, NO_BEST, NO_TARGET, TIE_BREAKS, default_work_group_size,
                      program_source, tie_kernel_args)
 from .problem import TabuProblem
@@ -587,13 +587,15 @@ def tabu_search_many(
         As :func:`hpu.tabu.tabu_search`; no seeds; the same Generator twice; ``initials`` of another
         length; unknown ``strategy``; ``device_searches`` outside
         ``[0, len(seeds)]``; ``block_iterations`` below 1 or above ``iterations``.
+    TypeError
+        ``seeds`` not an iterable of seeds (``None``, a string, a number).
     hpu.NoDeviceError
         ``strategy="gpu"`` or ``device_searches > 0`` on a CPU-only runtime.
     hpu.DeviceFailure
         The device failed and ``on_device_error="raise"``.
     """
     stops = check_stops(problem, iterations, tenure, time_limit, max_no_improve, target)
-    seeds = list(seeds)
+    seeds = seed_list(seeds)
     if not seeds:
         raise ValueError("tabu_search_many needs at least one seed")
     if initials is not None and len(initials) != len(seeds):

@@ -8,7 +8,8 @@
 #                                            pipeline-waves | glibc | bus | model-check | streaming |
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
-#                                            review-tests | model-large | bus-gpus | floors)
+#                                            review-tests | model-large | bus-gpus | floors |
+#                                            staging-floor)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -86,6 +87,10 @@
 #         one shared block) and the pinned copies up and down on both GPUs (one thread, a thread each, a process
 #         each, cupy's), and bench_dask at 2^28 int64 (bench_dask_floors.json: one worker's hpu.dask.sort; two
 #         workers' and their exchange of n/4 keys each way; FLOORS_DASK=0 leaves it out).
+# staging-floor: on a machine of two GPUs, bench_mergesort at 2^28 int32 (the first GPU alone, the exchange sort over
+#                both), then bench_bus: 1 GiB of pageable memory staged into pinned memory by 8, 16 and 32 tasks, and
+#                512 MiB copied down from one GPU into pinned memory (a GPU's half of the result), into
+#                staging_floor.log: what any two-GPU sort of a pageable array into host memory pays at least.
 # multi-device: bench_multi_device on every GPU (each one's copy rates from and to each kind of host memory, then
 #               gpu against the exchange sort's two routes, call by call).
 # tile-radix: the device's sorts, merge sort against the GPU-shaped radix sort: their tests on the GPU, bench_fastsort
@@ -378,6 +383,16 @@ for stage in "$@"; do
                   | grep -v WARNING
           fi
         } | tee "$OUT/floors.log"
+        ;;
+    staging-floor)  # the host's side of a sort of 2^28 int32 from pageable memory on two GPUs, beside the sorts
+        calibrate
+        { python3 experiments/bench_mergesort.py --devices all --profile "$profile" --min-log 28 --max-log 28 \
+              --repeats 5 --strategies gpu,exchange 2>&1
+          python3 experiments/bench_bus.py --device gpu --mib 1024 --tasks 8,16,32 --ring '' --rounds 7 \
+              --only "stage 8 tasks,stage 16 tasks,stage 32 tasks" --json "$OUT/bench_bus_stage_1gib.json" 2>&1
+          python3 experiments/bench_bus.py --device gpu --mib 512 --tasks 8 --ring '' --rounds 7 --only "d2h pinned" \
+              --json "$OUT/bench_bus_d2h_512mib.json" 2>&1
+        } | tee "$OUT/staging_floor.log"
         ;;
     tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider --ignore tests/test_notebooks.py 2>&1 | tee "$OUT/tests.log"

@@ -291,6 +291,110 @@ def test_a_chunk_whose_copy_fails_gives_the_cpu_result(runtime, monkeypatch, on_
 
 
 @pytest.mark.parametrize("on_error", ["fallback", "raise"])
+def test_a_device_stopped_after_its_send_keeps_its_copy_events(runtime, monkeypatch, on_error):
+    """The second device fails before it sends: the first, whose copies down into its pinned outbox are enqueued (not
+    waited for), stops at the next barrier.  Its copies' events must outlive the copies (pyopencl's destructor of a
+    copy event waits for the copy holding the GIL), and its lease must not go back to the runtime, reusable by the
+    next call, with copies into its pinned memory still running.  Each copy is held back behind a gate
+    (test_event_lifetimes.CopyWatch) so that one let go too early is seen; the CPU's result (or the error)."""
+    import test_event_lifetimes as lifetimes
+
+    import hpu.sorting.exchange as exchange
+
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    real = exchange._Exchange._send
+
+    def send(self, j, lease, d_run):
+        if j == 1:
+            raise hpu.DeviceFailure("device lost before its send (-9999)")
+        return real(self, j, lease, d_run)
+
+    a = _input(np.random.default_rng(7), np.float64, 100_000, "special")
+    before = a.copy()
+    opts = hpu.PipelineOptions(device_sort="merge", chunk_bytes=1 << 16)
+    with hpu.Runtime(devices=[runtime.device] * 2, profile=runtime.profile, threads=2) as rt:
+        monkeypatch.setattr(lifetimes, "HOLD", 0.5)  # longer than the failure takes to reach the caller
+        watch = lifetimes.CopyWatch(cl.enqueue_copy)
+        monkeypatch.setattr(cl, "enqueue_copy", watch)
+        monkeypatch.setattr(exchange, "EXCHANGE_CHUNK_BYTES", 1 << 14)
+        monkeypatch.setattr(exchange._Exchange, "_send", send)
+        try:
+            if on_error == "raise":
+                with pytest.raises(hpu.DeviceFailure, match="-9999"):
+                    exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts, on_device_error="raise")
+            else:
+                out, tr = exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts)
+                assert "-9999" in tr.fallback and same_bits(out, np.sort(before, kind="stable"))
+                del out
+            gc.collect()
+        finally:
+            watch.close()
+        watch.check()
+        assert same_bits(a, before)
+        monkeypatch.undo()
+        out, tr = exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts)  # the runtime goes on
+        assert tr.fallback == "" and same_bits(out, np.sort(before, kind="stable"))
+
+
+def test_a_failed_sample_keeps_no_result_alive(runtime, monkeypatch):
+    """The splitters' sample fails on the pool thread (out of memory): the device that waits for it fails, the other
+    stops, the CPU sorts, and no reference cycle through the future's exception (whose traceback holds the devices'
+    frames, and with them the sort's state and the caller's frames) keeps the result leased until a garbage
+    collection.  The first device has no positions (it never waits for the sample) and stops at the barrier on its
+    feeder thread: the failure that run_units reports last is its, whose traceback holds no frame of the caller."""
+    import weakref
+
+    import hpu.sorting.exchange as exchange
+
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+
+    def choose_splitters(*args, **kwargs):
+        raise MemoryError("no memory for the sample")
+
+    monkeypatch.setattr(exchange, "choose_splitters", choose_splitters)
+    a = _input(np.random.default_rng(9), np.int32, 100_000, "random")
+    with hpu.Runtime(devices=[runtime.device] * 2, profile=runtime.profile, threads=2) as rt:
+        gc.collect()
+        gc.disable()
+        try:
+            out, tr = exchange_sort(a, rt, (0.0, 1e-9, 1.0 - 1e-9))
+            assert "no memory for the sample" in tr.fallback and same_bits(out, np.sort(a, kind="stable"))
+            alive = weakref.ref(out)
+            del out
+            assert alive() is None
+        finally:
+            gc.enable()
+
+
+def test_a_merge_fault_keeps_no_result_alive(runtime, monkeypatch):
+    """A fault in a merge (the exchange's last step): the CPU sorts, and the failure raised on the calling thread
+    (which runs the last device's share), whose traceback holds the caller's frames, is not kept by run_units past
+    its return, so no reference cycle keeps the result leased until a garbage collection."""
+    import weakref
+
+    from test_faults import _fault_once
+
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = _input(np.random.default_rng(13), np.float32, 150_000, "random")
+    opts = hpu.PipelineOptions(device_sort="merge", chunk_bytes=1 << 16)
+    with hpu.Runtime(devices=[runtime.device] * 2, profile=runtime.profile, threads=2) as rt:
+        calls = _fault_once(monkeypatch, sort_device.DeviceSorter, "merge", after=0)
+        gc.collect()
+        gc.disable()
+        try:
+            out, tr = exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts)
+            assert calls and "-9999" in tr.fallback and same_bits(out, np.sort(a, kind="stable"))
+            alive = weakref.ref(out)
+            del out, tr
+            assert alive() is None
+        finally:
+            gc.enable()
+
+
+@pytest.mark.parametrize("on_error", ["fallback", "raise"])
 def test_a_device_without_a_lease_stops_the_others_instead_of_hanging(runtime, monkeypatch, on_error):
     """The second device's lease cannot be had (its context lost for good): the first must not wait for it at the
     exchange's barrier forever; the CPU sorts, or the lease's error is raised; nothing keeps the result alive."""

@@ -342,3 +342,5 @@ def run_units(runtimes: Sequence[Any], *, devices: Sequence[Callable[[Any], D]],
             if lease is not None:
                 runtimes[i].release_lease(lease)
         outcome.clear()  # a failure's traceback holds job's frame, which holds outcome: no cycle keeps results alive
+        # nor this frame's: a failure raised on this thread holds it through its traceback (and with it redo's data)
+        value = err = None

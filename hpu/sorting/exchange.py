@@ -251,6 +251,9 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     finally:  # the barrier's action refers to run: without this cycle out stays leased until a garbage collection
         concurrent.futures.wait([splitters])  # nothing of the call runs on after it
         run.barrier = None
+        # A failed sample's exception, raised again on the devices' threads, holds their frames: run and, through the
+        # calling thread's, this one: the future that holds it goes, or that cycle keeps out leased until a collection
+        run.splitters = splitters = None
         run.outbox.clear()
         run.sent.clear()
     return out, rec.finish(trace)
@@ -293,10 +296,19 @@ class _Exchange:
         direct = self.rt.host_pool.is_pinned(self.out) and lease.context is self.rt.context  # out pinned for it
         d_run, h2d, steps = self._sort_run(j, lease, sorter, merger, direct)
         self.wait()
-        d2h = self._send(j, lease, d_run)
-        self.wait()  # every sender's chunks are enqueued (not yet copied)
-        self._receive(j, lease, merger, d_run, direct, h2d, d2h, steps, unit)
-        self.wait()  # no device's pinned outbox goes back with its lease while another device copies from it
+        try:
+            d2h = self._send(j, lease, d_run)
+            self.wait()  # every sender's chunks are enqueued (not yet copied)
+            self._receive(j, lease, merger, d_run, direct, h2d, d2h, steps, unit)
+            # Every receiver has copied this device's chunks up (one that receives nothing returns before its copies
+            # down have ended); the leases themselves go back only once every device has ended (run_units)
+            self.wait()
+        except BaseException:
+            # Stopped by another device (a secondary failure: its lease goes back to be lent again) or failed: its
+            # copies down into its outbox and up from the others' may still run; their events die with the call
+            # (pyopencl would wait for them holding the GIL), and nothing may still copy into its pinned memory.
+            quiesce((), (lease.queue, lease.copy_queue))
+            raise
 
     def _sort_run(self, j: int, lease: DeviceLease, sorter: DeviceSorter, merger: DeviceSorter,
                   direct: bool) -> tuple[Any, list, list]:
@@ -371,7 +383,8 @@ class _Exchange:
         w = out.itemsize
         total = int(np.diff(cuts, axis=1)[:, j].sum())
         if total == 0:
-            if d2h:
+            if d2h:  # the trace's clock offset comes from the last copy's end: once it has ended
+                cl.wait_for_events(d2h)
                 defer_record(rec, h2d, d2h, steps, 0, w, unit)
             return
         x = lease.buffer("xin", total * w)

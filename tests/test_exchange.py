@@ -252,6 +252,17 @@ def test_pieces_traded_in_chunks_equal_numpy(runtime, monkeypatch, k, dtype):
     assert d2h[1] - d2h[0] >= sent_bytes / 4096 * 0.8 - k * (k - 1)
 
 
+def _sorted_or_raised(a, before, rt, opts, on_error):
+    """An exchange sort over two devices, halves each, after a fault (-9999): with "raise" the fault raised, else the
+    CPU's result, numpy's stable sort of ``before``, with the fault in the trace (no result kept)."""
+    if on_error == "raise":
+        with pytest.raises(hpu.DeviceFailure, match="-9999"):
+            exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts, on_device_error="raise")
+    else:
+        out, tr = exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts)
+        assert "-9999" in tr.fallback and same_bits(out, np.sort(before, kind="stable"))
+
+
 @pytest.mark.parametrize("on_error", ["fallback", "raise"])
 def test_a_chunk_whose_copy_fails_gives_the_cpu_result(runtime, monkeypatch, on_error):
     """The wait for a sender's chunk fails (its device lost mid-copy): the receiver stops, the sender does not wait
@@ -278,12 +289,7 @@ def test_a_chunk_whose_copy_fails_gives_the_cpu_result(runtime, monkeypatch, on_
     before = a.copy()
     opts = hpu.PipelineOptions(device_sort="merge", chunk_bytes=1 << 16)
     with hpu.Runtime(devices=[runtime.device] * 2, profile=runtime.profile, threads=2) as rt:
-        if on_error == "raise":
-            with pytest.raises(hpu.DeviceFailure, match="-9999"):
-                exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts, on_device_error="raise")
-        else:
-            out, tr = exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts)
-            assert "-9999" in tr.fallback and same_bits(out, np.sort(before, kind="stable"))
+        _sorted_or_raised(a, before, rt, opts, on_error)
         assert len(calls) >= 3 and same_bits(a, before)
         monkeypatch.undo()
         out, tr = exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts)  # the runtime goes on
@@ -320,13 +326,7 @@ def test_a_device_stopped_after_its_send_keeps_its_copy_events(runtime, monkeypa
         monkeypatch.setattr(exchange, "EXCHANGE_CHUNK_BYTES", 1 << 14)
         monkeypatch.setattr(exchange._Exchange, "_send", send)
         try:
-            if on_error == "raise":
-                with pytest.raises(hpu.DeviceFailure, match="-9999"):
-                    exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts, on_device_error="raise")
-            else:
-                out, tr = exchange_sort(a, rt, (0.0, 0.5, 0.5), options=opts)
-                assert "-9999" in tr.fallback and same_bits(out, np.sort(before, kind="stable"))
-                del out
+            _sorted_or_raised(a, before, rt, opts, on_error)
             gc.collect()
         finally:
             watch.close()

@@ -52,9 +52,9 @@ else:
 log = logging.getLogger("hpu")
 
 __all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "ResourceCache", "Runtime", "RuntimeClosedError", "WorkerPool",
-           "MAX_THREADS", "UNCALIBRATED", "check_runtime", "default_profile_path", "default_runtime", "device_key", "list_devices",
-           "resolve_runtime", "select_device", "select_devices", "set_default_runtime", "uncalibrated_profile",
-           "using_runtime"]
+           "MAX_THREADS", "UNCALIBRATED", "check_runtime", "default_profile_path", "default_runtime", "device_key",
+           "list_devices", "resolve_runtime", "select_device", "select_devices", "set_default_runtime",
+           "uncalibrated_profile", "using_runtime"]
 
 #: ``provenance["source"]`` of :func:`uncalibrated_profile`'s profiles.
 UNCALIBRATED = "uncalibrated"

@@ -226,11 +226,10 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         return out, rec.finish(trace)
     k = len(active)
     targets = starts[1:-1]
-    # The sample's random reads take about 1.5 ms at 2^28 keys: on a pool thread while the devices stage and sort
+    # The sample (random reads of the input) is drawn on a pool thread while the devices stage and sort
     splitters = rt.pool.submit(lambda: choose_splitters(src, targets / n, sample=SAMPLE)[0] if k > 1
                                else np.empty(0, dt))
     run = _Exchange(rt, src, out, starts, splitters, rec, options)
-    run.barrier = threading.Barrier(k, action=run.cut)
     redone: list[bool] = []
 
     def redo(i: int) -> None:  # any failure: the CPU sorts everything again (the devices' writes are void)
@@ -247,15 +246,13 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     try:
         run_units([units[i] for i in active], devices=[run.share(j, active[j]) for j in range(k)], cpu=None,
                   redo=redo, on_device_error=on_device_error, finish=finish,
-                  on_failure=lambda j: run.barrier.abort())  # the others stop at their next step
-    finally:  # the barrier's action refers to run: without this cycle out stays leased until a garbage collection
+                  on_failure=lambda j: run.abort())  # the others stop at their next step
+    finally:
         concurrent.futures.wait([splitters])  # nothing of the call runs on after it
-        run.barrier = None
         # A failed sample's exception, raised again on the devices' threads, holds their frames: run and, through the
         # calling thread's, this one: the future that holds it goes, or that cycle keeps out leased until a collection
-        run.splitters = splitters = None
-        run.outbox.clear()
-        run.sent.clear()
+        splitters = None
+        run.release()
     return out, rec.finish(trace)
 
 
@@ -272,17 +269,32 @@ class _Exchange:
         self.cuts = np.zeros((k, j + 2), np.int64)
         self.outbox: dict[tuple[int, int], np.ndarray] = {}  # (sender, receiver) -> the piece in pinned memory
         self.sent: dict[tuple[int, int], list] = {}  # (sender, receiver) -> (start, end, event) of each chunk's copy
-        self.barrier: threading.Barrier | None = None
+        # The devices meet once their bounds are in (the cuts are made then), then after their sends and receives
+        self.bounds: threading.Barrier | None = threading.Barrier(k, action=self.cut)
+        self.step: threading.Barrier | None = threading.Barrier(k)
 
     def cut(self) -> None:
-        """The barrier's action, once every device has its bounds: the cuts (:func:`exchange_cuts`)."""
+        """:attr:`bounds`' action, once every device has its bounds: the cuts (:func:`exchange_cuts`)."""
         self.cuts = exchange_cuts(np.diff(self.starts), self.lower, self.upper, self.starts[1:-1])
 
-    def wait(self) -> None:
+    def wait(self, barrier: threading.Barrier) -> None:
         try:
-            self.barrier.wait()
+            barrier.wait()
         except threading.BrokenBarrierError:
             raise DeviceFailure("stopped: another device of the exchange sort failed", secondary=True) from None
+
+    def abort(self) -> None:
+        """A device failed: the others stop at their next barrier."""
+        for barrier in (self.bounds, self.step):
+            barrier.abort()
+
+    def release(self) -> None:
+        """Once the call has ended: the barriers (:attr:`bounds`' action refers to this object: without this,
+        that cycle keeps the result leased until a garbage collection), the sample, the outboxes and the chunks'
+        events."""
+        self.bounds = self.step = self.splitters = None
+        self.outbox.clear()
+        self.sent.clear()
 
     def share(self, j: int, unit: int) -> Any:
         """Device ``j``'s part (``unit``: its index in ``rt.units``, naming its trace rows)."""
@@ -295,14 +307,14 @@ class _Exchange:
         merger = sorter if sorter.algorithm == "merge" else DeviceSorter.of_lease(lease, self.out.dtype, "merge")
         direct = self.rt.host_pool.is_pinned(self.out) and lease.context is self.rt.context  # out pinned for it
         d_run, h2d, steps = self._sort_run(j, lease, sorter, merger, direct)
-        self.wait()
+        self.wait(self.bounds)
         try:
             d2h = self._send(j, lease, d_run)
-            self.wait()  # every sender's chunks are enqueued (not yet copied)
+            self.wait(self.step)  # every sender's chunks are enqueued (not yet copied)
             self._receive(j, lease, merger, d_run, direct, h2d, d2h, steps, unit)
             # Every receiver has copied this device's chunks up (one that receives nothing returns before its copies
             # down have ended); the leases themselves go back only once every device has ended (run_units)
-            self.wait()
+            self.wait(self.step)
         except BaseException:
             # Stopped by another device (a secondary failure: its lease goes back to be lent again) or failed: its
             # copies down into its outbox and up from the others' may still run; their events die with the call

@@ -23,11 +23,13 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import logging
 import os
 import re
 import threading
 import warnings
+import weakref
 from pathlib import Path
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -51,10 +53,10 @@ else:
 
 log = logging.getLogger("hpu")
 
-__all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "ResourceCache", "Runtime", "RuntimeClosedError", "WorkerPool",
-           "MAX_THREADS", "UNCALIBRATED", "check_runtime", "default_profile_path", "default_runtime", "device_key",
-           "list_devices", "resolve_runtime", "select_device", "select_devices", "set_default_runtime",
-           "uncalibrated_profile", "using_runtime"]
+__all__ = ["DeviceInfo", "DeviceLease", "NoDeviceError", "ResourceCache", "Runtime", "RuntimeClosedError",
+           "WorkerPool", "MAX_THREADS", "UNCALIBRATED", "check_runtime", "default_profile_path", "default_runtime",
+           "device_key", "list_devices", "pocl_shares_kernels_across_queues", "resolve_runtime", "select_device",
+           "select_devices", "set_default_runtime", "uncalibrated_profile", "using_runtime"]
 
 #: ``provenance["source"]`` of :func:`uncalibrated_profile`'s profiles.
 UNCALIBRATED = "uncalibrated"
@@ -320,6 +322,50 @@ def device_supports(device: Any, dtype: Any) -> bool:
     return True
 
 
+def pocl_shares_kernels_across_queues(device: Any) -> bool:
+    """Whether ``device`` is a CPU device of PoCL before release 7.0, whose cache of compiled kernels can abort the
+    process when three command queues or more run one program's kernel at once.
+
+    Its drivers look a finished kernel command's cache entry up again by the program's build hash and the
+    work-group size alone, while the lookup at launch also weighs the NDRange's width and global offset: with
+    three commands in flight, the one to end last can find an entry already counted down to zero, and an
+    assertion aborts the process (PoCL's commit "fix dlhandle cache", June 2024, first released in 7.0, keeps
+    the entry with the command instead).  A :class:`Runtime` on such a device builds each command queue's
+    programs apart (:attr:`Runtime.queue_slot`), so that no two of its queues share a build hash.
+    """
+    if device is None or "Portable Computing Language" not in device.platform.name:
+        return False
+    if not device.type & cl.device_type.CPU:
+        return False
+    m = re.search(r"PoCL (\d+)\.(\d+)", device.version)
+    return m is None or (int(m.group(1)), int(m.group(2))) < (7, 0)
+
+
+class _QueueSlots:
+    """The process's queue slots (:attr:`Runtime.queue_slot`): the smallest number no live queue holds."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: set[int] = set()
+
+    def take(self, owner: Any, device: Any) -> tuple[int | None, Any]:
+        """A slot for ``owner``'s queue on ``device`` (None where it needs none) and the callable that gives it
+        back: called at once by a close, or when ``owner`` is collected."""
+        if not pocl_shares_kernels_across_queues(device):
+            return None, lambda: None
+        with self._lock:
+            slot = next(i for i in itertools.count() if i not in self._held)
+            self._held.add(slot)
+        return slot, weakref.finalize(owner, self._give, slot)
+
+    def _give(self, slot: int) -> None:
+        with self._lock:
+            self._held.discard(slot)
+
+
+_QUEUE_SLOTS = _QueueSlots()
+
+
 class RuntimeClosedError(RuntimeError):
     """A call was made on a closed :class:`Runtime` (or one created in another process)."""
 
@@ -399,12 +445,16 @@ class DeviceLease:
     generation : int
         The runtime's context generation this lease belongs to (see
         :meth:`Runtime.report_failure`).
+    queue_slot : int or None
+        As :attr:`Runtime.queue_slot`, for the programs this lease builds
+        (:meth:`build`, :meth:`program`) and runs on :attr:`queue`.
     """
 
     def __init__(self, runtime: Runtime, generation: int):
         self.runtime = runtime
         self.context, self.device, self.generation = runtime.context, runtime.device, generation
         self.queue = cl.CommandQueue(self.context, self.device, properties=runtime.queue.properties)
+        self.queue_slot, self._give_slot = _QUEUE_SLOTS.take(self, self.device)
         self._queues: dict[str, Any] = {}  # the further in-order queues, made on first use
         self._items: dict[Any, Any] = {}
 
@@ -480,12 +530,12 @@ class DeviceLease:
         """Nothing to check: a lease always has a device (for code that takes a runtime or a lease)."""
 
     def program(self, name: str, defines: dict[str, Any] | None = None, options: tuple[str, ...] = ()) -> Any:
-        """:meth:`Runtime.program` for this lease's context."""
-        return self.runtime.build(kernel_source(name, defines), options, context=self.context)
+        """:meth:`Runtime.program` for this lease's context and :attr:`queue_slot`."""
+        return self.build(kernel_source(name, defines), options)
 
     def build(self, source: str, options: tuple[str, ...] | list[str] = ()) -> Any:
-        """:meth:`Runtime.build` for this lease's context."""
-        return self.runtime.build(source, options, context=self.context)
+        """:meth:`Runtime.build` for this lease's context and :attr:`queue_slot`."""
+        return self.runtime.build(source, options, lease=self)
 
     def discard(self) -> None:
         """Drop the lease's objects (queues finished where they still answer)."""
@@ -496,6 +546,7 @@ class DeviceLease:
                 log.debug("finishing a discarded lease's queue: %s", e)
         self._items.clear()
         self._queues.clear()
+        self._give_slot()
 
 
 class WorkerPool(concurrent.futures.ThreadPoolExecutor):
@@ -667,6 +718,10 @@ class Runtime:
         if context is not None and self.device not in context.devices:
             raise ValueError(f"context does not hold the device {self.device_name!r}")
         self._open_context(context)
+        #: On a PoCL CPU device before 7.0 (:func:`pocl_shares_kernels_across_queues`), the number that sets the
+        #: programs of this runtime's :attr:`queue` apart from those of every other live queue of the process (each
+        #: lease has its own): None elsewhere.  Given back by :meth:`close`.
+        self.queue_slot, self._give_slot = _QUEUE_SLOTS.take(self, self.device)
         self.profile = self._resolve_profile(profile)
         self.pool = WorkerPool(threads)
         #: Long-lived objects shared by calls (see :class:`ResourceCache`); cleared by :meth:`close`.
@@ -823,18 +878,33 @@ class Runtime:
         return self.host_pool.empty_or_new(int(np.prod(dims, dtype=np.int64)), dt, pinned=True).reshape(dims)
 
     # -- programs --------------------------------------------------------------
-    def build(self, source: str, options: tuple[str, ...] | list[str] = (), *, context: Any = None) -> Any:
+    def build(self, source: str, options: tuple[str, ...] | list[str] = (), *, context: Any = None,
+              lease: DeviceLease | None = None) -> Any:
         """Compile OpenCL C ``source`` once per context; later calls return the cached program (thread-safe).
+
+        ``lease``: build it for that lease's queue (in its context, with its
+        :attr:`DeviceLease.queue_slot`) rather than for :attr:`queue`.  Where
+        the queue has a slot (:attr:`queue_slot`), the build options end with
+        ``-DHPU_QUEUE_SLOT=<slot>``.
 
         Raises
         ------
         NoDeviceError
             In CPU-only mode.
+        ValueError
+            Both ``context`` and ``lease`` given.
         pyopencl.RuntimeError
             If the build fails (the message carries the build log).
         """
         self.require_device()
+        if lease is not None:
+            if context is not None:
+                raise ValueError("give build a context or a lease, not both")
+            context, slot = lease.context, lease.queue_slot
+        else:
+            slot = self.queue_slot
         ctx = self.context if context is None else context
+        options = (*options, *(() if slot is None else (f"-DHPU_QUEUE_SLOT={slot}",)))
         key = (id(ctx), hashlib.sha256(source.encode()).hexdigest(), tuple(options))
         with self._build_lock:
             prg = self._programs.get(key)
@@ -1003,6 +1073,7 @@ class Runtime:
         self.host_pool.close()
         with self._build_lock:
             self._programs.clear()
+        self._give_slot()
         for peer in self.peers:
             peer.close()
 

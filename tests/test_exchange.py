@@ -81,6 +81,24 @@ def test_every_device_merges_its_range_and_copies_it_down(runtime, k):
         assert sum(merged_keys) == a.size and min(merged_keys) > 0
 
 
+def test_one_device_draws_no_sample(runtime):
+    """With one device there is nothing to trade: no splitters, so no task for them on the CPU pool."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = np.random.default_rng(4).integers(-50, 50, 100_000).astype(np.int32)
+    with hpu.Runtime(runtime.device, profile=runtime.profile, threads=2) as rt:
+        submitted, submit = [], rt.pool.submit
+
+        def spy(fn, /, *args, **kwargs):
+            submitted.append(getattr(fn, "__qualname__", ""))
+            return submit(fn, *args, **kwargs)
+
+        rt.pool.submit = spy
+        out, tr = hpu.hybrid_mergesort(a, strategy="exchange", runtime=rt, return_trace=True)
+    assert same_bits(out, np.sort(a, kind="stable")) and not tr.fallback
+    assert submitted and not [q for q in submitted if q.startswith("exchange_sort")], submitted
+
+
 def test_a_freed_result_returns_to_the_pool_at_once(trio):
     """No reference cycle keeps an exchange sort's result leased: the next call gets the same pooled block (the
     first version's barrier held the sort's state, and with it the result, until a garbage collection)."""

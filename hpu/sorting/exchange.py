@@ -226,9 +226,13 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         return out, rec.finish(trace)
     k = len(active)
     targets = starts[1:-1]
-    # The sample (random reads of the input) is drawn on a pool thread while the devices stage and sort
-    splitters = rt.pool.submit(lambda: choose_splitters(src, targets / n, sample=SAMPLE)[0] if k > 1
-                               else np.empty(0, dt))
+    # The sample (random reads of the input) is drawn on a pool thread while the devices stage and sort; one
+    # device needs none
+    if k > 1:
+        splitters = rt.pool.submit(lambda: choose_splitters(src, targets / n, sample=SAMPLE)[0])
+    else:
+        splitters = concurrent.futures.Future()
+        splitters.set_result(np.empty(0, dt))
     run = _Exchange(rt, src, out, starts, splitters, rec, options)
     redone: list[bool] = []
 

@@ -73,7 +73,10 @@ def test_four_queues_running_one_new_kernel_at_once_end_right(device_rt):
 
 
 def _device(platform: str, version: str, kind: int):
-    return types.SimpleNamespace(platform=types.SimpleNamespace(name=platform), version=version, type=kind)
+    """A device as pyopencl shows it: PoCL's own version string names no release ("OpenCL 3.0 PoCL HSTR: <target>",
+    in 3.1 and 7.x alike), its platform's does."""
+    return types.SimpleNamespace(platform=types.SimpleNamespace(name=platform, version=version), type=kind,
+                                 version="OpenCL 3.0 PoCL HSTR: pthread-x86_64-pc-linux-gnu-skylake-avx512")
 
 
 @pytest.mark.parametrize("version, want", [
@@ -131,3 +134,59 @@ def test_a_closed_runtime_gives_its_slots_back():
         again = second.acquire_lease()
         assert {second.queue_slot, again.queue_slot} == held
         second.release_lease(again)
+
+
+# A Runtime dropped unclosed after lending a lease is a reference cycle (its idle list and lease.runtime): the cyclic
+# collector frees it, and the slots' finalizers run on the thread that triggered the collection, which may be inside
+# the slots' lock taking one (with a plain lock: a hang for good, and every later lease or runtime with it).  The
+# collection falls on the k-th tracked allocation after gc.enable().
+_GC_IN_TAKE = textwrap.dedent('''
+    import faulthandler, gc, sys
+    import hpu
+    faulthandler.dump_traceback_later(30, exit=True)
+    rt, leases = hpu.Runtime(), []
+    for k in range(int(sys.argv[1])):
+        gc.collect()
+        gc.disable()
+        rt0 = hpu.Runtime(); lease0 = rt0.acquire_lease(); rt0.release_lease(lease0)
+        del rt0, lease0
+        gc.set_threshold(gc.get_count()[0] + k)
+        gc.enable()
+        leases.append(rt.acquire_lease())  # a new lease each time (none idle): it takes a slot
+        gc.set_threshold(700)
+    [rt.release_lease(lease) for lease in leases]
+    print("ok")
+''')
+
+
+def test_a_collection_inside_taking_a_slot_does_not_hang(device_rt):
+    if not pocl_shares_kernels_across_queues(device_rt.device):
+        pytest.skip("the device needs no queue slots")
+    proc = subprocess.run([sys.executable, "-c", _GC_IN_TAKE, "24"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split() == ["ok"], f"rc {proc.returncode}\n{proc.stderr[-3000:]}"
+
+
+_SPIN = """__kernel __attribute__((reqd_work_group_size(64, 1, 1))) void spin(__global int *a, int reps)
+{ int i = get_global_id(0), s = 0; for (int j = 0; j < reps; ++j) s += j ^ i; a[i] = s; }"""
+
+
+def test_a_dropped_lease_gives_its_slot_back_once_its_queue_is_idle(device_rt):
+    """A lease dropped without being given back frees its slot when collected, and only once its queue has run
+    what it was given: the next holder of the slot builds the same programs (the same build hashes)."""
+    rt = device_rt
+    if not pocl_shares_kernels_across_queues(rt.device):
+        pytest.skip("the device needs no queue slots")
+    lease = rt.acquire_lease()
+    slot, n = lease.queue_slot, 64 * 64 * 4
+    buf = cl.Buffer(lease.context, cl.mem_flags.READ_WRITE, 4 * n)
+    event = cl.Kernel(lease.build(_SPIN), "spin")(lease.queue, (n,), (64,), buf, np.int32(400_000))
+    lease.queue.flush()
+    del lease
+    gc.collect()
+    again = rt.acquire_lease()
+    try:
+        done = event.command_execution_status == cl.command_execution_status.COMPLETE
+        assert again.queue_slot != slot or done, f"slot {slot} lent again while the dropped lease's kernel runs"
+    finally:
+        event.wait()
+        rt.release_lease(again)

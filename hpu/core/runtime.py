@@ -331,39 +331,77 @@ def pocl_shares_kernels_across_queues(device: Any) -> bool:
     three commands in flight, the one to end last can find an entry already counted down to zero, and an
     assertion aborts the process (PoCL's commit "fix dlhandle cache", June 2024, first released in 7.0, keeps
     the entry with the command instead).  A :class:`Runtime` on such a device builds each command queue's
-    programs apart (:attr:`Runtime.queue_slot`), so that no two of its queues share a build hash.
+    programs apart (:attr:`Runtime.queue_slot`), so that no two of its live queues share a build hash.  The
+    release is read from the platform's version (``"OpenCL 3.0 PoCL 3.1+debian ..."``; the device's own holds
+    none); one that cannot be read counts as affected.
     """
     if device is None or "Portable Computing Language" not in device.platform.name:
         return False
     if not device.type & cl.device_type.CPU:
         return False
-    m = re.search(r"PoCL (\d+)\.(\d+)", device.version)
+    m = re.search(r"PoCL (\d+)\.(\d+)", device.platform.version)
     return m is None or (int(m.group(1)), int(m.group(2))) < (7, 0)
 
 
 class _QueueSlots:
-    """The process's queue slots (:attr:`Runtime.queue_slot`): the smallest number no live queue holds."""
+    """The process's queue slots (:attr:`Runtime.queue_slot`): the smallest number no live queue holds.
+
+    The lock is reentrant: a slot is given back by a finalizer, which a garbage collection may run inside
+    :meth:`take` on the same thread."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._held: set[int] = set()
 
-    def take(self, owner: Any, device: Any) -> tuple[int | None, Any]:
-        """A slot for ``owner``'s queue on ``device`` (None where it needs none) and the callable that gives it
-        back: called at once by a close, or when ``owner`` is collected."""
-        if not pocl_shares_kernels_across_queues(device):
-            return None, lambda: None
+    def take(self) -> int:
         with self._lock:
             slot = next(i for i in itertools.count() if i not in self._held)
             self._held.add(slot)
-        return slot, weakref.finalize(owner, self._give, slot)
+        return slot
 
-    def _give(self, slot: int) -> None:
+    def give(self, slot: int) -> None:
         with self._lock:
             self._held.discard(slot)
 
+    def after_fork(self) -> None:
+        """In a forked child: a new lock (another thread of the parent may have held it)."""
+        self._lock = threading.RLock()
+
 
 _QUEUE_SLOTS = _QueueSlots()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_QUEUE_SLOTS.after_fork)
+
+
+class _SlotHold:
+    """The queue slot of one owner (a :class:`Runtime` or a :class:`DeviceLease`) on ``device``: None where the
+    device needs none (:func:`pocl_shares_kernels_across_queues`).  :meth:`give` (or the owner's collection) gives it
+    back once the queues that ran its programs (:meth:`add`) have finished: a queue still running them would share
+    a build hash with the slot's next holder."""
+
+    def __init__(self, owner: Any, device: Any):
+        self.slot = _QUEUE_SLOTS.take() if pocl_shares_kernels_across_queues(device) else None
+        self._queues: list = []
+        self._give = None if self.slot is None else weakref.finalize(owner, _SlotHold._release, self.slot,
+                                                                     self._queues)
+
+    def add(self, queue: Any) -> None:
+        if self.slot is not None:
+            self._queues.append(queue)
+
+    def give(self) -> None:
+        if self._give is not None:
+            self._give()
+
+    @staticmethod
+    def _release(slot: int, queues: list) -> None:
+        for q in queues:
+            try:
+                q.finish()
+            except Exception as e:  # a faulted queue: nothing more runs on it
+                log.debug("finishing a queue before giving its slot back: %s", e)
+        queues.clear()
+        _QUEUE_SLOTS.give(slot)
 
 
 class RuntimeClosedError(RuntimeError):
@@ -454,13 +492,16 @@ class DeviceLease:
         self.runtime = runtime
         self.context, self.device, self.generation = runtime.context, runtime.device, generation
         self.queue = cl.CommandQueue(self.context, self.device, properties=runtime.queue.properties)
-        self.queue_slot, self._give_slot = _QUEUE_SLOTS.take(self, self.device)
+        self._slot = _SlotHold(self, self.device)
+        self._slot.add(self.queue)
+        self.queue_slot = self._slot.slot
         self._queues: dict[str, Any] = {}  # the further in-order queues, made on first use
         self._items: dict[Any, Any] = {}
 
     def _extra_queue(self, name: str) -> Any:
         if name not in self._queues:
             self._queues[name] = cl.CommandQueue(self.context, self.device, properties=self.queue.properties)
+            self._slot.add(self._queues[name])
         return self._queues[name]
 
     @property
@@ -546,7 +587,7 @@ class DeviceLease:
                 log.debug("finishing a discarded lease's queue: %s", e)
         self._items.clear()
         self._queues.clear()
-        self._give_slot()
+        self._slot.give()
 
 
 class WorkerPool(concurrent.futures.ThreadPoolExecutor):
@@ -721,7 +762,9 @@ class Runtime:
         #: On a PoCL CPU device before 7.0 (:func:`pocl_shares_kernels_across_queues`), the number that sets the
         #: programs of this runtime's :attr:`queue` apart from those of every other live queue of the process (each
         #: lease has its own): None elsewhere.  Given back by :meth:`close`.
-        self.queue_slot, self._give_slot = _QUEUE_SLOTS.take(self, self.device)
+        self._slot = _SlotHold(self, self.device)
+        self._slot.add(self.queue)
+        self.queue_slot = self._slot.slot
         self.profile = self._resolve_profile(profile)
         self.pool = WorkerPool(threads)
         #: Long-lived objects shared by calls (see :class:`ResourceCache`); cleared by :meth:`close`.
@@ -1013,6 +1056,7 @@ class Runtime:
         old_pool = self.host_pool
         try:
             self._open_context()
+            self._slot.add(self.queue)
             log.warning("device failed (%s); rebuilt the OpenCL context", failure)
         except Exception as e:
             log.warning("device failed (%s) and its context could not be rebuilt (%s); running on the CPU from now on",
@@ -1073,7 +1117,7 @@ class Runtime:
         self.host_pool.close()
         with self._build_lock:
             self._programs.clear()
-        self._give_slot()
+        self._slot.give()
         for peer in self.peers:
             peer.close()
 

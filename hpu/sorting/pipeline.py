@@ -1183,6 +1183,8 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
         size, word = next((size, word) for size, word in _WORDS if a.itemsize % size == 0)
         prg = _keyed_kernels(lease, arrays[0].dtype, word)
         dst = lease.buffer(f"keyed-out{i}", a.nbytes)
+        # Two queues at most run one program of the lease at once: PoCL before 7.0 may abort with three
+        # (hpu.core.runtime.pocl_shares_kernels_across_queues)
         queue, after = (lease.queue, copied[i]) if i == 0 else (lease.copy_queue, [sorted_ev])
         ev = prg["gather"](queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
                            np.int32(a.itemsize // size), np.int64(n), wait_for=after)

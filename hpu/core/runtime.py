@@ -343,6 +343,15 @@ def pocl_shares_kernels_across_queues(device: Any) -> bool:
     return m is None or (int(m.group(1)), int(m.group(2))) < (7, 0)
 
 
+def _finish(queues: Iterable[Any], what: str) -> None:
+    """Wait for each of ``queues`` to run what it was given; a faulted queue (nothing more runs on it) is logged."""
+    for q in queues:
+        try:
+            q.finish()
+        except Exception as e:
+            log.debug("finishing %s: %s", what, e)
+
+
 class _QueueSlots:
     """The process's queue slots (:attr:`Runtime.queue_slot`): the smallest number no live queue holds.
 
@@ -374,14 +383,14 @@ if hasattr(os, "register_at_fork"):
 
 
 class _SlotHold:
-    """The queue slot of one owner (a :class:`Runtime` or a :class:`DeviceLease`) on ``device``: None where the
-    device needs none (:func:`pocl_shares_kernels_across_queues`).  :meth:`give` (or the owner's collection) gives it
-    back once the queues that ran its programs (:meth:`add`) have finished: a queue still running them would share
-    a build hash with the slot's next holder."""
+    """The queue slot of one owner (a :class:`Runtime` or a :class:`DeviceLease`) on ``device``, for ``queue``: None
+    where the device needs none (:func:`pocl_shares_kernels_across_queues`).  :meth:`give` (or the owner's
+    collection) gives it back once the queues that ran its programs (``queue`` and those of :meth:`add`) have
+    finished: a queue still running them would share a build hash with the slot's next holder."""
 
-    def __init__(self, owner: Any, device: Any):
+    def __init__(self, owner: Any, device: Any, queue: Any):
         self.slot = _QUEUE_SLOTS.take() if pocl_shares_kernels_across_queues(device) else None
-        self._queues: list = []
+        self._queues: list = [] if self.slot is None else [queue]
         self._give = None if self.slot is None else weakref.finalize(owner, _SlotHold._release, self.slot,
                                                                      self._queues)
 
@@ -395,11 +404,7 @@ class _SlotHold:
 
     @staticmethod
     def _release(slot: int, queues: list) -> None:
-        for q in queues:
-            try:
-                q.finish()
-            except Exception as e:  # a faulted queue: nothing more runs on it
-                log.debug("finishing a queue before giving its slot back: %s", e)
+        _finish(queues, "a queue before giving its slot back")
         queues.clear()
         _QUEUE_SLOTS.give(slot)
 
@@ -483,18 +488,13 @@ class DeviceLease:
     generation : int
         The runtime's context generation this lease belongs to (see
         :meth:`Runtime.report_failure`).
-    queue_slot : int or None
-        As :attr:`Runtime.queue_slot`, for the programs this lease builds
-        (:meth:`build`, :meth:`program`) and runs on :attr:`queue`.
     """
 
     def __init__(self, runtime: Runtime, generation: int):
         self.runtime = runtime
         self.context, self.device, self.generation = runtime.context, runtime.device, generation
         self.queue = cl.CommandQueue(self.context, self.device, properties=runtime.queue.properties)
-        self._slot = _SlotHold(self, self.device)
-        self._slot.add(self.queue)
-        self.queue_slot = self._slot.slot
+        self._slot = _SlotHold(self, self.device, self.queue)
         self._queues: dict[str, Any] = {}  # the further in-order queues, made on first use
         self._items: dict[Any, Any] = {}
 
@@ -503,6 +503,12 @@ class DeviceLease:
             self._queues[name] = cl.CommandQueue(self.context, self.device, properties=self.queue.properties)
             self._slot.add(self._queues[name])
         return self._queues[name]
+
+    @property
+    def queue_slot(self) -> int | None:
+        """As :attr:`Runtime.queue_slot`, for the programs this lease builds (:meth:`build`, :meth:`program`) and
+        runs on :attr:`queue`."""
+        return self._slot.slot
 
     @property
     def copy_queue(self) -> Any:
@@ -580,11 +586,7 @@ class DeviceLease:
 
     def discard(self) -> None:
         """Drop the lease's objects (queues finished where they still answer)."""
-        for q in (self.queue, *self._queues.values()):
-            try:
-                q.finish()
-            except Exception as e:  # a faulted queue: nothing more to wait for
-                log.debug("finishing a discarded lease's queue: %s", e)
+        _finish((self.queue, *self._queues.values()), "a discarded lease's queue")
         self._items.clear()
         self._queues.clear()
         self._slot.give()
@@ -759,12 +761,7 @@ class Runtime:
         if context is not None and self.device not in context.devices:
             raise ValueError(f"context does not hold the device {self.device_name!r}")
         self._open_context(context)
-        #: On a PoCL CPU device before 7.0 (:func:`pocl_shares_kernels_across_queues`), the number that sets the
-        #: programs of this runtime's :attr:`queue` apart from those of every other live queue of the process (each
-        #: lease has its own): None elsewhere.  Given back by :meth:`close`.
-        self._slot = _SlotHold(self, self.device)
-        self._slot.add(self.queue)
-        self.queue_slot = self._slot.slot
+        self._slot = _SlotHold(self, self.device, self.queue)
         self.profile = self._resolve_profile(profile)
         self.pool = WorkerPool(threads)
         #: Long-lived objects shared by calls (see :class:`ResourceCache`); cleared by :meth:`close`.
@@ -819,6 +816,13 @@ class Runtime:
         return uncalibrated_profile(self.device, self.threads)
 
     # -- properties ------------------------------------------------------------
+    @property
+    def queue_slot(self) -> int | None:
+        """On a PoCL CPU device before 7.0 (:func:`pocl_shares_kernels_across_queues`), the number that sets the
+        programs of this runtime's :attr:`queue` apart from those of every other live queue of the process (each
+        lease has its own): None elsewhere.  Given back by :meth:`close`."""
+        return self._slot.slot
+
     @property
     def units(self) -> tuple[Runtime, ...]:
         """The device runtimes of this HPU: itself (when it has a device) and its :attr:`peers`."""
@@ -923,7 +927,8 @@ class Runtime:
     # -- programs --------------------------------------------------------------
     def build(self, source: str, options: tuple[str, ...] | list[str] = (), *, context: Any = None,
               lease: DeviceLease | None = None) -> Any:
-        """Compile OpenCL C ``source`` once per context; later calls return the cached program (thread-safe).
+        """Compile OpenCL C ``source`` once per context and queue slot; later calls return the cached program
+        (thread-safe).
 
         ``lease``: build it for that lease's queue (in its context, with its
         :attr:`DeviceLease.queue_slot`) rather than for :attr:`queue`.  Where
@@ -1108,11 +1113,7 @@ class Runtime:
             self.pool.shutdown(wait=not self.pool.in_worker())  # a worker cannot wait for itself
         for lease in idle:
             lease.discard()
-        if self.queue is not None:
-            try:
-                self.queue.finish()
-            except Exception as e:  # a faulted queue: nothing to wait for
-                log.debug("finishing the runtime's queue on close: %s", e)
+        _finish([self.queue] if self.queue is not None else [], "the runtime's queue on close")
         self.resources.clear()
         self.host_pool.close()
         with self._build_lock:

@@ -126,7 +126,7 @@ def test_a_device_lost_mid_sort_has_its_range_redone(units, monkeypatch, on_erro
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
-@pytest.mark.parametrize("k", [1, 2, 5, 300])
+@pytest.mark.parametrize("k", [1, 2, 4, 5, 300])
 def test_partition_puts_each_key_in_its_bucket_in_input_order(runtime, monkeypatch, compiled, k):
     """Against a stable argsort of the bucket numbers; gather (a failed unit's redo) gives each bucket back."""
     if compiled and not native_partition():
@@ -166,7 +166,8 @@ def test_splitters_break_ties_by_position_and_bucket_ids_agree_with_brute_force(
         a[::23] = -0.0
     else:
         a[::19] = np.iinfo(dtype).max  # the largest key: the last entry of the compiled search's table
-    for fractions in ([0.5], [0.2, 0.5], list(np.linspace(0.02, 0.98, 40))):  # compare and binary-search paths
+    for fractions in ([0.5], [0.2, 0.5], [0.25, 0.5, 0.75], list(np.linspace(0.02, 0.98, 40))):  # few splitters,
+        # each compared (compiled: no table), then the table's compare and binary-search paths
         keys, pos = choose_splitters(a, fractions, sample=700)
         rank = np.empty(a.size, np.int64)
         rank[np.argsort(a, kind="stable")] = np.arange(a.size)  # each (key, position) pair's place in the order

@@ -9,6 +9,9 @@
  * key's entry adds (a table of splitters in the manner of a radix sort's digit; the comparisons by pairs (key,
  * position) keep the split exact and stable).
  *
+ * With at most SMALL_MAX splitters (a split between a few units) each key is compared with every splitter instead,
+ * in a loop the compiler vectorizes.
+ *
  * hpu_scatter: every element to the next free slot of its bucket (offsets advance), so that each bucket keeps its
  * elements in input order: the scatter pass of a stable counting sort by bucket. */
 #include <stddef.h>
@@ -126,6 +129,64 @@ DEFINE_COUNTS(u64, uint64_t, order_u)
 DEFINE_COUNTS(f32, float, order_f32)
 DEFINE_COUNTS(f64, double, order_f64)
 
+/* Up to SMALL_MAX splitters (a split between a few devices): every key compared with each splitter, no table, in a
+ * loop that the compiler vectorizes; the keys a bucket summed from the bucket numbers. */
+#define SMALL_MAX 3
+#define DEFINE_SMALL(NAME, T, ORDER, NS)                                                                               \
+    static void small##NS##_##NAME(const T *x, int64_t m, int64_t start, const uint64_t *su_, const int64_t *sp_,      \
+                                   uint8_t *ids, int64_t *counts)                                                      \
+    {                                                                                                                  \
+        uint64_t su[NS];                                                                                               \
+        int64_t sp[NS];                                                                                                \
+        for (int q = 0; q < NS; q++) {                                                                                 \
+            su[q] = su_[q];                                                                                            \
+            sp[q] = sp_[q] - start; /* a key at i sorts after a level splitter when i > sp - start */                  \
+        }                                                                                                              \
+        for (int64_t i = 0; i < m; i++) {                                                                              \
+            const uint64_t u = ORDER(x[i]);                                                                            \
+            int j = 0;                                                                                                 \
+            for (int q = 0; q < NS; q++)                                                                               \
+                j += (su[q] < u) | ((su[q] == u) & (sp[q] < i));                                                       \
+            ids[i] = (uint8_t)j;                                                                                       \
+        }                                                                                                              \
+        for (int b = 1; b <= NS; b++) {                                                                                \
+            int64_t c = 0;                                                                                             \
+            for (int64_t i = 0; i < m; i++)                                                                            \
+                c += ids[i] == b;                                                                                      \
+            counts[b] += c;                                                                                            \
+            counts[0] -= c;                                                                                            \
+        }                                                                                                              \
+        counts[0] += m;                                                                                                \
+    }
+#define DEFINE_SMALLS(NAME, T, ORDER)                                                                                  \
+    DEFINE_SMALL(NAME, T, ORDER, 1)                                                                                    \
+    DEFINE_SMALL(NAME, T, ORDER, 2)                                                                                    \
+    DEFINE_SMALL(NAME, T, ORDER, 3)                                                                                    \
+    static void small_##NAME(const T *x, int64_t m, int64_t start, const T *keys, const int64_t *pos, int nsplit,     \
+                             uint8_t *ids, int64_t *counts)                                                            \
+    {                                                                                                                  \
+        uint64_t su[SMALL_MAX];                                                                                        \
+        for (int j = 0; j < nsplit; j++)                                                                               \
+            su[j] = ORDER(keys[j]);                                                                                    \
+        if (nsplit == 1)                                                                                               \
+            small1_##NAME(x, m, start, su, pos, ids, counts);                                                          \
+        else if (nsplit == 2)                                                                                          \
+            small2_##NAME(x, m, start, su, pos, ids, counts);                                                          \
+        else                                                                                                           \
+            small3_##NAME(x, m, start, su, pos, ids, counts);                                                          \
+    }
+
+DEFINE_SMALLS(i8, int8_t, order_i8)
+DEFINE_SMALLS(u8, uint8_t, order_u)
+DEFINE_SMALLS(i16, int16_t, order_i16)
+DEFINE_SMALLS(u16, uint16_t, order_u)
+DEFINE_SMALLS(i32, int32_t, order_i32)
+DEFINE_SMALLS(u32, uint32_t, order_u)
+DEFINE_SMALLS(i64, int64_t, order_i64)
+DEFINE_SMALLS(u64, uint64_t, order_u)
+DEFINE_SMALLS(f32, float, order_f32)
+DEFINE_SMALLS(f64, double, order_f64)
+
 /* kind: numpy's dtype.kind ('i', 'u' or 'f') and itemsize, the key type; nsplit splitters, sorted by (key, position)
  * in numpy's order, counts nsplit + 1 entries (added to).  Returns -1 for a type it does not handle or nsplit
  * outside [1, 255] (a bucket number fits a byte), else 0. */
@@ -136,7 +197,10 @@ int hpu_bucket_counts(char kind, int64_t itemsize, const void *x, int64_t m, int
         return -1;
 #define CASE(K, SIZE, NAME)                                                                                            \
     if (kind == K && itemsize == SIZE) {                                                                               \
-        counts_##NAME(x, m, start, keys, pos, nsplit, ids, counts);                                                    \
+        if (nsplit <= SMALL_MAX)                                                                                       \
+            small_##NAME(x, m, start, keys, pos, nsplit, ids, counts);                                                 \
+        else                                                                                                           \
+            counts_##NAME(x, m, start, keys, pos, nsplit, ids, counts);                                                \
         return 0;                                                                                                      \
     }
     CASE('i', 1, i8)

@@ -12,7 +12,8 @@ cupy.sort host to host (pageable and pinned host buffers) is timed too.
 A strategy ``keyrange@A`` is the key-range split with the CPU's share forced
 to ``A`` (``hybrid_mergesort(strategy="keyrange", alpha=A)``); a strategy
 ``S+pinned`` is ``S`` on a copy of the input in hpu's pinned memory
-(``hpu.Runtime.empty_pinned``: not staged; cupy's pinned baseline's match);
+(``hpu.Runtime.empty_pinned``: not staged; cupy's pinned baseline's match); ``S/tasks=K`` is ``S`` with at
+most ``K`` staging tasks a device (``hpu.PipelineOptions(staging_tasks=K)``; the default is 8);
 ``--device-memory-limit`` caps the device memory hpu may use (larger device
 shares are sorted in pieces); ``--devices all`` makes one HPU of every GPU
 (``exchange`` and ``keyrange`` then use them all, ``gpu`` the first alone).
@@ -152,12 +153,16 @@ def machine_meta(rt: hpu.Runtime, args: argparse.Namespace, argv: list[str] | No
 
 
 PINNED = "+pinned"  # a strategy name's suffix: the input copied into hpu's pinned memory first
+TASKS = "/tasks="  # before it: the most staging tasks a device (hpu.PipelineOptions.staging_tasks)
 
 
 def _strategy(name: str) -> dict:
-    """hybrid_mergesort's keywords for a strategy name of the command line (``keyrange@A``: CPU share A)."""
-    base, _, alpha = name.removesuffix(PINNED).partition("@")
-    return {"strategy": base, **({"alpha": float(alpha)} if alpha else {})}
+    """hybrid_mergesort's keywords for a strategy name of the command line (``keyrange@A``: CPU share A;
+    ``S/tasks=K``: at most K staging tasks a device, ``hpu.PipelineOptions(staging_tasks=K)``)."""
+    name, _, tasks = name.removesuffix(PINNED).partition(TASKS)
+    base, _, alpha = name.partition("@")
+    return {"strategy": base, **({"alpha": float(alpha)} if alpha else {}),
+            **({"options": hpu.PipelineOptions(staging_tasks=int(tasks))} if tasks else {})}
 
 
 def _inputs(a: np.ndarray, strategies: list[str], rt: hpu.Runtime) -> dict[str, np.ndarray]:

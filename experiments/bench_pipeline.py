@@ -6,20 +6,22 @@ For each n, sorts uniform random int32 host to host with ``strategy="gpu"``
 ``--part rows``: :func:`hpu.sorting.pipeline.fast_row_sort` of float32 rows
 of 1024 keys) several times and prints, from the best run's trace (milliseconds since the
 call began): the span of the CPU staging copies, of the host-to-device and
-device-to-host copies, of the device sort, and the wall time, beside the median wall time of the runs;
+device-to-host copies, of the device sort, and the wall time, beside the median wall time of the runs (by their
+traces, and by the caller's clock around the whole call);
 with the transfer chunk size, the most staging tasks at once and the pieces per sort wave varied, with the
 device sorting each staging wave on arrival or the whole array after the
 last copy, with the host's copies by streaming stores or ``numpy.copyto``, and with the device's sort
 (``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=..., stream_copies=...,
 device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's pinned memory
 (``--memory``: not staged), with a share of the rows sorted by the CPU pool beside the device (``--cpu-rows``,
-rows only), each call back to back or after an idle pause (``--pause-ms``); the settings in turn,
+rows only), each call back to back or after an idle pause (``--pause-ms``), with Python's switch interval set
+(``--switch-interval``); the settings in turn,
 call by call, so that each median is of calls interleaved with the others'; then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
         [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--waves on,off] [--streams on,off]
         [--device-sorts auto,merge,tile-radix] [--memory pageable,pinned] [--cpu-rows 0,0.1] [--pause-ms 0]
-        [--json PATH]
+        [--switch-interval SECONDS] [--json PATH]
 """
 
 from __future__ import annotations
@@ -89,17 +91,22 @@ def setting(v: str) -> int | None:
 
 def best_traces(part: str, ins: dict[str, tuple[np.ndarray, np.ndarray | None]], refs: list[np.ndarray],
                 rt: hpu.Runtime, configs: list[tuple[hpu.PipelineOptions, str, float]],
-                repeats: int, pause: float = 0.0) -> list[tuple[hpu.Trace, float]]:
+                repeats: int, pause: float = 0.0) -> list[tuple[hpu.Trace, float, float]]:
     """For each of ``configs`` (options, the input's memory: a key of ``ins``, whose values are the keys and the
-    values, and the CPU's share of rows): the trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``)
-    and the median wall time (ms) of the last ``repeats`` (the first warms up), the settings called in turn in each
+    values, and the CPU's share of rows): the trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``),
+    the median wall time (ms) of the last ``repeats`` (the first warms up) by their traces, and by the caller's
+    clock around the whole call (the trace's wall starts once the call has checked its input and chosen its path,
+    and ends before it returns), the settings called in turn in each
     round, each call ``pause`` seconds after the one before (idle)."""
     best: list = [None] * len(configs)
     walls: list[list[float]] = [[] for _ in configs]
+    calls: list[list[float]] = [[] for _ in configs]
     for _ in range(repeats + 1):
         for i, (opts, memory, share) in enumerate(configs):
             time.sleep(pause)
+            t0 = time.perf_counter()
             outs, tr = run_part(part, *ins[memory], rt, opts, share)
+            calls[i].append((time.perf_counter() - t0) * 1e3)
             if not all(np.array_equal(o, r) for o, r in zip(outs, refs)):
                 raise SystemExit(f"wrong result of {part} at n = {ins[memory][0].size} from {memory} memory "
                                  f"with {opts}")
@@ -107,7 +114,7 @@ def best_traces(part: str, ins: dict[str, tuple[np.ndarray, np.ndarray | None]],
             walls[i].append(tr.wall * 1e3)
             if best[i] is None or tr.wall < best[i].wall:
                 best[i] = tr
-    return [(b, float(np.median(w[1:] or w))) for b, w in zip(best, walls)]
+    return [(b, float(np.median(w[1:] or w)), float(np.median(c[1:] or c))) for b, w, c in zip(best, walls, calls)]
 
 
 def pinned_copy(rt: hpu.Runtime, a: np.ndarray | None) -> np.ndarray | None:
@@ -158,9 +165,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated shares of the rows sorted by the CPU pool beside the device (--part rows)")
     ap.add_argument("--pause-ms", type=float, default=0.0,
                     help="idle milliseconds before each call (as between a program's calls; default 0: back to back)")
+    ap.add_argument("--switch-interval", type=float, default=None,
+                    help="sys.setswitchinterval for the run: seconds a thread waits for Python's global lock before "
+                         "it asks the holder to drop it (default: Python's, 0.005)")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     memories = args.memory.split(",")
     if not set(memories) <= {"pageable", "pinned"}:
         ap.error(f"--memory: pageable and/or pinned, got {args.memory!r}")
@@ -172,11 +184,11 @@ def main(argv: list[str] | None = None) -> int:
         meta = {"part": args.part, "date": utc_now(), "command": command_line("bench_pipeline.py", argv),
                 "device": rt.device_name, "host": host_description(), "threads": rt.threads,
                 "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available(),
-                "pause_ms": args.pause_ms}
+                "pause_ms": args.pause_ms, "switch_interval": sys.getswitchinterval()}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
         print(f"{'n':>10} {'memory':>8} {'cpu':>4} {'chunk':>6} {'tasks':>5} {'wave':>4} {'algorithm':>10} "
               f"{'waves':>5} "
-              f"{'strm':>4} {'median':>7} {'wall':>7} {'stage':>13} "
+              f"{'strm':>4} {'median':>7} {'call':>7} {'wall':>7} {'stage':>13} "
               f"{'h2d':>13} {'sort':>13} {'d2h':>13} {'cpu sort':>13}   ms (start-end of the fastest run)")
         configs = [(hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",
                                         wave_pieces=setting(p), stream_copies=st == "on",
@@ -194,20 +206,20 @@ def main(argv: list[str] | None = None) -> int:
             if "pinned" in memories:
                 ins["pinned"] = (pinned_copy(rt, a), pinned_copy(rt, values))
             traces = best_traces(args.part, ins, refs, rt, configs, args.repeats, args.pause_ms / 1e3)
-            for (options, memory, share), (best, median) in zip(configs, traces):
+            for (options, memory, share), (best, median, call) in zip(configs, traces):
                 wave, mib = options.wave_pieces, options.chunk_bytes / (1 << 20)
                 s = spans(best)
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
                 rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "staging_tasks": options.staging_tasks,
                              "wave_pieces": wave, "waves": options.sort_waves, "stream_copies": options.stream_copies,
                              "device_sort": options.device_sort, "memory": memory, "cpu_rows": share,
-                             "median_wall": median, **s, "device_steps": steps})
+                             "median_wall": median, "median_call": call, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h", "cpu")]
                 print(f"{n:>10} {memory:>8} {share:4.2f} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} "
                       f"{options.device_sort or 'auto':>10} "
                       f"{'on' if options.sort_waves else 'off':>5} {'on' if options.stream_copies else 'off':>4} "
-                      f"{median:7.2f} "
+                      f"{median:7.2f} {call:7.2f} "
                       f"{s['wall']:7.2f} " + " ".join(cells) + "   device: "
                       + ", ".join(f"{k} {a:.2f}-{b:.2f}" for k, a, b in steps),
                       flush=True)

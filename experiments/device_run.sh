@@ -9,7 +9,7 @@
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
 #                                            review-tests | model-large | bus-gpus | floors |
-#                                            staging-floor)
+#                                            staging-floor | call-gap)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -102,6 +102,9 @@
 #                  from pinned inputs, medians of 15 interleaved calls.
 # pause: bench_pipeline's sort and rows parts at 2^24 back to back and with 200 ms idle before each call (as between
 #        a program's calls, or bench_mergesort's and bench_argsort's rounds with numpy), medians of 15.
+# call-gap: bench_pipeline's sort and rows parts at 2^24 back to back and after 20 ms idle (bench_common's pause), with
+#           Python's switch interval and with 0.5 ms: the time by the call's trace against the caller's clock; then
+#           bench_mergesort (2^24 int32: gpu, auto) and bench_argsort's rows part after idle pauses, with the profile.
 # steady: bench_mergesort (2^24 int32: gpu, gpu+pinned, auto) and bench_argsort (2^24 int32: argsort, kv, rows) with
 #         each call after an idle pause (their default) and back to back (--back-to-back), with the profile.
 # review-tests: tests/test_hostmem.py, test_faults.py, test_keyrange.py, test_exchange.py, test_model.py and
@@ -247,6 +250,22 @@ for stage in "$@"; do
                     --json "$OUT/pipeline_pause${pause}_$part.json"
             done
         done 2>&1 | tee "$OUT/pipeline_pause.log"
+        ;;
+    call-gap)
+        calibrate
+        for pause in 0 20; do
+            for part in sort rows; do
+                for si in 0.005 0.0005; do
+                    python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 \
+                        --waves on --chunks-mib 4 --streams on --repeats 15 --pause-ms $pause --switch-interval $si \
+                        --json "$OUT/pipeline_gap_pause${pause}_${part}_si${si}.json"
+                done
+            done
+        done 2>&1 | tee "$OUT/call_gap.log"
+        python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 24 --max-log 24 \
+            --repeats 11 --strategies gpu,auto --json "$OUT/bench_mergesort_gap.json" 2>&1 | tee -a "$OUT/call_gap.log"
+        python3 experiments/bench_argsort.py --device gpu --profile "$profile" --parts rows --slow 5 --repeats 7 \
+            --json "$OUT/bench_argsort_gap.json" 2>&1 | tee -a "$OUT/call_gap.log"
         ;;
     steady)
         calibrate

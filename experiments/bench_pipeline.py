@@ -141,7 +141,8 @@ def inputs(part: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.
     return a, None, [np.sort(a)]
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, checked; ``memories``: the ``--memory`` values as a list."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default=None, help="OpenCL device (default: hpu's choice)")
     ap.add_argument("--part", choices=("sort", "kv", "rows"), default="sort")
@@ -171,13 +172,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    if args.switch_interval is not None:
-        sys.setswitchinterval(args.switch_interval)
-    memories = args.memory.split(",")
-    if not set(memories) <= {"pageable", "pinned"}:
+    args.memories = args.memory.split(",")
+    if not set(args.memories) <= {"pageable", "pinned"}:
         ap.error(f"--memory: pageable and/or pinned, got {args.memory!r}")
     if not set(args.device_sorts.split(",")) <= {"auto", *ALGORITHMS}:
         ap.error(f"--device-sorts: each of auto, {', '.join(ALGORITHMS)}, got {args.device_sorts!r}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    memories = args.memories
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     rows = []
     rng = np.random.default_rng(0)
     with hpu.Runtime(args.device, profile="hpu1") as rt:

@@ -296,3 +296,19 @@ def test_compiled_function_adds_to_counts_and_writes_only_m_ids(dtype):
             assert rc == 0
             assert np.array_equal(ids[:m], want) and np.all(ids[m:] == 0xEE)
             assert np.array_equal(counts, base + np.bincount(want, minlength=nsplit + 1))
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+@pytest.mark.parametrize("length", [1, 3])
+def test_counts_of_the_wrong_length_are_refused_on_both_paths(monkeypatch, compiled, length):
+    """``counts`` holds one entry a bucket (two for one splitter): shorter or longer is a ValueError, not keys
+    dropped silently (the compiled path) or a broadcast error (the numpy path)."""
+    if compiled and not cpu.native_partition():
+        pytest.skip("the compiled partition was not built here")
+    if not compiled:
+        monkeypatch.setattr(cpu, "native_partition", lambda dtype=None: False)
+    x = np.array([1, 5, 9, 5, 2], np.int32)
+    counts = np.zeros(length, np.int64)
+    with pytest.raises(ValueError, match="counts"):
+        bucket_ids(x, 0, np.array([5], np.int32), np.array([1], np.int64), counts=counts)
+    assert not counts.any()

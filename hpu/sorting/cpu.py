@@ -242,11 +242,13 @@ def bucket_ids(x: np.ndarray, start: int, keys: np.ndarray, positions: np.ndarra
     Raises
     ------
     ValueError
-        ``out`` shorter than ``x``.
+        ``out`` shorter than ``x``; ``counts`` not of shape ``(K,)``.
     """
     m = x.shape[0]
     if out is not None and out.shape[0] < m:
         raise ValueError(f"out holds {out.shape[0]} bucket numbers, the keys are {m}")
+    if counts is not None and counts.shape != (keys.size + 1,):
+        raise ValueError(f"counts must hold one entry a bucket, shape ({keys.size + 1},), got {counts.shape}")
     ids = np.empty(m, np.min_scalar_type(keys.size)) if out is None else out[:m]
     if (keys.size < NATIVE_MAX_BUCKETS and ids.dtype == np.uint8 and x.flags.c_contiguous and ids.flags.c_contiguous
             and keys.dtype == x.dtype and native_partition(x.dtype)):

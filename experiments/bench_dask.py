@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, bad = [], 0
     rng = np.random.default_rng(0)
     for w in [int(v) for v in args.workers.split(",")]:
-        with LocalCluster(n_workers=w, threads_per_worker=args.threads, processes=True, dashboard_address=None,
+        with LocalCluster(n_workers=w, threads_per_worker=args.threads, processes=True, dashboard_address=":0",
                           memory_limit=args.memory_limit) as cluster, Client(cluster) as client:
             hpu.dask.register(client, device=args.device)
             facts = workers_facts(client)

@@ -23,7 +23,7 @@ from hpu.tabu import QAP  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as c:
         hpu.dask.register(c)
         yield c
@@ -40,7 +40,7 @@ def test_no_client_and_no_workers():
         hpu.dask.sort(da.arange(10))
     with pytest.raises(ValueError, match="Client"):
         hpu.dask.tabu_search_many(_qap(6, 0), [0], iterations=5, tenure=2)
-    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster, Client(cluster) as c:
         with pytest.raises(ValueError, match="no workers"):
             hpu.dask.sort(da.arange(10), client=c)
         with pytest.raises(ValueError, match="no workers"):
@@ -261,7 +261,7 @@ def test_benchmark_names_every_phase_of_a_sort(client, monkeypatch):
 
 
 def test_workers_in_one_process_share_one_runtime():
-    with LocalCluster(n_workers=2, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
+    with LocalCluster(n_workers=2, processes=False, dashboard_address=":0") as cluster, Client(cluster) as c:
         hpu.dask.register(c, device="none")
         assert len(set(c.run(lambda: id(hpu.default_runtime())).values())) == 1
         a = np.arange(1000)[::-1].copy()
@@ -369,7 +369,7 @@ def test_the_plugin_restores_the_default_runtime_and_counts_only_workers_it_set_
         with pytest.raises(ValueError, match="no-such-device"):
             failed.setup(worker)
         failed.teardown(worker)  # as distributed does after a failed set-up
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cl, \
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cl, \
                 Client(cl) as c:
             hpu.dask.register(c, device="none")
             shared = hpu.default_runtime()
@@ -498,7 +498,7 @@ def test_islands_take_a_seed_sequence(client):
 def test_arguments_set_per_run_are_refused_before_any_task():
     """seed= (tabu_search_many gives each search its own) and initial_population= (the islands' own): a TypeError
     before the cluster is asked for anything (here it has no workers); they failed on the workers before."""
-    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster, Client(cluster) as c:
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster, Client(cluster) as c:
         with pytest.raises(TypeError, match="seed= of each run"):
             hpu.dask.tabu_search_many(_qap(6, 0), [0], client=c, iterations=5, tenure=2, seed=3)
         with pytest.raises(TypeError, match="initial_population= of each run"):

@@ -70,8 +70,8 @@ _TASK_ELEMENTS = 1 << 16
 _LOW32 = np.uint64(0xFFFFFFFF)
 
 
-def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Runtime | None = None,
-         strategy: str = "auto", alpha: float | None = None, transfer_level: int | None = None,
+def sort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any = None, *, stable: bool | None = None,
+         runtime: Runtime | None = None, strategy: str = "auto", alpha: float | None = None, transfer_level: int | None = None,
          on_device_error: str = "fallback") -> np.ndarray:
     """A sorted copy of ``a``, like ``numpy.sort(a, axis, kind="stable")``, on the CPU pool and the device.
 
@@ -86,6 +86,13 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
     kind : {None, "quicksort", "mergesort", "heapsort", "stable"}
         Accepted for numpy compatibility (numpy's abbreviations and bytes
         too); the result is always the stable one.
+    order : None
+        numpy's sort by the fields of a structured array; hpu sorts no
+        structured dtype, so only None (numpy's ``ValueError`` for an array
+        without fields otherwise).
+    stable : bool or None
+        numpy 2's keyword (any value, as numpy takes it; not with ``kind``);
+        the result is always the stable one.
     runtime : hpu.Runtime, optional
         Default :func:`hpu.default_runtime`.
     strategy : {"auto", "advanced", "basic", "gpu", "cpu", "keyrange", "exchange"}
@@ -122,14 +129,15 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
         not a real number.
     numpy.exceptions.AxisError
         ``axis`` out of range (a ``ValueError``); ValueError also for an
-        unknown ``kind``, ``strategy`` or ``on_device_error``, ``alpha``
+        unknown ``kind``, ``kind`` with ``stable``, an ``order`` other than
+        None, an unknown ``strategy`` or ``on_device_error``, ``alpha``
         outside ``[0, 1]``, and ``transfer_level`` not an integer in
         ``[0, ceil(log2 n)]`` for ``a``'s ``n`` elements (on every path, also
         where no hybrid sort uses it).
     hpu.DeviceFailure
         With ``on_device_error="raise"`` when the device fails.
     """
-    arr, axis = _prepare(a, axis, kind, "hpu.sort")
+    arr, axis = _prepare(a, axis, kind, "hpu.sort", order, stable)
     opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error, arr.size)
     rows = _rows(arr, axis)
     with opts.runtime.call():
@@ -158,8 +166,8 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Run
     return laid
 
 
-def argsort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: Runtime | None = None,
-            strategy: str = "auto", alpha: float | None = None, transfer_level: int | None = None,
+def argsort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
+            stable: bool | None = None, runtime: Runtime | None = None, strategy: str = "auto", alpha: float | None = None, transfer_level: int | None = None,
             on_device_error: str = "fallback") -> np.ndarray:
     """The stable permutation that sorts ``a``, like ``numpy.argsort(a, axis, kind="stable")``.
 
@@ -180,7 +188,7 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, *, runtime: 
     """
     if np.ndim(a) == 0 and not isinstance(a, np.ma.MaskedArray):  # numpy's argsort takes a scalar as one element
         a = np.reshape(a, 1)
-    arr, axis = _prepare(a, axis, kind, "hpu.argsort")
+    arr, axis = _prepare(a, axis, kind, "hpu.argsort", order, stable)
     opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error, arr.size)
     rows = _rows(arr, axis)
     if rows.size == 0:
@@ -281,11 +289,15 @@ class _Options:
         return _Options(self.runtime, "cpu", None, None, "raise")
 
 
-def _prepare(a: Any, axis: int | None, kind: str | None, what: str) -> tuple[np.ndarray, int]:
-    """The input as an array of a sortable dtype and the axis as a non-negative int (``None``: flattened)."""
+def _prepare(a: Any, axis: int | None, kind: str | None, what: str, order: Any = None,
+             stable: Any = None) -> tuple[np.ndarray, int]:
+    """The input as an array of a sortable dtype and the axis as a non-negative int (``None``: flattened);
+    ``order`` and ``stable`` checked as numpy checks them (every result is the stable one)."""
     text = kind.decode("latin-1") if isinstance(kind, bytes) else kind  # numpy takes b"stable" too
     if kind is not None and not (isinstance(text, str) and text != "" and text[0].lower() in "qmhs"):
         raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))} (or numpy's abbreviations), got {kind!r}")
+    if kind is not None and stable is not None:
+        raise ValueError("`kind` and `stable` parameters can't be provided at the same time; use only one of them")
     if isinstance(a, np.ma.MaskedArray):
         raise TypeError(f"{what}: masked arrays are not supported (numpy.ma.sort orders masked entries last); "
                         "pass a.filled(...) or a.compressed()")
@@ -294,6 +306,8 @@ def _prepare(a: Any, axis: int | None, kind: str | None, what: str) -> tuple[np.
     except Exception as e:
         raise TypeError(f"cannot convert input of type {type(a).__name__} to an array: {e}") from None
     check_sort_dtype(arr.dtype, what)
+    if order is not None:  # structured dtypes, the only ones with fields, were refused just above
+        raise ValueError(f"{what}: cannot specify order when the array has no fields")
     if axis is None:
         return arr.reshape(-1), 0
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):

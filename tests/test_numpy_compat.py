@@ -1,4 +1,4 @@
-"""hpu.sort, hpu.argsort and hpu.sort_by_key as drop-in replacements for numpy.sort / numpy.argsort (review).
+"""hpu.sort, hpu.argsort and hpu.sort_by_key as drop-in replacements for numpy.sort / numpy.argsort.
 
 Inputs a user could pass, each checked against numpy's stable result on the same input: 0-d arrays and
 Python scalars, lists, empty arrays of every shape, every axis of 3-D and 4-D arrays (and ``axis=None``),

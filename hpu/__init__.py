@@ -17,6 +17,7 @@ numpy and scipy only, not OpenCL.
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import Any
 
 __version__ = "0.1.0"
@@ -57,6 +58,7 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
+_IMPORTING = threading.RLock()
 
 
 def __getattr__(name: str) -> Any:
@@ -64,7 +66,11 @@ def __getattr__(name: str) -> Any:
         module = _EXPORTS[name]
     except KeyError:
         raise AttributeError(f"module 'hpu' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
+    # One thread at a time: hpu.sorting's package imports its api, which imports its mergesort, while a first
+    # hpu.hybrid_mergesort imports the mergesort module itself; two threads importing both at once took Python's
+    # module locks in opposite orders (its deadlock detection failed both calls).
+    with _IMPORTING:
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

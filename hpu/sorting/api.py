@@ -191,9 +191,9 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any =
     arr, axis = _prepare(a, axis, kind, "hpu.argsort", order, stable)
     opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error, arr.size)
     rows = _rows(arr, axis)
-    if rows.size == 0:
-        return np.zeros(arr.shape, np.int64)
     with opts.runtime.call():
+        if rows.size == 0:
+            return np.zeros(arr.shape, np.int64)
         return _unrows(_argsort_rows(rows, opts), arr.shape, axis)
 
 

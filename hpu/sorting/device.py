@@ -749,9 +749,9 @@ def device_sort(array: Any, runtime: Runtime | None = None) -> np.ndarray:
     runtime.require_device()
     _key_dtype(runtime, key)
     host = np.ascontiguousarray(a, dtype=key)
-    if host.size == 0:
-        return a.copy()
     with runtime.call():
+        if host.size == 0:
+            return a.copy()
         lease = runtime.acquire_lease()
         try:
             sorter = DeviceSorter.of_lease(lease, key)

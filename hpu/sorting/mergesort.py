@@ -17,6 +17,7 @@ and the OpenCL device by the HPU model.  Two modes:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -187,7 +188,8 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     if n <= 1:
         if transfer_level not in (None, 0):
             raise ValueError(f"transfer_level must lie in [0, 0] for n={n}, got {transfer_level}")
-        out = arr.copy()
+        with runtime.call() if runtime is not None else contextlib.nullcontext():  # a closed one refuses it too
+            out = arr.copy()
         return (out, Trace("cpu", 1.0, 0, 0, n)) if return_trace else out
     rt = resolve_runtime(runtime)
     with rt.call():

@@ -746,6 +746,7 @@ class Runtime:
         self._active: dict[int, int] = {}  # thread id -> nesting depth of calls running
         self._closed = False
         self._released = False  # close() has let everything go (it refuses new calls first, then waits)
+        self._release_at_end = False  # close() from a pool task: the last running call to end lets everything go
         self._owns_pool = True  # peers share their runtime's pool
         self._idle: list[DeviceLease] = []
         self._max_idle = max(0, int(max_idle_leases))
@@ -995,11 +996,7 @@ class Runtime:
         try:
             yield self
         finally:
-            with self._cond:
-                self._active[me] -= 1
-                if not self._active[me]:
-                    del self._active[me]
-                self._cond.notify_all()
+            self._leave(me)
 
     def acquire_lease(self) -> DeviceLease:
         """Borrow a :class:`DeviceLease` (give it back with :meth:`release_lease`).
@@ -1080,13 +1077,51 @@ class Runtime:
         """True once :meth:`close` has been called."""
         return self._closed
 
+    @contextlib.contextmanager
+    def helping(self) -> Iterator[Runtime]:
+        """Mark this thread a helper of a running call: a thread that the call started and waits for (a task of
+        an executor of its own), whose calls are part of it, as the call's nested calls on its own thread are.
+        They then run even once :meth:`close` has been called, and :meth:`close` waits for them.
+
+        Raises
+        ------
+        RuntimeClosedError
+            The runtime is closed and no call is running, or it was created in another process.
+        """
+        me = threading.get_ident()
+        with self._cond:
+            self._check_usable(closed=not self._active)
+            self._active[me] = self._active.get(me, 0) + 1
+        try:
+            yield self
+        finally:
+            self._leave(me)
+
+    def _leave(self, me: int) -> None:
+        """The end of :meth:`call`'s or :meth:`helping`'s block on thread ``me``; the last to end after a
+        :meth:`close` from a pool task releases everything."""
+        with self._cond:
+            self._active[me] -= 1
+            if not self._active[me]:
+                del self._active[me]
+            last = self._release_at_end and not self._active
+            if last:
+                self._release_at_end = False
+                idle, self._idle = self._idle, []
+            self._cond.notify_all()
+        if last:
+            self._let_go(idle)
+
     def close(self) -> None:
         """Refuse new calls, wait for running ones, then release everything (idempotent, thread-safe).
 
         A second ``close`` returns once the first has released everything
         (at once from a thread inside a running call, which the first waits
-        for).  Closing a runtime from one of its own pool's tasks leaves the
-        pool's threads to end as their tasks do.
+        for).  Closed from one of its own pool's tasks, the runtime leaves the
+        pool's threads to end as their tasks do, and ``close`` does not wait
+        for the running calls of other threads (they may wait for tasks
+        queued behind it): it returns at once, and the last of them to end
+        releases everything.
         """
         me = threading.get_ident()
         with self._cond:
@@ -1096,10 +1131,17 @@ class Runtime:
                 return
             self._closed = True
             if self._pid == os.getpid():
+                if self.pool.in_worker() and any(t != me for t in self._active):
+                    self._release_at_end = True
+                    return
                 self._cond.wait_for(lambda: not any(t != me for t in self._active))
             idle, self._idle = self._idle, []
         if self._pid != os.getpid():
             return  # a forked child owns none of the parent's threads or device objects
+        self._let_go(idle)
+
+    def _let_go(self, idle: list[DeviceLease]) -> None:
+        """Release everything (:meth:`_release_all`), then let the second ``close`` calls waiting for it return."""
         try:
             self._release_all(idle)
         finally:

@@ -310,9 +310,10 @@ class _IteratedTabuSearch:
                 out.cut = True
                 break
             initial = child if i == 0 else _perturb(out.solution, cfg.most_swaps, rng)
-            out.take(tabu_search(self.problem, iterations=cfg.ls_iterations, tenure=cfg.tenure, seed=rng,
-                                 runtime=self.runtime, time_limit=left, initial=initial,
-                                 on_device_error=cfg.on_device_error, **self.forced))
+            with self.runtime.helping():  # on the call's executor: part of the running call (close() waits)
+                out.take(tabu_search(self.problem, iterations=cfg.ls_iterations, tenure=cfg.tenure, seed=rng,
+                                     runtime=self.runtime, time_limit=left, initial=initial,
+                                     on_device_error=cfg.on_device_error, **self.forced))
         return out
 
     def all_at_once(self, jobs: list[tuple[int, int, np.ndarray]]) -> list[_Mutation]:

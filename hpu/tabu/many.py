@@ -448,7 +448,8 @@ def _cpu_search(problem: TabuProblem, start: _Start, kw: dict[str, Any]) -> Tabu
     """One search on the calling thread (host loop), from a copy of its start's generator; the start's generator
     is then left where the search left the copy."""
     rng = start.rerun_seed()
-    res = tabu_search(problem, seed=rng, initial=start.initial, strategy="cpu", cpu_chunks=1, **kw)
+    with kw["runtime"].helping():  # on the call's executor: part of the running call (close() waits for it)
+        res = tabu_search(problem, seed=rng, initial=start.initial, strategy="cpu", cpu_chunks=1, **kw)
     start.settle(rng)
     return res
 

@@ -56,5 +56,6 @@ the driver :func:`run_hybrid` (concurrency of the two shares, conversion of
 OpenCL errors into :class:`DeviceFailure`, the CPU fallback, the rebuild of a
 faulted context) and the :class:`Trace`.  Every public entry point wraps its
 work in ``with runtime.call():`` so that :meth:`Runtime.close` can wait for
-it.  No module of the core imports a workload.
+it, and the threads of an executor of its own (ones it starts and waits
+for) in ``with runtime.helping():``.  No module of the core imports a workload.
 """

@@ -146,6 +146,26 @@ def test_every_axis_of_three_and_four_dimensional_arrays(runtime, dtype):
                 check(a, axis, runtime, strategy)
 
 
+VIEWS = ("unaligned", "record-field", "readonly")
+
+
+def viewed(base: np.ndarray, layout: str) -> np.ndarray:
+    """``base``'s values as an unaligned view, a field of a record array, or a read-only copy (``layout``)."""
+    if layout == "unaligned":
+        raw = np.zeros(base.nbytes + 1, np.uint8)
+        raw[1:] = base.reshape(-1).view(np.uint8)
+        a = raw[1:].view(base.dtype).reshape(base.shape)
+        assert not a.flags.aligned
+        return a
+    if layout == "record-field":
+        rec = np.zeros(base.shape, [("tag", "i1"), ("x", base.dtype)])
+        rec["x"] = base
+        return rec["x"]
+    a = base.copy()
+    a.flags.writeable = False
+    return a
+
+
 @pytest.mark.parametrize("layout", ["fortran", "reversed", "strided", "transposed", "broadcast", "window",
                                     "unaligned", "record-field", "readonly", "reversed-fortran"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int16", "float16", ">f8", "datetime64[ms]"])
@@ -163,18 +183,8 @@ def test_memory_layouts_and_views(runtime, layout, dtype):
         a = np.broadcast_to(base[0], (5, 40))
     elif layout == "window":
         a = sliding_window_view(base[0], 7)
-    elif layout == "unaligned":
-        raw = np.zeros(base.nbytes + 1, np.uint8)
-        raw[1:] = base.reshape(-1).view(np.uint8)
-        a = raw[1:].view(base.dtype).reshape(base.shape)
-        assert not a.flags.aligned
-    elif layout == "record-field":
-        rec = np.zeros(base.shape, [("tag", "i1"), ("x", base.dtype)])
-        rec["x"] = base
-        a = rec["x"]
-    elif layout == "readonly":
-        a = base.copy()
-        a.flags.writeable = False
+    elif layout in VIEWS:
+        a = viewed(base, layout)
     else:
         a = base.reshape(-1)[::-1].reshape(base.shape).T
     for axis in (-1, 0, None):
@@ -376,17 +386,8 @@ def test_sort_by_key_views_as_keys_and_values(runtime, layout):
         keys = base[::2]
     elif layout == "reversed":
         keys = base[::-1]
-    elif layout == "unaligned":
-        raw = np.zeros(base.nbytes + 1, np.uint8)
-        raw[1:] = base.view(np.uint8)
-        keys = raw[1:].view(np.float64)
-    elif layout == "record-field":
-        rec = np.zeros(600, [("c", "i1"), ("x", "f8")])
-        rec["x"] = base
-        keys = rec["x"]
-    elif layout == "readonly":
-        keys = base.copy()
-        keys.flags.writeable = False
+    elif layout in VIEWS:
+        keys = viewed(base, layout)
     else:
         keys = np.broadcast_to(np.float64(1.5), (600,))
     for strategy in strategies(runtime):

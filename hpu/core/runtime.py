@@ -977,8 +977,7 @@ class Runtime:
         if closed and self._closed:
             raise RuntimeClosedError("this Runtime is closed")
 
-    @contextlib.contextmanager
-    def call(self) -> Iterator[Runtime]:
+    def call(self) -> contextlib.AbstractContextManager[Runtime]:
         """Mark a call running (every public entry point does): :meth:`close` waits for it.
 
         A call within a running call of the same thread runs even once
@@ -989,14 +988,7 @@ class Runtime:
         RuntimeClosedError
             The runtime is closed (for a new call), or was created in another process.
         """
-        me = threading.get_ident()
-        with self._cond:
-            self._check_usable(closed=me not in self._active)
-            self._active[me] = self._active.get(me, 0) + 1
-        try:
-            yield self
-        finally:
-            self._leave(me)
+        return self._running(helper=False)
 
     def acquire_lease(self) -> DeviceLease:
         """Borrow a :class:`DeviceLease` (give it back with :meth:`release_lease`).
@@ -1077,8 +1069,7 @@ class Runtime:
         """True once :meth:`close` has been called."""
         return self._closed
 
-    @contextlib.contextmanager
-    def helping(self) -> Iterator[Runtime]:
+    def helping(self) -> contextlib.AbstractContextManager[Runtime]:
         """Mark this thread a helper of a running call: a thread that the call started and waits for (a task of
         an executor of its own), whose calls are part of it, as the call's nested calls on its own thread are.
         They then run even once :meth:`close` has been called, and :meth:`close` waits for them.
@@ -1088,9 +1079,16 @@ class Runtime:
         RuntimeClosedError
             The runtime is closed and no call is running, or it was created in another process.
         """
+        return self._running(helper=True)
+
+    @contextlib.contextmanager
+    def _running(self, helper: bool) -> Iterator[Runtime]:
+        """:meth:`call`'s (``helper`` False) or :meth:`helping`'s block: once closed, a thread is let in only
+        inside a running call of its own, or as a helper while any call runs.  The last to end after a
+        :meth:`close` from a pool task releases everything."""
         me = threading.get_ident()
         with self._cond:
-            self._check_usable(closed=not self._active)
+            self._check_usable(closed=not self._active if helper else me not in self._active)
             self._active[me] = self._active.get(me, 0) + 1
         try:
             yield self
@@ -1098,8 +1096,6 @@ class Runtime:
             self._leave(me)
 
     def _leave(self, me: int) -> None:
-        """The end of :meth:`call`'s or :meth:`helping`'s block on thread ``me``; the last to end after a
-        :meth:`close` from a pool task releases everything."""
         with self._cond:
             self._active[me] -= 1
             if not self._active[me]:

@@ -71,8 +71,8 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 
 
 def sort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any = None, *, stable: bool | None = None,
-         runtime: Runtime | None = None, strategy: str = "auto", alpha: float | None = None, transfer_level: int | None = None,
-         on_device_error: str = "fallback") -> np.ndarray:
+         runtime: Runtime | None = None, strategy: str = "auto", alpha: float | None = None,
+         transfer_level: int | None = None, on_device_error: str = "fallback") -> np.ndarray:
     """A sorted copy of ``a``, like ``numpy.sort(a, axis, kind="stable")``, on the CPU pool and the device.
 
     Parameters
@@ -167,7 +167,8 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any = No
 
 
 def argsort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any = None, *,
-            stable: bool | None = None, runtime: Runtime | None = None, strategy: str = "auto", alpha: float | None = None, transfer_level: int | None = None,
+            stable: bool | None = None, runtime: Runtime | None = None, strategy: str = "auto",
+            alpha: float | None = None, transfer_level: int | None = None,
             on_device_error: str = "fallback") -> np.ndarray:
     """The stable permutation that sorts ``a``, like ``numpy.argsort(a, axis, kind="stable")``.
 

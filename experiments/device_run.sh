@@ -9,7 +9,7 @@
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
 #                                            review-tests | model-large | bus-gpus | floors |
-#                                            staging-floor | call-gap)
+#                                            staging-floor | call-gap | latency | ab)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -105,6 +105,10 @@
 # call-gap: bench_pipeline's sort and rows parts at 2^24 back to back and after 20 ms idle (bench_common's pause), with
 #           Python's switch interval and with 0.5 ms: the time by the call's trace against the caller's clock; then
 #           bench_mergesort (2^24 int32: gpu, auto) and bench_argsort's rows part after idle pauses, with the profile.
+# latency: bench_latency (the OpenCL and pool round trips of a device sort, and hpu's device sort at 2^10-2^24,
+#          after idle pauses and back to back).
+# ab: bench_targets and bench_latency with hpu as it is and with AB_PATCH (a git diff, e.g. of one commit against
+#     its parent) reversed, in AB_ROUNDS (default 3) interleaved rounds, with the profile.
 # steady: bench_mergesort (2^24 int32: gpu, gpu+pinned, auto) and bench_argsort (2^24 int32: argsort, kv, rows) with
 #         each call after an idle pause (their default) and back to back (--back-to-back), with the profile.
 # review-tests: tests/test_hostmem.py, test_faults.py, test_keyrange.py, test_exchange.py, test_model.py and
@@ -250,6 +254,24 @@ for stage in "$@"; do
                     --json "$OUT/pipeline_pause${pause}_$part.json"
             done
         done 2>&1 | tee "$OUT/pipeline_pause.log"
+        ;;
+    ab)
+        [ -f "${AB_PATCH:-}" ] || { echo "stage ab needs AB_PATCH, a git diff to reverse" >&2; exit 2; }
+        calibrate
+        for round in $(seq "${AB_ROUNDS:-3}"); do
+            for side in after before; do
+                [ $side = before ] && patch -R -s -p1 < "$AB_PATCH"
+                echo "## round $round: $side"
+                python3 experiments/bench_targets.py --device gpu --profile "$profile" \
+                    --json "$OUT/ab_targets_${side}.json"  # the last round's (a call brings back 8 files)
+                python3 experiments/bench_latency.py --device gpu --profile "$profile" --logs 10,16,20 --repeats 11
+                [ $side = before ] && patch -s -p1 < "$AB_PATCH"
+            done
+        done 2>&1 | tee "$OUT/ab.log"
+        ;;
+    latency)
+        python3 experiments/bench_latency.py --device gpu --logs ${LATENCY_LOGS:-10,16,20,24} \
+            --json "$OUT/bench_latency.json" 2>&1 | tee "$OUT/latency.log"
         ;;
     call-gap)
         calibrate

@@ -1,5 +1,7 @@
 """hybrid_mergesort against numpy.sort(kind="stable"), for every strategy, dtype and forced split."""
 
+import threading
+
 import numpy as np
 import pytest
 from conftest import same_bits
@@ -219,6 +221,42 @@ def test_pipeline_staging_tasks(runtime):
                                options=hpu.PipelineOptions(chunk_bytes=4096, device_sort="merge", staging_tasks=1))
     assert same_bits(out, np.sort(a, kind="stable"))
     assert [e.kind for e in tr.events if e.unit == "device"].count("sort") == -(-a.nbytes // 4096)
+
+
+@pytest.mark.parametrize("chunk_bytes, tasks", [(None, 8), (4096, 3)])
+def test_the_caller_stages_beside_the_pool(runtime, chunk_bytes, tasks):
+    """The calling thread is one of the staging tasks: a sort of one piece is staged on it alone (no pool task to
+    wake), and of many pieces every piece is staged once, by the caller or a pool task."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = np.random.default_rng(3).integers(-2**31, 2**31, 20_000).astype(np.int32)
+    out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True,
+                               options=hpu.PipelineOptions(chunk_bytes=chunk_bytes, staging_tasks=tasks))
+    assert same_bits(out, np.sort(a, kind="stable"))
+    # Copies out of the staging memory into a result that is not pinned come after the staging, behind touches.
+    copies_out = next((i for i, e in enumerate(tr.events) if e.kind == "touch"), len(tr.events))
+    staged = [e for e in tr.events[:copies_out] if e.kind == "stage"]
+    assert sum(e.count * e.size for e in staged) == a.size
+    units = {e.unit for e in staged}
+    caller = f"cpu:{threading.current_thread().name}"
+    if chunk_bytes is None:  # one piece
+        assert units == {caller}
+    else:
+        assert units <= {caller} | {f"cpu:{t.name}" for t in threading.enumerate() if t.name.startswith("hpu-cpu")}
+
+
+def test_a_future_run_on_its_caller():
+    from hpu.sorting.pipeline import _OnCaller
+
+    calls = []
+    f = _OnCaller(lambda: calls.append(threading.current_thread()) or 7)
+    assert not calls and not f.done()
+    assert f.result() == 7 and f.result() == 7 and f.exception() is None
+    assert calls == [threading.current_thread()]
+    g = _OnCaller(lambda: 1 // 0)
+    assert isinstance(g.exception(), ZeroDivisionError)
+    with pytest.raises(ZeroDivisionError):
+        g.result()
 
 
 @pytest.mark.parametrize("strategy", ["gpu", "basic", "advanced"])

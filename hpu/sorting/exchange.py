@@ -341,6 +341,8 @@ class _Exchange:
         d_in = lease.buffer("in", m * w)
         src = self.src[a:b]
         up = src if dma_reads(rt, lease, src) else stage
+        # Mapped before the staging: the caller stages a share of it only once it waits for it (stage_pieces)
+        h_splitters = lease.pinned("splitters", (self.starts.size - 2) * w)
         pieces, ready, tasks, staging = stage_pieces(rt, lease, src, up, self.rec, opts.piece_bytes(),
                                                      most_tasks=opts.staging_tasks, stream=opts.stream_copies)
         try:
@@ -353,7 +355,7 @@ class _Exchange:
             last = [steps[-1][-1]]
             if keys.size:  # from pinned memory: a copy from pageable memory may block until the sorts have ended
                 d_keys, d_bounds = lease.buffer("splitters", keys.nbytes), lease.buffer("bounds", 16 * keys.size)
-                h_keys = lease.pinned("splitters", keys.nbytes)[: keys.nbytes].view(dt)
+                h_keys = h_splitters[: keys.nbytes].view(dt)
                 h_keys[:] = keys
                 last = [cl.enqueue_copy(q, d_keys, h_keys, is_blocking=False)]
                 merger.rank_bounds(d_run, m, d_keys, keys.size, d_bounds)

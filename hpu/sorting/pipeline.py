@@ -12,8 +12,9 @@ merge and one launch per level, fast mode uses
 * pinned, chunked host-device transfers: CPU threads stage chunks into a
   pinned buffer while the DMA engine moves the chunks already staged, in
   both directions; the whole device pipeline is enqueued at once (each copy
-  waits on a user event its staging task completes), and a single device
-  run sorts each staging wave as soon as it is in, then merges the waves;
+  waits on a user event its staging task completes), the caller then
+  stages beside the pool's tasks, and a single device run sorts each
+  staging wave as soon as it is in, then merges the waves;
 * results in recycled host memory (:mod:`hpu.core.hostmem`): pinned when a device
   is in use, so that a device-only sort stages its input into the result
   itself and the DMA engine copies the sorted keys straight back into it,
@@ -41,7 +42,7 @@ Each call's device share runs through the core's driver
 its own command queues, device buffers and pinned staging memory, so that
 any number of threads may sort on one runtime at once.  The pipeline's steps
 (:func:`stage_pieces`, :func:`upload_pieces`, :func:`enqueue_sorts`,
-:func:`merge_tree`, :func:`copy_out`, :func:`defer_record`, :func:`quiesce`)
+:func:`merge_tree`, :func:`copy_out`, :func:`prepare_record`, :func:`defer_record`, :func:`quiesce`)
 are shared with the exchange sort of several devices
 (:mod:`hpu.sorting.exchange`).
 """
@@ -234,8 +235,10 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
     device's sub-buffer alignment, ``mem_base_addr_align``, in elements, so
     that device ranges may start at any piece; with ``row_length``, to whole
     rows of that many elements instead) are staged by at most half as many
-    pool tasks as there are pieces and at most ``most_tasks``
-    (:attr:`PipelineOptions.staging_tasks`; :func:`_staging_tasks`), each task taking
+    tasks as there are pieces and at most ``most_tasks``
+    (:attr:`PipelineOptions.staging_tasks`; :func:`_staging_tasks`), all but
+    one on the pool and that one on the caller when it waits for it (its
+    future runs it: :class:`_OnCaller`), each task taking
     the next piece in order as soon as it is free, so that they are staged in
     at least two waves of ``tasks`` consecutive pieces.  Few, large pieces:
     every piece costs Python's global lock, which 16 threads staging small
@@ -257,7 +260,11 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
         The staging tasks (:meth:`PipelineOptions.pieces_per_wave` makes them the pieces per wave of
         :func:`enqueue_sorts` by default).
     futures : list of concurrent.futures.Future
-        The tasks; their exceptions are the staging errors.
+        The tasks; their exceptions are the staging errors.  The first is
+        the caller's own share: wait for the futures in order, each of them
+        (``result()``, or ``exception()`` after a failure), once the device's
+        work is enqueued, and block on nothing that waits for the staging
+        before (with one piece, no pool task stages it).
     """
     [(pieces, ready)], tasks, futures = _stage_arrays(rt, lease, [(src, stage)], rec, chunk_bytes, most_tasks,
                                                       row_length, stream=stream)
@@ -324,7 +331,45 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
         work += [(src, stage, a, b, ev) for (a, b), ev in zip(pieces, ready)]
     workers = min(tasks, len(work))
     staging = _InOrderStaging(work, rec, workers, stream)
-    return out, tasks, [rt.pool.submit(staging.task) for _ in range(workers)]
+    # The caller's own share first: a wait for the futures in order then stages beside the pool's tasks.
+    caller = [_OnCaller(staging.task)] if workers else []
+    return out, tasks, caller + [rt.pool.submit(staging.task) for _ in range(workers - 1)]
+
+
+class _OnCaller(Future):
+    """A future of ``fn()`` that runs it on the thread that first asks for its result or exception.
+
+    One of :func:`_stage_arrays`' staging tasks is this: the caller, which
+    waits for the staging once it has enqueued the device's work, stages
+    pieces beside the pool's tasks instead of sleeping until they end, and
+    a call of a piece or two stages on the caller alone.  So between the
+    submission and the futures' results the caller must not block on
+    anything that waits for the staging, such as a mapping on a queue that
+    holds its copies up.  On the H100 machine a task that does nothing,
+    submitted to the pool and waited for, took 0.08 ms back to back and
+    0.19 ms after a pause of 20 ms, about the time of copying a MiB
+    (``experiments/bench_latency.py``, ``results/h100/latency_before.log``).
+    """
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        super().__init__()
+        self._fn: Callable[[], Any] | None = fn
+
+    def _run(self) -> None:
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            try:
+                self.set_result(fn())
+            except BaseException as e:  # delivered as the pool's futures deliver theirs
+                self.set_exception(e)
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._run()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._run()
+        return super().exception(timeout)
 
 
 class _InOrderStaging:
@@ -576,18 +621,24 @@ def copied_bytes(ev: Any) -> int:
     return 0 if ward is None else memoryview(ward).nbytes
 
 
-def defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, itemsize: int, unit: str = "") -> None:
-    """Queue the reading of the copies' and steps' device times until the trace is resolved (:meth:`Trace.resolve`).
+def prepare_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, itemsize: int,
+                   unit: str = "") -> Callable[[], None]:
+    """The first half of :func:`defer_record`, for enqueued copies and steps: read their handles while the device
+    works; returns ``ended()``, to be called once the last copy down has ended, which takes the host's clock and
+    queues the reading of the device times until the trace is resolved (:meth:`Trace.resolve`).
 
-    A copy's bytes are its host array's (:func:`copied_bytes`): wait for the copies with ``cl.wait_for_events``, as
-    ``event.wait()`` lets go of that array."""
-    host_end = rec.now()
-    # Plain handles of the finished copies: pyopencl's copy events keep their host array alive, and a trace
-    # that held them would keep the result's pooled memory from being recycled.
+    Call it before waiting for the copies: the handles are then read while the device works rather than after
+    the last copy down, and afterwards the caller holds the only references to pyopencl's copy events, which it may
+    let go as they end (freeing such an event waits for its copy, with Python's global lock held).  A copy's bytes
+    are its host array's (:func:`copied_bytes`).
+    """
+    # Plain handles of the copies: pyopencl's copy events keep their host array alive, and a trace that held them
+    # would keep the result's pooled memory from being recycled.
     plain = {id(e): cl.Event.from_int_ptr(e.int_ptr) for e in h2d + d2h}
     moved = {id(e): copied_bytes(e) for e in h2d + d2h}
     h2d, d2h = [(plain[id(e)], moved[id(e)]) for e in h2d], [(plain[id(e)], moved[id(e)]) for e in d2h]
     steps = [(kind, parts, keys, [plain[id(e)] for e in waited], ev) for kind, parts, keys, waited, ev in steps]
+    host_end = 0.0
 
     def record() -> None:  # reading ~40 events' times costs host time
         try:  # the device clock at the recorder's start, from the last copy's end (copies of several queues)
@@ -605,7 +656,21 @@ def defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, items
             prev_end = end
             rec.add(f"device{unit}", kind, t, start, prev_end, parts, keys // parts, keys * itemsize)
 
-    rec.deferred.append(record)
+    def ended() -> None:
+        nonlocal host_end
+        host_end = rec.now()
+        rec.deferred.append(record)
+
+    return ended
+
+
+def defer_record(rec: Recorder, h2d: list, d2h: list, steps: list, t: int, itemsize: int, unit: str = "") -> None:
+    """Queue the reading of ended copies' and steps' device times until the trace is resolved
+    (:meth:`Trace.resolve`): :func:`prepare_record`, then its ``ended()`` at once.
+
+    Wait for the copies with ``cl.wait_for_events``, as ``event.wait()`` lets go of the host array whose size
+    the trace reads."""
+    prepare_record(rec, h2d, d2h, steps, t, itemsize, unit)()
 
 
 def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: Recorder,
@@ -654,8 +719,11 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
             sorter = DeviceSorter.of_lease(lease, dt, options.device_sort)
             steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.pieces_per_wave(tasks), n, t, d_in, d_out,
                                         options.sort_waves)
-            d2h = [cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
-                   for a, b in pieces]
+            # One copy down unless copy_out takes the pieces as they land: every copy's event costs the call an
+            # enqueue and, freed, a wait.
+            d2h = ([cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
+                    for a, b in pieces] if dst is not None and not in_place else
+                   [cl.enqueue_copy(q, stage, d_out, is_blocking=False)])
         else:
             (steps, d2h), segs = _enqueue_rows(lease, d_in, stage, pieces, h2d, row_length), [(0, n)]
             lease.download_queue.flush()
@@ -665,10 +733,14 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     except BaseException:
         quiesce(staging_tasks, queues)  # stage may be the result
         raise
+    ended = prepare_record(rec, h2d, d2h, steps, t, dt.itemsize, unit)
+    if h2d:  # ended before the copies down: their events are freed at no cost now, not after those
+        cl.wait_for_events(h2d)
+    del h2d, steps
     if dst is not None and not in_place:
         copy_out(rt, stage, dst, pieces, d2h, rec, stream=options.stream_copies)
     cl.wait_for_events(d2h[-1:])
-    defer_record(rec, h2d, d2h, steps, t, dt.itemsize, unit)
+    ended()
     if dst is not None:
         return [dst]
     return [stage[a:b] for a, b in segs]
@@ -1128,9 +1200,9 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         if values is None:
             if order is d_out:
                 steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
-            d2h = _keyed_download(q, [(order, outs[0], steps[-1][4])], chunk)
+            d2h = _keyed_download(q, [(order, outs[0], steps[-1][4])])
         else:
-            d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs, chunk)
+            d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs)
         q.flush()
         cq.flush()
         for f in futures:
@@ -1138,12 +1210,15 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     except BaseException:
         quiesce(futures, (cq, q))
         raise
+    ended = prepare_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)
     try:
+        cl.wait_for_events([e for h in h2d for e in h])  # their events freed at no cost now, as in device_share
+        del h2d, steps
         cl.wait_for_events(d2h)  # the copies down of two in-order queues
     except BaseException:  # the other queue may still be copying into the results
         quiesce([], (cq, q))
         raise
-    defer_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)
+    ended()
     return outs
 
 
@@ -1162,7 +1237,7 @@ def _high_digits(prg: dict[str, Any], sorter: DeviceSorter, q: Any, d_keys: Any,
 
 
 def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copied: list[list], d_sorted: Any, m: int,
-                mask: np.uint64, steps: list, outs: list[np.ndarray], chunk_bytes: int) -> list:
+                mask: np.uint64, steps: list, outs: list[np.ndarray]) -> list:
     """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values), and each
     array's copy down into ``outs`` right behind its gather (:func:`_keyed_download`); the copies' events, in
     order.
@@ -1189,21 +1264,16 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
         ev = prg["gather"](queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
                            np.int32(a.itemsize // size), np.int64(n), wait_for=after)
         steps.append(("gather", 1, n, copied[i] if i else [], ev))
-        d2h += _keyed_download(queue, [(dst, outs[i], ev)], chunk_bytes)
+        d2h += _keyed_download(queue, [(dst, outs[i], ev)])
     return d2h
 
 
-def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any]], chunk_bytes: int) -> list:
-    """Copy each ``(buffer, host array, event)``'s buffer into its host array once the event completes, in pieces
-    of ``chunk_bytes``, on ``queue``; the copies' events, in order."""
-    events = []
-    for buf, host, ev in items:
-        piece = max(chunk_bytes // host.itemsize, 1)
-        for a in range(0, host.shape[0], piece):
-            b = min(a + piece, host.shape[0])
-            events.append(cl.enqueue_copy(queue, _bytes(host, a, b), buf, src_offset=a * host.itemsize,
-                                          is_blocking=False, wait_for=[ev] if a == 0 else None))
-    return events
+def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any]]) -> list:
+    """Copy each ``(buffer, host array, event)``'s buffer into its host array once the event completes, on
+    ``queue``, one copy each (every copy's event costs the call an enqueue and, freed, a wait); the copies' events,
+    in order."""
+    return [cl.enqueue_copy(queue, _bytes(host, 0, host.shape[0]), buf, is_blocking=False, wait_for=[ev])
+            for buf, host, ev in items]
 
 
 def upload_pieces(cq: Any, d: Any, stage: np.ndarray, pieces: list[tuple[int, int]], ready: list) -> list:

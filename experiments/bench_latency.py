@@ -166,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"probe": name, **{f"{mode} us": v for mode, v in med.items()}})
         marks = trace_marks(traces.get(name, []))
         print(f"{name:48s} {med['after pauses']:16.1f} {med['back to back']:16.1f}   {marks}")
+    rt.close()
     if args.json:
         print(f"wrote {write_json(args.json, {'meta': meta, 'rows': rows})}")
-    rt.close()
     return 0
 
 

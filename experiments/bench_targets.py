@@ -53,6 +53,24 @@ def calls(rt: hpu.Runtime, log_n: int, rows_log: int, cols_log: int) -> dict[str
     return runs
 
 
+def table(med: dict[str, dict[str, float]], names: list[str], issue_sizes: bool) -> list[dict]:
+    """Print each call's medians (``med[mode][name]``, ms) beside its target (at the issues' sizes); the rows."""
+    print(f"{'call':18s} {'after pauses ms':>16s} {'back to back ms':>16s}   target")
+    rows = []
+    for name in names:
+        unit, target = TARGETS.get(name, ("", None)) if issue_sizes else ("", None)
+        cells = [med[mode][name] for mode in med]
+        note = ""
+        if unit == "x numpy":
+            ratios = [med[mode]["numpy.sort rows"] / med[mode][name] for mode in med]
+            note = f"at least {target:g}x numpy: {ratios[0]:.1f}x / {ratios[1]:.1f}x"
+        elif unit:
+            note = f"at most {target:g} ms"
+        rows.append({"call": name, **{f"{mode} ms": c for mode, c in zip(med, cells)}, "target": note})
+        print(f"{name:18s} {cells[0]:16.2f} {cells[1]:16.2f}   {note}")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_runtime_arguments(ap)
@@ -72,20 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             "host": host_description(), "threads": rt.threads, "calibrated": rt.calibrated, "repeats": args.repeats,
             "pause_ms": args.pause_ms, "hpu": hpu.__version__}
     print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-    print(f"{'call':18s} {'after pauses ms':>16s} {'back to back ms':>16s}   target")
-    rows = []
     issue_sizes = (args.log_n, args.rows_log, args.cols_log) == (24, 14, 10)  # what the targets are for
-    for name in runs:
-        unit, target = TARGETS.get(name, ("", None)) if issue_sizes else ("", None)
-        cells = [med[mode][name] for mode in modes]
-        note = ""
-        if unit == "x numpy":
-            ratios = [med[mode]["numpy.sort rows"] / med[mode][name] for mode in modes]
-            note = f"at least {target:g}x numpy: {ratios[0]:.1f}x / {ratios[1]:.1f}x"
-        elif unit:
-            note = f"at most {target:g} ms"
-        rows.append({"call": name, **{f"{mode} ms": c for mode, c in zip(modes, cells)}, "target": note})
-        print(f"{name:18s} {cells[0]:16.2f} {cells[1]:16.2f}   {note}")
+    rows = table(med, list(runs), issue_sizes)
     if args.json:
         print(f"wrote {write_json(args.json, {'meta': meta, 'rows': rows})}")
     rt.close()

@@ -62,7 +62,8 @@ from .cpu import parallel_sort
 from .device import DeviceSorter
 from .keyrange import check_shares, choose_splitters
 from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, cpu_method, defer_record, dma_reads, enqueue_sorts,
-                       kept_policy, max_device_elements, merge_tree, quiesce, stage_pieces, upload_pieces)
+                       kept_policy, max_device_elements, merge_tree, quiesce, stage_pieces, upload_pieces,
+                       wait_staged)
 
 try:
     import pyopencl as cl
@@ -323,7 +324,7 @@ class _Exchange:
             # Stopped by another device (a secondary failure: its lease goes back to be lent again) or failed: its
             # copies down into its outbox and up from the others' may still run; their events die with the call
             # (pyopencl would wait for them holding the GIL), and nothing may still copy into its pinned memory.
-            quiesce((), (lease.queue, lease.copy_queue))
+            quiesce([], (lease.queue, lease.copy_queue))
             raise
 
     def _sort_run(self, j: int, lease: DeviceLease, sorter: DeviceSorter, merger: DeviceSorter,
@@ -361,8 +362,7 @@ class _Exchange:
                 merger.rank_bounds(d_run, m, d_keys, keys.size, d_bounds)
                 last.append(cl.enqueue_copy(q, got, d_bounds, is_blocking=False))
             q.flush()
-            for f in staging:
-                f.result()
+            wait_staged(staging)
             cl.wait_for_events(last)
         except BaseException:
             quiesce(staging, (cq, q))

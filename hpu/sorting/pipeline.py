@@ -356,20 +356,28 @@ class _OnCaller(Future):
         self._fn: Callable[[], Any] | None = fn
 
     def _run(self) -> None:
-        fn, self._fn = self._fn, None
-        if fn is not None:
-            try:
+        try:  # whatever is raised (Ctrl-C lands on this thread) ends the future
+            fn, self._fn = self._fn, None
+            if fn is not None:
                 self.set_result(fn())
-            except BaseException as e:  # delivered as the pool's futures deliver theirs
-                self.set_exception(e)
+        except BaseException as e:  # delivered as the pool's futures deliver theirs
+            self.set_exception(e)
+            # The error's traceback holds this frame: no cycle through the future, nothing of the task's kept
+            self = fn = None  # noqa: PLW0642
 
     def result(self, timeout: float | None = None) -> Any:
-        self._run()
-        return super().result(timeout)
+        try:
+            self._run()
+            return super().result(timeout)
+        finally:
+            self = None  # noqa: PLW0642 (as Future.result: a raised error's traceback holds this frame)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        self._run()
-        return super().exception(timeout)
+        try:
+            self._run()
+            return super().exception(timeout)
+        finally:
+            self = None  # noqa: PLW0642 (the frame of _run, kept by the error's traceback, refers to this one)
 
 
 class _InOrderStaging:
@@ -401,9 +409,9 @@ class _InOrderStaging:
             self.failed = True
             raise
         finally:
-            if next(self.ended) == self.tasks:
+            if next(self.ended) == self.tasks:  # an interrupt may have come between a piece's event and its note
                 for (_, _, _, _, ready), staged in zip(self.work, self.staged):
-                    if not staged:
+                    if not staged and ready.command_execution_status != complete:
                         ready.set_status(complete)
 
 
@@ -579,11 +587,21 @@ def _enqueue_rows(lease: DeviceLease, d_buf: Any, stage: np.ndarray, pieces: lis
     return steps, d2h
 
 
+def wait_staged(staging_tasks: list) -> None:
+    """Wait for :func:`stage_pieces`' tasks in order (the caller's own share, first, runs now); the first error
+    raised, after which the caller calls :func:`quiesce`.  This frame, which that error's traceback keeps, holds
+    no future (a future holds the error: a cycle that would keep the staging memory until a collection)."""
+    for i in range(len(staging_tasks)):
+        staging_tasks[i].result()
+
+
 def quiesce(staging_tasks: list, queues: tuple) -> None:
     """After a failure: wait for the staging tasks and finish the queues, so that nothing still writes into the
-    staging or result memory once the caller sees the error (a faulted queue's own error is already on its way)."""
+    staging or result memory once the caller sees the error (a faulted queue's own error is already on its way).
+    ``staging_tasks`` is emptied: the caller's frame, kept by the error's traceback, then holds none of them."""
     for f in staging_tasks:
         f.exception()
+    staging_tasks.clear()
     for queue in queues:
         try:
             queue.finish()
@@ -720,16 +738,17 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
             steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.pieces_per_wave(tasks), n, t, d_in, d_out,
                                         options.sort_waves)
             # One copy down unless copy_out takes the pieces as they land: every copy's event costs the call an
-            # enqueue and, freed, a wait.
-            d2h = ([cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False)
-                    for a, b in pieces] if dst is not None and not in_place else
-                   [cl.enqueue_copy(q, stage, d_out, is_blocking=False)])
+            # enqueue and, freed, a wait.  Appended to a named list: an error midway leaves the events of the
+            # copies already enqueued to this frame, not freed at once (each would wait, holding the GIL, for a
+            # copy that waits for this thread's staging).
+            d2h = []
+            for a, b in pieces if dst is not None and not in_place else [(0, n)]:
+                d2h.append(cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False))
         else:
             (steps, d2h), segs = _enqueue_rows(lease, d_in, stage, pieces, h2d, row_length), [(0, n)]
             lease.download_queue.flush()
         q.flush()
-        for f in staging_tasks:
-            f.result()
+        wait_staged(staging_tasks)
     except BaseException:
         quiesce(staging_tasks, queues)  # stage may be the result
         raise
@@ -1188,7 +1207,9 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     try:  # the keys staged first (the sort waits for them), then the values
         staged, tasks, futures = _stage_arrays(rt, lease, list(zip(arrays, stages)), rec, chunk,
                                                options.staging_tasks, stream=options.stream_copies)
-        h2d = [upload_pieces(cq, d, stage, pieces, ready) for d, (pieces, ready), stage in zip(d_src, staged, stages)]
+        h2d: list[list] = []  # a named list, as device_share's copies down
+        for d, (pieces, ready), stage in zip(d_src, staged, stages):
+            h2d.append(upload_pieces(cq, d, stage, pieces, ready))
         cq.flush()
         pieces = staged[0][0]
         bits = packed_bits(32, m, n // m)
@@ -1205,8 +1226,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
             d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs)
         q.flush()
         cq.flush()
-        for f in futures:
-            f.result()
+        wait_staged(futures)
     except BaseException:
         quiesce(futures, (cq, q))
         raise
@@ -1272,8 +1292,10 @@ def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any]]) -> lis
     """Copy each ``(buffer, host array, event)``'s buffer into its host array once the event completes, on
     ``queue``, one copy each (every copy's event costs the call an enqueue and, freed, a wait); the copies' events,
     in order."""
-    return [cl.enqueue_copy(queue, _bytes(host, 0, host.shape[0]), buf, is_blocking=False, wait_for=[ev])
-            for buf, host, ev in items]
+    events = []  # a named list, as device_share's copies down
+    for buf, host, ev in items:
+        events.append(cl.enqueue_copy(queue, _bytes(host, 0, host.shape[0]), buf, is_blocking=False, wait_for=[ev]))
+    return events
 
 
 def upload_pieces(cq: Any, d: Any, stage: np.ndarray, pieces: list[tuple[int, int]], ready: list) -> list:

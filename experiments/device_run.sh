@@ -108,7 +108,8 @@
 # latency: bench_latency (the OpenCL and pool round trips of a device sort, and hpu's device sort at 2^10-2^24,
 #          after idle pauses and back to back).
 # ab: bench_targets and bench_latency with hpu as it is and with AB_PATCH (a git diff, e.g. of one commit against
-#     its parent) reversed, in AB_ROUNDS (default 3) interleaved rounds, with the profile.
+#     its parent) reversed, in AB_ROUNDS (default 3) interleaved rounds (each side first in every other round),
+#     after an untimed bench_targets, with the profile.
 # steady: bench_mergesort (2^24 int32: gpu, gpu+pinned, auto) and bench_argsort (2^24 int32: argsort, kv, rows) with
 #         each call after an idle pause (their default) and back to back (--back-to-back), with the profile.
 # review-tests: tests/test_hostmem.py, test_faults.py, test_keyrange.py, test_exchange.py, test_model.py and
@@ -258,8 +259,12 @@ for stage in "$@"; do
     ab)
         [ -f "${AB_PATCH:-}" ] || { echo "stage ab needs AB_PATCH, a git diff to reverse" >&2; exit 2; }
         calibrate
+        # untimed: a fresh machine's first calls are slow, and would count against the side that comes first
+        python3 experiments/bench_targets.py --device gpu --profile "$profile" --repeats 3 >/dev/null 2>&1
         for round in $(seq "${AB_ROUNDS:-3}"); do
-            for side in after before; do
+            sides="after before"
+            [ $((round % 2)) = 0 ] && sides="before after"  # each side first in every other round
+            for side in $sides; do
                 [ $side = before ] && patch -R -s -p1 < "$AB_PATCH"
                 echo "## round $round: $side"
                 python3 experiments/bench_targets.py --device gpu --profile "$profile" \

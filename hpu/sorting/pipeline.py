@@ -235,10 +235,10 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
     device's sub-buffer alignment, ``mem_base_addr_align``, in elements, so
     that device ranges may start at any piece; with ``row_length``, to whole
     rows of that many elements instead) are staged by at most half as many
-    tasks as there are pieces and at most ``most_tasks``
-    (:attr:`PipelineOptions.staging_tasks`; :func:`_staging_tasks`), all but
-    one on the pool and that one on the caller when it waits for it (its
-    future runs it: :class:`_OnCaller`), each task taking
+    pool tasks as there are pieces and at most ``most_tasks``
+    (:attr:`PipelineOptions.staging_tasks`; :func:`_staging_tasks`), and by
+    the caller when it waits for them (a future that runs its share:
+    :class:`_OnCaller`; one piece, by the caller alone), each task taking
     the next piece in order as soon as it is free, so that they are staged in
     at least two waves of ``tasks`` consecutive pieces.  Few, large pieces:
     every piece costs Python's global lock, which 16 threads staging small
@@ -330,10 +330,11 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
             src, stage = src.view(raw), stage.view(raw)
         work += [(src, stage, a, b, ev) for (a, b), ev in zip(pieces, ready)]
     workers = min(tasks, len(work))
-    staging = _InOrderStaging(work, rec, workers, stream)
+    pooled = workers if workers > 1 else 0  # one piece: the caller's alone, no pool task to wake
+    staging = _InOrderStaging(work, rec, pooled + bool(workers), stream)
     # The caller's own share first: a wait for the futures in order then stages beside the pool's tasks.
     caller = [_OnCaller(staging.task)] if workers else []
-    return out, tasks, caller + [rt.pool.submit(staging.task) for _ in range(workers - 1)]
+    return out, tasks, caller + [rt.pool.submit(staging.task) for _ in range(pooled)]
 
 
 class _OnCaller(Future):
@@ -342,7 +343,7 @@ class _OnCaller(Future):
     One of :func:`_stage_arrays`' staging tasks is this: the caller, which
     waits for the staging once it has enqueued the device's work, stages
     pieces beside the pool's tasks instead of sleeping until they end, and
-    a call of a piece or two stages on the caller alone.  So between the
+    a call of one piece stages on the caller alone.  So between the
     submission and the futures' results the caller must not block on
     anything that waits for the staging, such as a mapping on a queue that
     holds its copies up.  On the H100 machine a task that does nothing,

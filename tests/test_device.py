@@ -138,6 +138,38 @@ def test_an_empty_device_string_names_no_device(device):
         select_device(device)
 
 
+def test_a_default_made_inside_a_block_is_closed_when_the_block_ends(monkeypatch):
+    """The block's runtime closed, default_runtime() makes one; hpu closes it when a block's end leaves it the
+    default of no block (it was left open, with its thread pool, and no one held it)."""
+    monkeypatch.setenv("PYOPENCL_CTX", "none")  # made fast, without the device
+    prof = hpu.Profile(p=2, g=1, gamma=1)
+    with Runtime("none", threads=1, profile=prof) as base, Runtime("none", threads=1, profile=prof) as ra, \
+            Runtime("none", threads=1, profile=prof) as rb:
+        before = hpu.set_default_runtime(base)
+        try:
+            with hpu.using_runtime(ra):
+                ra.close()
+                made = hpu.default_runtime()
+                assert made not in (ra, base) and not made.closed
+            assert made.closed and hpu.default_runtime() is base
+            outer = hpu.using_runtime(ra)
+            outer.__enter__()
+            made = hpu.default_runtime()  # ra is closed
+            with hpu.using_runtime(rb):  # begun later, ends later: it was to restore `made`, now base
+                assert not made.closed
+                outer.__exit__(None, None, None)
+                assert made.closed and hpu.default_runtime() is rb
+            assert hpu.default_runtime() is base
+            hpu.set_default_runtime(None)
+            own = hpu.default_runtime()  # made by hpu, then given to a block by the caller: never closed by it
+            with hpu.using_runtime(own):
+                pass
+            assert not own.closed and hpu.default_runtime() is own
+            own.close()
+        finally:
+            hpu.set_default_runtime(before)
+
+
 def test_using_runtime_blocks_of_two_threads_restore_the_default_in_any_order():
     # Thread A's block begins, then thread B's; A's ends first.  B's runtime must stay the default until B's block
     # ends, and then the default from before both blocks must come back (it was A's runtime: closed, leaked).

@@ -1181,6 +1181,8 @@ _default: Runtime | None = None
 _default_lock = threading.Lock()
 #: The open :func:`using_runtime` blocks of every thread, oldest first: ``[the default to restore]`` each.
 _using: list[list] = []
+#: The runtimes :func:`default_runtime` made (hpu's to close, unlike those the caller gave).
+_made: weakref.WeakSet = weakref.WeakSet()
 
 
 def default_runtime() -> Runtime:
@@ -1207,6 +1209,7 @@ def default_runtime() -> Runtime:
     with _default_lock:
         if _default is None or _default.closed or _default._pid != os.getpid():
             _default = Runtime()
+            _made.add(_default)
         return _default
 
 
@@ -1235,7 +1238,10 @@ def using_runtime(runtime: Runtime) -> Iterator[Runtime]:
     Blocks nest, and blocks of several threads may overlap: when a block
     ends, the default becomes what it was when the block began, unless a
     block begun later is still open (its runtime stays the default, and the
-    earlier default comes back when that one ends).  ``rt`` is not closed.
+    earlier default comes back when that one ends).  ``rt`` is not closed;
+    a default that :func:`default_runtime` made inside the block (``rt``
+    having been closed) is closed once the block's end leaves it the
+    default of no block.
 
     Raises
     ------
@@ -1256,9 +1262,14 @@ def using_runtime(runtime: Runtime) -> Iterator[Runtime]:
             k = next(i for i, e in enumerate(_using) if e is entry)
             del _using[k]
             if k < len(_using):  # a later block is still open: it restores our predecessor when it ends
-                _using[k][0] = entry[0]
+                dropped, _using[k][0] = _using[k][0], entry[0]
             else:
-                _default = entry[0]
+                dropped, _default = _default, entry[0]
+            kept = [runtime, _default, *(e[0] for e in _using)]  # the caller's, and the defaults still to come
+            mine = dropped in _made and dropped._pid == os.getpid()
+            orphan = dropped if mine and all(r is not dropped for r in kept) else None
+        if orphan is not None:  # outside the lock: close() waits for the calls still running on it
+            orphan.close()
 
 
 def resolve_runtime(runtime: Runtime | None) -> Runtime:

@@ -1,7 +1,7 @@
 """Review of 9980bb1 (the caller stages beside the pool): failure paths that the caller's own staging share opens.
 
 The caller runs its staging task (:class:`hpu.sorting.pipeline._OnCaller`) only once the device's work is
-enqueued; with one or two pieces no pool task stages at all.  Until then every copy up, and everything behind one,
+enqueued; with one piece no pool task stages at all.  Until then every copy up, and everything behind one,
 waits for a user event that only the caller can complete.  So:
 
 * a pyopencl copy event (a ``NannyEvent``) freed before the caller stages waits for its copy in its destructor
@@ -44,6 +44,21 @@ import numpy as np
 import pyopencl as cl
 import hpu
 rt = hpu.Runtime(None, profile=hpu.Profile(p=2, g=64, gamma=0.5, cpu_op_seconds=3e-9), threads=2)
+
+
+def fail_second_copy(up, message):  # the second copy up (up) or down enqueued fails; the copies seen
+    real, seen = cl.enqueue_copy, []
+
+    def flaky(queue, dest, src, **kw):
+        host, device = (src, dest) if up else (dest, src)
+        if isinstance(host, np.ndarray) and isinstance(device, cl.MemoryObjectHolder):
+            seen.append(1)
+            if len(seen) == 2:
+                raise RuntimeError(message)
+        return real(queue, dest, src, **kw)
+
+    cl.enqueue_copy = flaky
+    return seen
 """
 
 
@@ -71,21 +86,12 @@ def device(runtime):
 
 
 def test_a_failed_enqueue_of_a_copy_down_raises_instead_of_hanging(device, tmp_path):
-    """A small sort (result in plain memory: one copy down a piece) of two pieces, so the caller stages alone; the
-    second copy down cannot be enqueued.  The error must come out.  device_share collects the copies down in a
-    list comprehension: the error frees the first copy's event, whose destructor waits, holding the GIL, for a copy
-    behind the sort behind copies up that wait for the caller's staging, which never runs."""
+    """A small sort (result in plain memory: one copy down a piece) of two pieces; the second copy down cannot be
+    enqueued.  The error must come out.  device_share collected the copies down in a list comprehension: the error
+    freed the first copy's event, whose destructor waits, holding the GIL, for a copy behind the sort behind copies
+    up that wait for the caller's staging, which never ran."""
     out = _child(tmp_path, """
-        real, seen = cl.enqueue_copy, []
-
-        def flaky(queue, dest, src, **kw):
-            if isinstance(dest, np.ndarray) and isinstance(src, cl.MemoryObjectHolder):  # a copy down
-                seen.append(1)
-                if len(seen) == 2:
-                    raise RuntimeError("injected: the second copy down could not be enqueued")
-            return real(queue, dest, src, **kw)
-
-        cl.enqueue_copy = flaky
+        seen = fail_second_copy(False, "injected: the second copy down could not be enqueued")
         a = np.random.default_rng(1).integers(0, 1 << 30, 30_000).astype(np.int32)
         try:
             hpu.hybrid_mergesort(a, strategy="gpu", runtime=rt, options=hpu.PipelineOptions(chunk_bytes=1 << 16))
@@ -98,20 +104,11 @@ def test_a_failed_enqueue_of_a_copy_down_raises_instead_of_hanging(device, tmp_p
 
 def test_a_failed_enqueue_of_the_values_copy_up_raises_instead_of_hanging(device, tmp_path):
     """A key-value sort of one piece of keys and one of values (one staging task: the caller's); the values' copy
-    up cannot be enqueued.  _keyed_share builds h2d in a list comprehension: the error frees the keys' copy-up
+    up cannot be enqueued.  _keyed_share built h2d in a list comprehension: the error freed the keys' copy-up
     event, whose destructor waits, holding the GIL, for a copy that waits for the caller's staging."""
     out = _child(tmp_path, """
         from hpu.sorting.pipeline import fast_keyed_sort
-        real, seen = cl.enqueue_copy, []
-
-        def flaky(queue, dest, src, **kw):
-            if isinstance(dest, cl.MemoryObjectHolder) and isinstance(src, np.ndarray):  # a copy up
-                seen.append(1)
-                if len(seen) == 2:
-                    raise RuntimeError("injected: the values' copy up could not be enqueued")
-            return real(queue, dest, src, **kw)
-
-        cl.enqueue_copy = flaky
+        seen = fail_second_copy(True, "injected: the values' copy up could not be enqueued")
         keys = np.random.default_rng(1).integers(0, 1 << 30, 1000).astype(np.int32)
         try:
             fast_keyed_sort(keys, [np.arange(1000, dtype=np.int64)], rt, gather=True, redo=None,

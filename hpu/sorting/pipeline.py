@@ -349,7 +349,7 @@ class _OnCaller(Future):
     holds its copies up.  On the H100 machine a task that does nothing,
     submitted to the pool and waited for, took 0.08 ms back to back and
     0.19 ms after a pause of 20 ms, about the time of copying a MiB
-    (``experiments/bench_latency.py``, ``results/h100/latency_before.log``).
+    (``experiments/bench_latency.py``, ``experiments/results/h100/latency_before.log``).
     """
 
     def __init__(self, fn: Callable[[], Any]) -> None:
@@ -364,21 +364,21 @@ class _OnCaller(Future):
         except BaseException as e:  # delivered as the pool's futures deliver theirs
             self.set_exception(e)
             # The error's traceback holds this frame: no cycle through the future, nothing of the task's kept
-            self = fn = None  # noqa: PLW0642
+            self = fn = None
 
     def result(self, timeout: float | None = None) -> Any:
         try:
             self._run()
             return super().result(timeout)
         finally:
-            self = None  # noqa: PLW0642 (as Future.result: a raised error's traceback holds this frame)
+            self = None  # as Future.result does: a raised error's traceback holds this frame
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         try:
             self._run()
             return super().exception(timeout)
         finally:
-            self = None  # noqa: PLW0642 (the frame of _run, kept by the error's traceback, refers to this one)
+            self = None  # the frame of _run, kept by the error's traceback, refers to this one
 
 
 class _InOrderStaging:

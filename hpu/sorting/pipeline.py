@@ -176,9 +176,9 @@ class PipelineOptions:
         return (8 if values else 4) << 20
 
     def pieces_per_wave(self, tasks: int) -> int:
-        """Staged pieces per sort wave (:func:`enqueue_sorts`): ``wave_pieces`` when set, else ``tasks``, the tasks
-        that staged them (a wave is then the pieces staged at once; ``experiments/results/h100/pipeline_waves.log``:
-        smaller waves were slower)."""
+        """Staged pieces per sort wave (:func:`enqueue_sorts`): ``wave_pieces`` when set, else ``tasks``, the pool
+        tasks that stage them (a wave is then the pieces staged at once, the caller joining once it has enqueued the
+        device's work; ``experiments/results/h100/pipeline_waves.log``: smaller waves were slower)."""
         return int(self.wave_pieces) if self.wave_pieces is not None else tasks
 
 
@@ -1231,10 +1231,12 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     except BaseException:
         quiesce(futures, (cq, q))
         raise
-    ended = prepare_record(rec, [e for h in h2d for e in h], d2h, steps, 0, 8)
+    ups = [e for h in h2d for e in h]
+    del h2d
+    ended = prepare_record(rec, ups, d2h, steps, 0, 8)
     try:
-        cl.wait_for_events([e for h in h2d for e in h])  # their events freed at no cost now, as in device_share
-        del h2d, steps
+        cl.wait_for_events(ups)  # their events freed at no cost now, as in device_share
+        del ups, steps
         cl.wait_for_events(d2h)  # the copies down of two in-order queues
     except BaseException:  # the other queue may still be copying into the results
         quiesce([], (cq, q))

@@ -53,10 +53,11 @@ def _check_kept(kept: Any) -> str:
 class _Block:
     """One allocation: pinned (an OpenCL buffer mapped into host memory) or a plain numpy byte array."""
 
-    __slots__ = ("nbytes", "host", "buffer", "pinned")
+    __slots__ = ("nbytes", "host", "buffer", "pinned", "leases")
 
     def __init__(self, nbytes: int, context: Any, queue: Any):
         self.nbytes = nbytes
+        self.leases = 0  # times handed out: a plain block's pages are mapped once its first lessee wrote them
         self.buffer = None
         self.pinned = context is not None
         if context is not None:
@@ -218,6 +219,7 @@ class HostArrayPool:
                 with self._held():
                     self._total -= need
                 return None
+        block.leases += 1  # the block is this call's alone until its lease dies
         if block.pinned:
             with self._held():
                 self._leased_pinned.add(block)
@@ -238,6 +240,13 @@ class HostArrayPool:
         """Whether ``arr`` (or the array it views) lies in pinned memory of this pool."""
         block = self._block_of(arr)
         return block is not None and block.pinned
+
+    def paged_in(self, arr: np.ndarray) -> bool:
+        """Whether ``arr`` (or the array it views) lies in memory of this pool whose pages are mapped already: a
+        pinned block, or a plain one handed out before (recycled), whose first lessee wrote it.  Writing into
+        such memory costs no page faults, so there is nothing to gain by touching it first."""
+        block = self._block_of(arr)
+        return block is not None and (block.pinned or block.leases > 1)
 
     def _kept_elsewhere(self, need: int, inputs: Sequence[np.ndarray]) -> bool:
         """Whether a leased pinned block of ``need`` to ``2 * need`` bytes holds none of ``inputs`` (a result the

@@ -438,6 +438,6 @@ class _Exchange:
             size = max(1, self.options.piece_bytes() // w)
             pieces = [(a, min(a + size, total)) for a in range(0, total, size)]
             down = [cl.enqueue_copy(q, stage[a:b], result, src_offset=a * w, is_blocking=False) for a, b in pieces]
-            copy_out(self.rt, stage, dst, pieces, down, rec, stream=self.options.stream_copies)
+            copy_out(self.rt, [(stage, dst, pieces, down)], rec, stream=self.options.stream_copies)
             cl.wait_for_events(down[-1:])
         defer_record(rec, h2d + up, d2h + down, steps, 0, w, unit)

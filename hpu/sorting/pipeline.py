@@ -610,20 +610,24 @@ def quiesce(staging_tasks: list, queues: tuple) -> None:
             pass
 
 
-def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h: list, rec: Recorder, *,
+def copy_out(rt: Runtime, jobs: Sequence[tuple[np.ndarray, np.ndarray, list, list]], rec: Recorder, *,
              stream: bool = True) -> None:
-    """Thread-pool workers copy each piece from ``stage`` into ``dst`` as soon as its device-to-host copy ends (by
-    streaming stores with ``stream``: :func:`hpu.core.streaming.stream_copy`)."""
-    # Touch dst's pages while the DMA engine and the device work (after staging): its first-touch page
-    # faults would otherwise slow the copy-out (experiments/bench_host_memory.py).
-    def touch(a: int, b: int) -> None:
+    """For each job ``(stage, dst, pieces, d2h)``: thread-pool workers copy each piece ``(a, b)`` from ``stage`` into
+    ``dst`` as soon as its device-to-host copy (``d2h``, one event a piece) ends (by streaming stores with
+    ``stream``: :func:`hpu.core.streaming.stream_copy`); returns once every piece is copied.  Every job's pieces are
+    queued before any is waited for."""
+    # Touch dst's pages while the DMA engine and the device work (after staging): its first-touch page faults would
+    # otherwise slow the copy-out (experiments/bench_host_memory.py).  Not where the pool's memory is mapped already.
+    def touch(dst: np.ndarray, a: int, b: int) -> None:
         t0 = rec.now()
         dst[a:b] = 0
         rec.add(f"cpu:{threading.current_thread().name}", "touch", -1, t0, rec.now(), 1, b - a, 0)
 
-    wait_all(rt.pool.submit(touch, a, b) for a, b in pieces)  # finished long before the sort; never race a copy-out
+    # finished long before the sort; never race a copy-out
+    wait_all(rt.pool.submit(touch, dst, a, b) for _, dst, pieces, _ in jobs if not rt.host_pool.paged_in(dst)
+             for a, b in pieces)
 
-    def piece(ev: Any, a: int, b: int) -> None:
+    def piece(ev: Any, stage: np.ndarray, dst: np.ndarray, a: int, b: int) -> None:
         cl.wait_for_events([ev])  # not ev.wait(): that lets go of the copy's host array, whose size the trace reads
         t0 = rec.now()
         copy_into(dst[a:b], stage[a:b], stream)
@@ -631,7 +635,8 @@ def copy_out(rt: Runtime, stage: np.ndarray, dst: np.ndarray, pieces: list, d2h:
                 (b - a) * dst.itemsize)
 
     # Every piece ends before an error is raised: none writes into dst after its caller's redo.
-    wait_all(rt.pool.submit(piece, ev, a, b) for ev, (a, b) in zip(d2h, pieces))
+    wait_all(rt.pool.submit(piece, ev, stage, dst, a, b) for stage, dst, pieces, d2h in jobs
+             for ev, (a, b) in zip(d2h, pieces))
 
 
 def copied_bytes(ev: Any) -> int:
@@ -758,7 +763,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
         cl.wait_for_events(h2d)
     del h2d, steps
     if dst is not None and not in_place:
-        copy_out(rt, stage, dst, pieces, d2h, rec, stream=options.stream_copies)
+        copy_out(rt, [(stage, dst, pieces, d2h)], rec, stream=options.stream_copies)
     cl.wait_for_events(d2h[-1:])
     ended()
     if dst is not None:
@@ -1200,6 +1205,23 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
               .view(a.dtype) for i, a in enumerate(arrays)]
     futures: list = []
     pack, chunk = prg["pack_keys"], options.piece_bytes(values=bool(values))
+    direct = lease.context is rt.context and rt.host_pool.is_pinned(outs[0])  # outs: views of one block
+    jobs: list = []  # copy_out's, where the results are not pinned
+
+    def down_stage(i: int) -> np.ndarray | None:
+        """Pinned bytes that result ``i`` comes down into first (None: straight into it).  An array's own staging
+        memory where it has the result's size: the result's copy down waits for the gather, behind every copy up
+        of that array."""
+        if direct:
+            return None
+        nbytes = outs[i].nbytes
+        if i < len(arrays) and stages[i] is not arrays[i] and stages[i].nbytes == nbytes:
+            return _bytes(stages[i], 0, stages[i].shape[0])
+        return lease.pinned(f"result{i}", nbytes)[:nbytes]
+
+    # Before anything is enqueued: pinning memory maps it on the lease's queue, which would wait behind copies
+    # that wait for this thread's share of the staging.
+    downs = [down_stage(i) for i in range(len(outs))]
 
     def packed(a: int, b: int, wait_for: list) -> Any:
         return pack(q, (b - a,), None, d_src[0], d_in, None, i64(m), col_bits, np.int32(0), i64(b),
@@ -1222,9 +1244,10 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         if values is None:
             if order is d_out:
                 steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
-            d2h = _keyed_download(q, [(order, outs[0], steps[-1][4])])
+            d2h = _keyed_download(q, [(order, outs[0], steps[-1][4], downs[0])], chunk, jobs)
         else:
-            d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs)
+            d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs, downs, chunk,
+                              jobs)
         q.flush()
         cq.flush()
         wait_staged(futures)
@@ -1237,6 +1260,8 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     try:
         cl.wait_for_events(ups)  # their events freed at no cost now, as in device_share
         del ups, steps
+        if jobs:
+            copy_out(rt, jobs, rec, stream=options.stream_copies)
         cl.wait_for_events(d2h)  # the copies down of two in-order queues
     except BaseException:  # the other queue may still be copying into the results
         quiesce([], (cq, q))
@@ -1260,10 +1285,10 @@ def _high_digits(prg: dict[str, Any], sorter: DeviceSorter, q: Any, d_keys: Any,
 
 
 def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copied: list[list], d_sorted: Any, m: int,
-                mask: np.uint64, steps: list, outs: list[np.ndarray]) -> list:
+                mask: np.uint64, steps: list, outs: list[np.ndarray], downs: list, chunk: int, jobs: list) -> list:
     """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values), and each
-    array's copy down into ``outs`` right behind its gather (:func:`_keyed_download`); the copies' events, in
-    order.
+    array's copy down into ``outs`` right behind its gather (:func:`_keyed_download`, through the pinned bytes
+    ``downs[i]`` unless that is None); the copies' events, in order.
 
     The keys' gather and copy down go on the lease's kernel queue, right
     behind the sort; the values' on its copy queue, right behind their own
@@ -1287,17 +1312,33 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
         ev = prg["gather"](queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
                            np.int32(a.itemsize // size), np.int64(n), wait_for=after)
         steps.append(("gather", 1, n, copied[i] if i else [], ev))
-        d2h += _keyed_download(queue, [(dst, outs[i], ev)])
+        d2h += _keyed_download(queue, [(dst, outs[i], ev, downs[i])], chunk, jobs)
     return d2h
 
 
-def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any]]) -> list:
-    """Copy each ``(buffer, host array, event)``'s buffer into its host array once the event completes, on
-    ``queue``, one copy each (every copy's event costs the call an enqueue and, freed, a wait); the copies' events,
-    in order."""
+def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any, np.ndarray | None]], chunk: int,
+                    jobs: list) -> list:
+    """Copy each ``(buffer, host array, event, stage)``'s buffer down once the event completes, on ``queue``; the
+    copies' events, in order.
+
+    Without ``stage`` (the host array is pinned) the DMA engine writes the host array in one copy (every copy's
+    event costs the call an enqueue and, freed, a wait).  Else the buffer comes down into ``stage`` (pinned bytes
+    of the host array's size) in pieces of ``chunk`` bytes, and ``jobs`` gets the :func:`copy_out` job that moves
+    each piece on into the host array as it lands: the DMA engine writes pageable memory at a fraction of its
+    pinned rate (``experiments/results/h100/host_memory.json``).
+    """
     events = []  # a named list, as device_share's copies down
-    for buf, host, ev in items:
-        events.append(cl.enqueue_copy(queue, _bytes(host, 0, host.shape[0]), buf, is_blocking=False, wait_for=[ev]))
+    for buf, host, ev, stage in items:
+        dst = _bytes(host, 0, host.shape[0])
+        if stage is None:
+            events.append(cl.enqueue_copy(queue, dst, buf, is_blocking=False, wait_for=[ev]))
+            continue
+        pieces = [(a, min(a + chunk, dst.nbytes)) for a in range(0, dst.nbytes, chunk)]
+        down: list = []
+        for a, b in pieces:
+            down.append(cl.enqueue_copy(queue, stage[a:b], buf, src_offset=a, is_blocking=False, wait_for=[ev]))
+        events += down
+        jobs.append((stage, dst, pieces, down))
     return events
 
 

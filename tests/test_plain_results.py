@@ -1,0 +1,142 @@
+"""Results in plain memory (the caller keeps earlier results, so the host pool has no free pinned block): the device
+writes pinned memory only and the thread pool copies each piece on, for every sort path; memory the pool already
+paged in is not touched again."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import hpu
+from hpu.sorting.pipeline import fast_keyed_sort
+
+PLAIN = hpu.PipelineOptions(result_memory="plain", chunk_bytes=64 << 10)
+
+
+def stage_bytes(trace: hpu.Trace) -> int:
+    """Bytes the CPU's threads copied between pinned and result memory: staging in and copying out."""
+    return sum(e.nbytes for e in trace.resolve().events if e.unit.startswith("cpu:") and e.kind == "stage")
+
+
+def touched(trace: hpu.Trace) -> int:
+    return sum(1 for e in trace.resolve().events if e.kind == "touch")
+
+
+def keyed(rt, keys, values, gather):
+    return fast_keyed_sort(keys, values, rt, gather=gather, redo=None, on_device_error="raise", options=PLAIN)
+
+
+def kept_block(rt, nbytes):
+    """A pinned block of the pool that the caller keeps, so that a result of ``nbytes`` (its arrays' sizes rounded
+    up to 64 bytes each) finds none free."""
+    return rt.host_pool.empty(nbytes + 256, np.uint8, pinned=True)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float64])
+@pytest.mark.parametrize("pinned_input", [False, True])
+def test_argsort_into_plain_memory_comes_down_through_pinned_memory(fresh, dtype, pinned_input):
+    """The permutation right and every byte of it copied on by the CPU (the keys' staging memory reused where
+    it has the result's size, a buffer of the lease's otherwise; a pinned input is not staged, and not written)."""
+    n = (1 << 18) + 7
+    rng = np.random.default_rng(1)
+    keys = rng.integers(-50, 50, n).astype(dtype)
+    if pinned_input:
+        src = fresh.empty_pinned(n, dtype)
+        src[:] = keys
+        assert fresh.host_pool.is_pinned(src)
+    else:
+        src = keys.copy()
+    held = kept_block(fresh, 8 * n)
+    (perm,), trace = keyed(fresh, src, [], gather=False)
+    assert not fresh.host_pool.is_pinned(perm)
+    assert np.array_equal(perm, np.argsort(keys, kind="stable")) and np.array_equal(src, keys)
+    staged_in = 0 if pinned_input else keys.nbytes
+    assert stage_bytes(trace) == staged_in + perm.nbytes
+    del held
+
+
+@pytest.mark.parametrize("pinned_input", [False, True])
+def test_key_value_sort_into_plain_memory_comes_down_through_pinned_memory(fresh, pinned_input):
+    n = (1 << 18) + 3
+    rng = np.random.default_rng(2)
+    keys = rng.integers(0, 1000, n).astype(np.int32)
+    rec = np.zeros(n, dtype=[("a", np.int16), ("b", np.float64)])
+    rec["a"], rec["b"] = rng.integers(-9, 9, n), rng.standard_normal(n)
+    values = [rng.integers(0, 1 << 60, n), rng.integers(-100, 100, n).astype(np.int8), rec]
+    if pinned_input:
+        src = fresh.empty_pinned(n, np.int32)
+        src[:] = keys
+        assert fresh.host_pool.is_pinned(src)
+    else:
+        src = keys.copy()
+    originals = [v.copy() for v in values]
+    held = kept_block(fresh, n * (4 + 8 + 1 + rec.itemsize))
+    outs, trace = keyed(fresh, src, values, gather=True)
+    order = np.argsort(keys, kind="stable")
+    assert not any(fresh.host_pool.is_pinned(o) for o in outs)
+    assert np.array_equal(outs[0], keys[order])
+    for out, v in zip(outs[1:], originals):
+        assert out.tobytes() == v[order].tobytes()
+    assert np.array_equal(src, keys) and all(v.tobytes() == o.tobytes() for v, o in zip(values, originals))
+    nbytes = sum(o.nbytes for o in outs)
+    assert stage_bytes(trace) == nbytes - (keys.nbytes if pinned_input else 0) + nbytes
+    del held
+
+
+def test_keyed_results_in_pinned_memory_come_down_directly(fresh):
+    """With a free pinned block the device writes the results itself: the CPU copies only the input in."""
+    n = 1 << 17
+    keys = np.random.default_rng(3).integers(0, 99, n).astype(np.int32)
+    (perm,), trace = keyed(fresh, keys, [], gather=False)
+    assert fresh.host_pool.is_pinned(perm) and stage_bytes(trace) == keys.nbytes
+    assert np.array_equal(perm, np.argsort(keys, kind="stable"))
+
+
+def test_paged_in(fresh):
+    pool = fresh.host_pool
+    nbytes = 1 << 21
+    assert pool.paged_in(pool.empty(nbytes, np.uint8, pinned=True))
+    first = pool.empty(nbytes, np.uint8)
+    assert not pool.paged_in(first) and not pool.paged_in(np.zeros(nbytes, np.uint8))
+    first[:] = 1
+    del first
+    gc.collect()
+    again = pool.empty(nbytes, np.uint8)
+    assert pool.paged_in(again) and pool.paged_in(again[5:])
+
+
+def test_a_recycled_plain_result_is_not_touched_again(fresh):
+    """The first result in plain memory has its pages touched beside the device's work; the same block handed out
+    again is paged in already, so the next call only copies into it."""
+    n = 1 << 18
+    a = np.random.default_rng(4).standard_normal(n).astype(np.float32)
+    held = kept_block(fresh, a.nbytes)
+    first, t1 = hpu.hybrid_mergesort(a, strategy="gpu", runtime=fresh, options=PLAIN, return_trace=True)
+    assert not fresh.host_pool.is_pinned(first) and touched(t1) > 0
+    del first
+    gc.collect()
+    second, t2 = hpu.hybrid_mergesort(a, strategy="gpu", runtime=fresh, options=PLAIN, return_trace=True)
+    assert not fresh.host_pool.is_pinned(second) and touched(t2) == 0
+    assert np.array_equal(second, np.sort(a))
+    del held
+
+
+def test_a_single_piece_argsort_into_plain_memory_does_not_hang(runtime, tmp_path):
+    """One piece (the caller alone stages it, once the device's work is enqueued) and plain results on a fresh
+    runtime: the lease's pinned memory for the permutation is made (and mapped, on the lease's queue) before
+    anything is enqueued.  Made when its copy down was enqueued, the map waited behind copies up that wait for the
+    caller's staging, which runs only after: the call hung.  In a child process with a deadline."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    from test_review_caller_staging import _child
+
+    out = _child(tmp_path, """
+        from hpu.sorting.pipeline import fast_keyed_sort
+        n = 1 << 18
+        keys = np.random.default_rng(5).integers(-9, 9, n).astype(np.int32)
+        held = rt.host_pool.empty(8 * n + 256, np.uint8, pinned=True)
+        opts = hpu.PipelineOptions(result_memory="plain", chunk_bytes=64 << 20)
+        (perm,), _ = fast_keyed_sort(keys, [], rt, redo=None, on_device_error="raise", options=opts)
+        print("pinned:", rt.host_pool.is_pinned(perm), "right:", np.array_equal(perm, np.argsort(keys, kind="stable")))
+    """)
+    assert "pinned: False right: True" in out, out

@@ -55,22 +55,24 @@ def test_argsort_into_plain_memory_comes_down_through_pinned_memory(fresh, dtype
     del held
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.float64])
 @pytest.mark.parametrize("pinned_input", [False, True])
-def test_key_value_sort_into_plain_memory_comes_down_through_pinned_memory(fresh, pinned_input):
+def test_key_value_sort_into_plain_memory_comes_down_through_pinned_memory(fresh, pinned_input, dtype):
+    """float64 keys: two sorts of 32-bit digits, the keys' staging memory reused behind the second."""
     n = (1 << 18) + 3
     rng = np.random.default_rng(2)
-    keys = rng.integers(0, 1000, n).astype(np.int32)
+    keys = rng.integers(0, 1000, n).astype(dtype)
     rec = np.zeros(n, dtype=[("a", np.int16), ("b", np.float64)])
     rec["a"], rec["b"] = rng.integers(-9, 9, n), rng.standard_normal(n)
     values = [rng.integers(0, 1 << 60, n), rng.integers(-100, 100, n).astype(np.int8), rec]
     if pinned_input:
-        src = fresh.empty_pinned(n, np.int32)
+        src = fresh.empty_pinned(n, dtype)
         src[:] = keys
         assert fresh.host_pool.is_pinned(src)
     else:
         src = keys.copy()
     originals = [v.copy() for v in values]
-    held = kept_block(fresh, n * (4 + 8 + 1 + rec.itemsize))
+    held = kept_block(fresh, n * (keys.itemsize + 8 + 1 + rec.itemsize))
     outs, trace = keyed(fresh, src, values, gather=True)
     order = np.argsort(keys, kind="stable")
     assert not any(fresh.host_pool.is_pinned(o) for o in outs)
@@ -80,6 +82,18 @@ def test_key_value_sort_into_plain_memory_comes_down_through_pinned_memory(fresh
     assert np.array_equal(src, keys) and all(v.tobytes() == o.tobytes() for v, o in zip(values, originals))
     nbytes = sum(o.nbytes for o in outs)
     assert stage_bytes(trace) == nbytes - (keys.nbytes if pinned_input else 0) + nbytes
+    del held
+
+
+def test_row_argsort_into_plain_memory(fresh):
+    """Rows of m keys (each row's stable argsort, flattened) in plain memory."""
+    m, rows = 1000, 300
+    keys = np.random.default_rng(9).integers(0, 50, m * rows).astype(np.float32)
+    held = kept_block(fresh, 8 * keys.size)
+    (perm,), trace = fast_keyed_sort(keys, [], fresh, row_length=m, redo=None, on_device_error="raise",
+                                     options=PLAIN)
+    assert not fresh.host_pool.is_pinned(perm) and stage_bytes(trace) == keys.nbytes + perm.nbytes
+    assert np.array_equal(perm.reshape(rows, m), np.argsort(keys.reshape(rows, m), axis=-1, kind="stable"))
     del held
 
 
@@ -140,3 +154,66 @@ def test_a_single_piece_argsort_into_plain_memory_does_not_hang(runtime, tmp_pat
         print("pinned:", rt.host_pool.is_pinned(perm), "right:", np.array_equal(perm, np.argsort(keys, kind="stable")))
     """)
     assert "pinned: False right: True" in out, out
+
+
+def lease_pinned_bytes(rt) -> int:
+    """Pinned bytes of the runtime's (one) idle lease."""
+    lease = rt.acquire_lease()
+    try:
+        return lease.pinned_bytes
+    finally:
+        rt.release_lease(lease)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float64])
+def test_the_permutation_comes_down_through_the_keys_staging_memory(fresh, dtype):
+    """No pinned buffer of the result's size beside the keys' staging memory: the keys' is made large enough for
+    the int64 positions (an int32 argsort held both, half again as much)."""
+    n = (1 << 18) + 7
+    keys = np.random.default_rng(6).standard_normal(n).astype(dtype)
+    held = kept_block(fresh, 8 * n)
+    (perm,), _ = keyed(fresh, keys, [], gather=False)
+    assert not fresh.host_pool.is_pinned(perm) and np.array_equal(perm, np.argsort(keys, kind="stable"))
+    assert lease_pinned_bytes(fresh) == 8 * n
+    del held
+
+
+def test_without_pinned_memory_to_spare_the_results_come_down_straight(fresh, monkeypatch):
+    """Where the lease cannot pin memory for the positions (more than the keys' staging needs), they are copied
+    straight into the plain result, as before there was a way through pinned memory: the call does not fail."""
+    cl = pytest.importorskip("pyopencl")
+    from hpu.core.runtime import DeviceLease
+
+    n = (1 << 18) + 7
+    keys = np.random.default_rng(7).integers(-99, 99, n).astype(np.int32)
+    real = DeviceLease.pinned
+
+    def scarce(self, name, nbytes):
+        if nbytes > keys.nbytes:
+            raise cl.MemoryError("clCreateBuffer", cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE, "injected")
+        return real(self, name, nbytes)
+
+    monkeypatch.setattr(DeviceLease, "pinned", scarce)
+    held = kept_block(fresh, 8 * n)
+    (perm,), trace = keyed(fresh, keys, [], gather=False)
+    assert not fresh.host_pool.is_pinned(perm) and np.array_equal(perm, np.argsort(keys, kind="stable"))
+    assert stage_bytes(trace) == keys.nbytes  # staged in; nothing copied out
+    del held
+
+
+def test_tiny_pieces_come_down_in_whole_aligned_elements(fresh):
+    """A chunk of a few bytes: the results come down in pieces of whole elements, at least the device's base
+    address alignment of them, as the inputs are staged (a piece a chunk made a copy every 8 bytes)."""
+    n = (1 << 17) + 5
+    rng = np.random.default_rng(8)
+    keys, values = rng.standard_normal(n), rng.integers(0, 1 << 40, n)
+    held = kept_block(fresh, 16 * n)
+    opts = hpu.PipelineOptions(result_memory="plain", chunk_bytes=8)
+    (sk, sv), trace = fast_keyed_sort(keys, [values], fresh, gather=True, redo=None, on_device_error="raise",
+                                      options=opts)
+    order = np.argsort(keys, kind="stable")
+    assert np.array_equal(sk, keys[order]) and np.array_equal(sv, values[order])
+    align = max(1, fresh.device.mem_base_addr_align // 8)
+    downs = [e for e in trace.resolve().events if e.kind == "d2h"]
+    assert len(downs) <= 2 * -(-n // align) and all(e.nbytes % 8 == 0 for e in downs)
+    del held

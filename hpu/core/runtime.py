@@ -555,6 +555,12 @@ class DeviceLease:
             cur = self._items[key] = (buf, host)
         return cur[1]
 
+    @property
+    def pinned_bytes(self) -> int:
+        """Bytes of pinned host memory this lease holds (:meth:`pinned`): page-locked for as long as the lease lives,
+        idle ones included (``max_idle_leases``)."""
+        return sum(item[1].nbytes for key, item in self._items.items() if key[0] == "pinned")
+
     def host_scratch(self, name: str, dtype: Any, n: int) -> np.ndarray:
         """Ordinary host memory of at least ``n`` elements of ``dtype``, reused and grown as needed."""
         dt = np.dtype(dtype)

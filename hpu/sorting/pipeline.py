@@ -1201,27 +1201,27 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     d_src = [lease.buffer(f"keyed-in{i}", a.nbytes) for i, a in enumerate(arrays)]
     d_in, d_out = lease.buffer("in", 8 * n), lease.buffer("out", 8 * n)
     q, cq = lease.queue, lease.copy_queue
-    stages = [a if dma_reads(rt, lease, a) else lease.pinned(f"staging{i or ''}", a.nbytes)[:a.nbytes]
-              .view(a.dtype) for i, a in enumerate(arrays)]
+    direct = lease.context is rt.context and rt.host_pool.is_pinned(outs[0])  # outs: views of one block
+
+    def staging(i: int, nbytes: int) -> np.ndarray:
+        return lease.pinned(f"staging{i or ''}", nbytes)[:nbytes]
+
+    # Results not pinned come down into their array's staging memory first (the argsort's positions into the keys',
+    # made large enough; an input the DMA engine reads itself leaves its staging memory free): a result's copy down
+    # waits for its gather, behind every copy up of that array.  Made before anything is enqueued: pinning maps
+    # memory on the lease's queue, which would wait behind copies that wait for this thread's share of the staging.
+    downs: list[np.ndarray | None] = [None] * len(outs)
+    for i, out in enumerate(outs if not direct else []):
+        staged_in = 0 if dma_reads(rt, lease, arrays[i]) else arrays[i].nbytes
+        try:
+            downs[i] = staging(i, max(staged_in, out.nbytes))[:out.nbytes]
+        except cl.MemoryError:  # no pinned memory to spare: straight into the result, at the pageable rate
+            pass
+    stages = [a if dma_reads(rt, lease, a) else staging(i, a.nbytes).view(a.dtype) for i, a in enumerate(arrays)]
     futures: list = []
     pack, chunk = prg["pack_keys"], options.piece_bytes(values=bool(values))
-    direct = lease.context is rt.context and rt.host_pool.is_pinned(outs[0])  # outs: views of one block
+    align = max(1, int(lease.device.mem_base_addr_align) // 8)  # as the staged pieces
     jobs: list = []  # copy_out's, where the results are not pinned
-
-    def down_stage(i: int) -> np.ndarray | None:
-        """Pinned bytes that result ``i`` comes down into first (None: straight into it).  An array's own staging
-        memory where it has the result's size: the result's copy down waits for the gather, behind every copy up
-        of that array."""
-        if direct:
-            return None
-        nbytes = outs[i].nbytes
-        if i < len(arrays) and stages[i] is not arrays[i] and stages[i].nbytes == nbytes:
-            return _bytes(stages[i], 0, stages[i].shape[0])
-        return lease.pinned(f"result{i}", nbytes)[:nbytes]
-
-    # Before anything is enqueued: pinning memory maps it on the lease's queue, which would wait behind copies
-    # that wait for this thread's share of the staging.
-    downs = [down_stage(i) for i in range(len(outs))]
 
     def packed(a: int, b: int, wait_for: list) -> Any:
         return pack(q, (b - a,), None, d_src[0], d_in, None, i64(m), col_bits, np.int32(0), i64(b),
@@ -1244,10 +1244,10 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         if values is None:
             if order is d_out:
                 steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
-            d2h = _keyed_download(q, [(order, outs[0], steps[-1][4], downs[0])], chunk, jobs)
+            d2h = _keyed_download(q, [(order, outs[0], steps[-1][4], downs[0])], chunk, align, jobs)
         else:
-            d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs, downs, chunk,
-                              jobs)
+            d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs, downs,
+                              (chunk, align), jobs)
         q.flush()
         cq.flush()
         wait_staged(futures)
@@ -1285,10 +1285,11 @@ def _high_digits(prg: dict[str, Any], sorter: DeviceSorter, q: Any, d_keys: Any,
 
 
 def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copied: list[list], d_sorted: Any, m: int,
-                mask: np.uint64, steps: list, outs: list[np.ndarray], downs: list, chunk: int, jobs: list) -> list:
+                mask: np.uint64, steps: list, outs: list[np.ndarray], downs: list, pieces: tuple[int, int],
+                jobs: list) -> list:
     """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values), and each
     array's copy down into ``outs`` right behind its gather (:func:`_keyed_download`, through the pinned bytes
-    ``downs[i]`` unless that is None); the copies' events, in order.
+    ``downs[i]`` unless that is None, in pieces of ``pieces = (chunk, align)``); the copies' events, in order.
 
     The keys' gather and copy down go on the lease's kernel queue, right
     behind the sort; the values' on its copy queue, right behind their own
@@ -1312,18 +1313,19 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
         ev = prg["gather"](queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
                            np.int32(a.itemsize // size), np.int64(n), wait_for=after)
         steps.append(("gather", 1, n, copied[i] if i else [], ev))
-        d2h += _keyed_download(queue, [(dst, outs[i], ev, downs[i])], chunk, jobs)
+        d2h += _keyed_download(queue, [(dst, outs[i], ev, downs[i])], *pieces, jobs)
     return d2h
 
 
 def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any, np.ndarray | None]], chunk: int,
-                    jobs: list) -> list:
+                    align: int, jobs: list) -> list:
     """Copy each ``(buffer, host array, event, stage)``'s buffer down once the event completes, on ``queue``; the
     copies' events, in order.
 
     Without ``stage`` (the host array is pinned) the DMA engine writes the host array in one copy (every copy's
     event costs the call an enqueue and, freed, a wait).  Else the buffer comes down into ``stage`` (pinned bytes
-    of the host array's size) in pieces of ``chunk`` bytes, and ``jobs`` gets the :func:`copy_out` job that moves
+    of the host array's size) in pieces of ``chunk`` bytes (whole elements, at least ``align`` of them, as the
+    staged pieces: :func:`_piece_length`), and ``jobs`` gets the :func:`copy_out` job that moves
     each piece on into the host array as it lands: the DMA engine writes pageable memory at a fraction of its
     pinned rate (``experiments/results/h100/host_memory.json``).
     """
@@ -1333,7 +1335,8 @@ def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any, np.ndarr
         if stage is None:
             events.append(cl.enqueue_copy(queue, dst, buf, is_blocking=False, wait_for=[ev]))
             continue
-        pieces = [(a, min(a + chunk, dst.nbytes)) for a in range(0, dst.nbytes, chunk)]
+        size = _piece_length(host.itemsize, chunk, align) * host.itemsize
+        pieces = [(a, min(a + size, dst.nbytes)) for a in range(0, dst.nbytes, size)]
         down: list = []
         for a, b in pieces:
             down.append(cl.enqueue_copy(queue, stage[a:b], buf, src_offset=a, is_blocking=False, wait_for=[ev]))

@@ -1077,7 +1077,10 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     sorts the packed 64-bit integers (wave by wave with
     ``options.sort_waves``) and merges the waves (:class:`DeviceSorter`),
     then keeps their low bits (the positions) or gathers every array by them,
-    and the results are copied straight into pinned result memory.  No
+    and the results are copied straight into pinned result memory (results
+    in plain memory, where the caller keeps earlier ones, come down through
+    the arrays' staging memory, each piece copied on by the thread pool as it
+    lands: :func:`_keyed_download`).  No
     host pass over the keys besides the staging copy: the host-side packing
     (:func:`hpu.sorting.keys.pack`) costs two passes over twice the data.
 

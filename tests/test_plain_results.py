@@ -22,6 +22,16 @@ def touched(trace: hpu.Trace) -> int:
     return sum(1 for e in trace.resolve().events if e.kind == "touch")
 
 
+def input_copy(rt, keys, pinned):
+    """A copy of ``keys`` in the pool's pinned memory (which the DMA engine reads unstaged) or in plain memory."""
+    if not pinned:
+        return keys.copy()
+    src = rt.empty_pinned(keys.shape, keys.dtype)
+    src[:] = keys
+    assert rt.host_pool.is_pinned(src)
+    return src
+
+
 def keyed(rt, keys, values, gather):
     return fast_keyed_sort(keys, values, rt, gather=gather, redo=None, on_device_error="raise", options=PLAIN)
 
@@ -35,17 +45,12 @@ def kept_block(rt, nbytes):
 @pytest.mark.parametrize("dtype", [np.int32, np.float64])
 @pytest.mark.parametrize("pinned_input", [False, True])
 def test_argsort_into_plain_memory_comes_down_through_pinned_memory(fresh, dtype, pinned_input):
-    """The permutation right and every byte of it copied on by the CPU (the keys' staging memory reused where
-    it has the result's size, a buffer of the lease's otherwise; a pinned input is not staged, and not written)."""
+    """The permutation right and every byte of it copied on by the CPU from the keys' staging memory (a pinned
+    input is not staged, and not written)."""
     n = (1 << 18) + 7
     rng = np.random.default_rng(1)
     keys = rng.integers(-50, 50, n).astype(dtype)
-    if pinned_input:
-        src = fresh.empty_pinned(n, dtype)
-        src[:] = keys
-        assert fresh.host_pool.is_pinned(src)
-    else:
-        src = keys.copy()
+    src = input_copy(fresh, keys, pinned_input)
     held = kept_block(fresh, 8 * n)
     (perm,), trace = keyed(fresh, src, [], gather=False)
     assert not fresh.host_pool.is_pinned(perm)
@@ -65,12 +70,7 @@ def test_key_value_sort_into_plain_memory_comes_down_through_pinned_memory(fresh
     rec = np.zeros(n, dtype=[("a", np.int16), ("b", np.float64)])
     rec["a"], rec["b"] = rng.integers(-9, 9, n), rng.standard_normal(n)
     values = [rng.integers(0, 1 << 60, n), rng.integers(-100, 100, n).astype(np.int8), rec]
-    if pinned_input:
-        src = fresh.empty_pinned(n, dtype)
-        src[:] = keys
-        assert fresh.host_pool.is_pinned(src)
-    else:
-        src = keys.copy()
+    src = input_copy(fresh, keys, pinned_input)
     originals = [v.copy() for v in values]
     held = kept_block(fresh, n * (keys.itemsize + 8 + 1 + rec.itemsize))
     outs, trace = keyed(fresh, src, values, gather=True)

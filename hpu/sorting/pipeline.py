@@ -220,6 +220,12 @@ def _piece_length(itemsize: int, chunk_bytes: int, align: int) -> int:
     return max(chunk_bytes // itemsize // align * align, align)
 
 
+def _staging_align(lease: DeviceLease) -> int:
+    """Elements that a staged piece's length is a multiple of (:func:`_piece_length`): the device's sub-buffer
+    alignment, ``mem_base_addr_align`` bits, as bytes (so that device ranges may start at any piece)."""
+    return max(1, int(lease.device.mem_base_addr_align) // 8)
+
+
 def _staging_tasks(rt: Runtime, pieces: int, most: int) -> int:
     """Pool tasks that stage ``pieces`` pieces (:func:`stage_pieces`): half as many, at least one, at most the
     threads and ``most`` (:attr:`PipelineOptions.staging_tasks`)."""
@@ -312,7 +318,7 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
     Returns ``([(pieces, ready)] per array, tasks, futures)`` as :func:`stage_pieces`.
     """
     complete = cl.command_execution_status.COMPLETE
-    align = row_length or max(1, int(lease.device.mem_base_addr_align) // 8)  # where sub-buffers may start
+    align = row_length or _staging_align(lease)
     lengths = [_piece_length(src.itemsize, chunk_bytes, align) for src, _ in pairs]
     pieces_in_all = sum(-(-src.shape[0] // length) for (src, _), length in zip(pairs, lengths))
     tasks = _staging_tasks(rt, pieces_in_all, most_tasks)
@@ -1153,8 +1159,8 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
         trace.fallback = r.fallback
         return r.device
 
-    result = run_hybrid(rt, device=lambda lease: _keyed_share(rt, lease, keys, list(values) if gather else None, m, outs, rec,
-                                                                options),
+    carried = list(values) if gather else None
+    result = run_hybrid(rt, device=lambda lease: _keyed_share(rt, lease, keys, carried, m, outs, rec, options),
                         redo=redo, on_device_error=on_device_error, finish=finish)
     return result, rec.finish(trace)
 
@@ -1213,17 +1219,17 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     # made large enough; an input the DMA engine reads itself leaves its staging memory free): a result's copy down
     # waits for its gather, behind every copy up of that array.  Made before anything is enqueued: pinning maps
     # memory on the lease's queue, which would wait behind copies that wait for this thread's share of the staging.
+    reads = [dma_reads(rt, lease, a) for a in arrays]  # inputs the DMA engine reads itself, unstaged
     downs: list[np.ndarray | None] = [None] * len(outs)
-    for i, out in enumerate(outs if not direct else []):
-        staged_in = 0 if dma_reads(rt, lease, arrays[i]) else arrays[i].nbytes
-        try:
-            downs[i] = staging(i, max(staged_in, out.nbytes))[:out.nbytes]
-        except cl.MemoryError:  # no pinned memory to spare: straight into the result, at the pageable rate
-            pass
-    stages = [a if dma_reads(rt, lease, a) else staging(i, a.nbytes).view(a.dtype) for i, a in enumerate(arrays)]
+    if not direct:
+        for i, out in enumerate(outs):
+            try:
+                downs[i] = staging(i, max(0 if reads[i] else arrays[i].nbytes, out.nbytes))[:out.nbytes]
+            except cl.MemoryError:  # no pinned memory to spare: straight into the result, at the pageable rate
+                pass
+    stages = [a if read else staging(i, a.nbytes).view(a.dtype) for i, (a, read) in enumerate(zip(arrays, reads))]
     futures: list = []
-    pack, chunk = prg["pack_keys"], options.piece_bytes(values=bool(values))
-    align = max(1, int(lease.device.mem_base_addr_align) // 8)  # as the staged pieces
+    pack, chunk, align = prg["pack_keys"], options.piece_bytes(values=bool(values)), _staging_align(lease)
     jobs: list = []  # copy_out's, where the results are not pinned
 
     def packed(a: int, b: int, wait_for: list) -> Any:
@@ -1250,7 +1256,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
             d2h = _keyed_download(q, [(order, outs[0], steps[-1][4], downs[0])], chunk, align, jobs)
         else:
             d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs, downs,
-                              (chunk, align), jobs)
+                              chunk, align, jobs)
         q.flush()
         cq.flush()
         wait_staged(futures)
@@ -1288,11 +1294,12 @@ def _high_digits(prg: dict[str, Any], sorter: DeviceSorter, q: Any, d_keys: Any,
 
 
 def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copied: list[list], d_sorted: Any, m: int,
-                mask: np.uint64, steps: list, outs: list[np.ndarray], downs: list, pieces: tuple[int, int],
+                mask: np.uint64, steps: list, outs: list[np.ndarray], downs: list, chunk: int, align: int,
                 jobs: list) -> list:
     """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``) for every array (keys and values), and each
     array's copy down into ``outs`` right behind its gather (:func:`_keyed_download`, through the pinned bytes
-    ``downs[i]`` unless that is None, in pieces of ``pieces = (chunk, align)``); the copies' events, in order.
+    ``downs[i]`` unless that is None, in pieces of about ``chunk`` bytes, a multiple of ``align`` elements); the
+    copies' events, in order.
 
     The keys' gather and copy down go on the lease's kernel queue, right
     behind the sort; the values' on its copy queue, right behind their own
@@ -1316,7 +1323,7 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
         ev = prg["gather"](queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
                            np.int32(a.itemsize // size), np.int64(n), wait_for=after)
         steps.append(("gather", 1, n, copied[i] if i else [], ev))
-        d2h += _keyed_download(queue, [(dst, outs[i], ev, downs[i])], *pieces, jobs)
+        d2h += _keyed_download(queue, [(dst, outs[i], ev, downs[i])], chunk, align, jobs)
     return d2h
 
 
@@ -1327,8 +1334,8 @@ def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any, np.ndarr
 
     Without ``stage`` (the host array is pinned) the DMA engine writes the host array in one copy (every copy's
     event costs the call an enqueue and, freed, a wait).  Else the buffer comes down into ``stage`` (pinned bytes
-    of the host array's size) in pieces of ``chunk`` bytes (whole elements, at least ``align`` of them, as the
-    staged pieces: :func:`_piece_length`), and ``jobs`` gets the :func:`copy_out` job that moves
+    of the host array's size) in pieces of ``chunk`` bytes (whole elements, a multiple of ``align`` of them, as the
+    staged pieces: :func:`_piece_length`, :func:`_staging_align`), and ``jobs`` gets the :func:`copy_out` job that moves
     each piece on into the host array as it lands: the DMA engine writes pageable memory at a fraction of its
     pinned rate (``experiments/results/h100/host_memory.json``).
     """

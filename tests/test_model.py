@@ -358,6 +358,32 @@ def test_cost_curves_grow_at_least_linearly_beyond_the_largest_size():
     assert curves.cost("sublinear", last // 4) == pytest.approx(2e-3)  # interpolation below is unchanged
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(1e-7, 1.0), min_size=3, max_size=3), st.one_of(st.integers(-5, 1 << 40),
+       st.floats(0.0, 2.0**40)), st.sampled_from([None, 1, 8]))
+def test_cost_of_one_size_equals_the_arrays(seconds, n, itemsize):
+    """A size given alone (int or float) costs what the same size costs in an array (the two paths of
+    CostCurves.cost: below, between and above the measured sizes, zero at n <= 0), to within rounding."""
+    from hpu.core.costs import CostCurves
+
+    curves = CostCurves([1 << 10, 1 << 14, 1 << 20], {"step": seconds}, 4)
+    alone, within = curves.cost("step", n, itemsize), curves.cost("step", np.array([n, 1 << 12]), itemsize)[0]
+    assert isinstance(alone, float) and alone == pytest.approx(float(within), rel=1e-12, abs=0.0)
+    assert (alone == 0.0) == (n <= 0)
+
+
+def test_cost_of_an_unknown_step_or_nan_raises():
+    from hpu.core.costs import CostCurves
+
+    curves = CostCurves([1, 2], {"a": (1.0, 2.0)})
+    for n in (3, np.array([3])):
+        with pytest.raises(KeyError):
+            curves.cost("b", n)
+    for n in (float("nan"), np.float64("nan"), np.array([1.0, np.nan])):
+        with pytest.raises(ValueError, match="NaN"):
+            curves.cost("a", n)
+
+
 def _capped_profile():
     parts = {"partition": (1e-4 + 2e-10 * _SIZES).tolist(), "partition4": (1e-4 + 3e-10 * _SIZES).tolist()}
     return HPU1.replace(curves={"sort": {**FAST, **parts}})

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -147,6 +148,14 @@ class CostCurves:
             secs[str(name)] = ys
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "seconds", secs)
+        # Per curve, cost's knots in log space, computed once (a model's choice asks for a few costs a call):
+        # (log2 sizes, log2 of the seconds made non-decreasing, the slope below, the slope above).
+        xs, knots = np.log2(np.asarray(sizes, dtype=float)), {}
+        for name, ys in secs.items():
+            ly = np.log2(np.maximum.accumulate(np.asarray(ys, dtype=float)))
+            lo, hi = (ly[1] - ly[0]) / (xs[1] - xs[0]), (ly[-1] - ly[-2]) / (xs[-1] - xs[-2])
+            knots[name] = (xs, ly, max(float(lo), 0.0), max(float(hi), 1.0))
+        object.__setattr__(self, "_knots", knots)
 
     def __contains__(self, name: str) -> bool:
         return name in self.seconds
@@ -175,18 +184,31 @@ class CostCurves:
         """
         if itemsize is not None:
             itemsize = check_int("itemsize (bytes per element)", itemsize, 1)
-        if np.isnan(np.asarray(n, dtype=float)).any():
-            raise ValueError("cost of NaN elements")
-        xs = np.log2(np.asarray(self.sizes, dtype=float))
-        ys = np.log2(np.maximum.accumulate(np.asarray(self.seconds[name], dtype=float)))  # non-decreasing
+        if name not in self._knots:
+            raise KeyError(name)
+        xs, ys, lo_slope, hi_slope = self._knots[name]
+        scale = (self.itemsize if itemsize is None else itemsize) / self.itemsize
+        if isinstance(n, (int, float, np.integer, np.floating)):  # one size: the same formula without arrays
+            nf = float(n)
+            if math.isnan(nf):
+                raise ValueError("cost of NaN elements")
+            if nf <= 0:
+                return 0.0
+            x = math.log2(max(nf, 1.0))
+            if x < xs[0]:
+                y = ys[0] + lo_slope * (x - xs[0])
+            elif x > xs[-1]:
+                y = ys[-1] + hi_slope * (x - xs[-1])
+            else:
+                y = float(np.interp(x, xs, ys))
+            return 2.0**y * scale
         nn = np.asarray(n, dtype=float)
+        if np.isnan(nn).any():
+            raise ValueError("cost of NaN elements")
         x = np.log2(np.maximum(nn, 1.0))
         y = np.interp(x, xs, ys)
-        lo_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
-        hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
-        y = np.where(x < xs[0], ys[0] + max(lo_slope, 0.0) * (x - xs[0]), y)
-        y = np.where(x > xs[-1], ys[-1] + max(hi_slope, 1.0) * (x - xs[-1]), y)
-        scale = (self.itemsize if itemsize is None else itemsize) / self.itemsize
+        y = np.where(x < xs[0], ys[0] + lo_slope * (x - xs[0]), y)
+        y = np.where(x > xs[-1], ys[-1] + hi_slope * (x - xs[-1]), y)
         out = np.where(nn > 0, 2.0**y * scale, 0.0)
         return float(out) if out.ndim == 0 else out
 

@@ -140,10 +140,11 @@ def test_sort_by_key_carries_large_structured_values(runtime, split):
     assert ss.dtype == swapped.dtype and same_bits(ss, swapped[order])
 
 
+@pytest.mark.parametrize("n", [1 << 17, 1000])
 @pytest.mark.parametrize("split", SPLITS[:5])
-def test_sort_by_key_keeps_the_padding_of_structured_values(runtime, split):
-    """Every byte of each value moves, the padding between fields too (numpy's field-wise copies skip it)."""
-    n = 1 << 17
+def test_sort_by_key_keeps_the_padding_of_structured_values(runtime, split, n):
+    """Every byte of each value moves, the padding between fields too (numpy's field-wise copies skip it); also
+    below hpu.sorting.api.SMALL_MAX, where numpy alone sorts."""
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 50, n).astype(np.int32)
     dt = np.dtype([("a", "i1"), ("b", "f8")], align=True)
@@ -363,8 +364,10 @@ def test_calls_from_pool_workers_do_not_deadlock(request, fixture):
 def test_closed_runtime_raises():
     rt = hpu.Runtime("none", profile=hpu.Profile(p=2, g=1, gamma=1))
     rt.close()
-    with pytest.raises(hpu.RuntimeClosedError, match="is closed"):
-        hpu.argsort(np.arange(10), runtime=rt)
+    for call in (hpu.argsort, hpu.sort, lambda a, runtime: hpu.sort_by_key(a, a, runtime=runtime)):
+        for n in (10, 10**4):  # numpy alone sorts the small one (hpu.sorting.api.SMALL_MAX)
+            with pytest.raises(hpu.RuntimeClosedError, match="is closed"):
+                call(np.arange(n), runtime=rt)
 
 
 def test_numpy_kind_spellings(runtime):

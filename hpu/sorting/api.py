@@ -45,6 +45,7 @@ than ``2**32`` elements.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +56,7 @@ from ..core.kernels import CL_TYPES
 from ..core.runtime import Runtime, resolve_runtime
 from ..core.util import wait_all
 from .costs import fast_cost
+from .cpu import stable_sort_inplace
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
 from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_strategy
 from .device import default_algorithm, row_block
@@ -67,6 +69,12 @@ KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
 
 #: Fewest elements a thread-pool task handles (smaller work runs on the calling thread).
 _TASK_ELEMENTS = 1 << 16
+#: Most elements that :func:`sort`, :func:`argsort` and :func:`sort_by_key` with ``strategy="auto"`` and no forced
+#: split sort on the calling thread by numpy alone, asking neither the model nor the pools: there a call's fixed
+#: costs exceed the sort.  On the CPU-only machine (``experiments/bench_small.py``,
+#: ``experiments/results/cpu-only/bench_small_before.log``) such calls took 10-240 us up to 2^12 elements
+#: against 0.4-58 us for numpy's stable sorts, which took 2.3-19 times hpu's time from 2^14 on.
+SMALL_MAX = 1 << 12
 _LOW32 = np.uint64(0xFFFFFFFF)
 
 
@@ -105,7 +113,9 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any = No
         ``"advanced"``, ``"keyrange"`` and ``"exchange"`` one segmented sort
         packed on the host where it fits 64 bits (keys of at most 32 bits)
         and the model gives the device a share of it.  ``alpha`` and ``transfer_level`` then apply to that
-        packed sort of every element.
+        packed sort of every element.  ``"auto"`` sorts inputs of at most
+        :data:`SMALL_MAX` elements with numpy on the calling thread (unless
+        ``alpha`` or ``transfer_level`` is given).
     alpha, transfer_level : optional
         Force the split of the underlying :func:`hpu.hybrid_mergesort`; for
         rows sorted one work-group a row (``"auto"``, ``"gpu"``), ``alpha``
@@ -139,6 +149,13 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any = No
     """
     arr, axis = _prepare(a, axis, kind, "hpu.sort", order, stable)
     opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error, arr.size)
+    if opts.small(arr.size):
+        with opts.runtime.call():  # a closed runtime raises here too
+            if arr.ndim > 1:
+                return np.sort(arr, axis=axis, kind="stable")
+            out = arr.copy()
+            stable_sort_inplace(out)  # numpy's quicksort, -0.0 and NaN put back in input order: its stable result
+            return out
     rows = _rows(arr, axis)
     with opts.runtime.call():
         if rows.size == 0:
@@ -191,6 +208,9 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any =
         a = np.reshape(a, 1)
     arr, axis = _prepare(a, axis, kind, "hpu.argsort", order, stable)
     opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error, arr.size)
+    if opts.small(arr.size):
+        with opts.runtime.call():  # a closed runtime raises here too
+            return np.argsort(arr, axis=axis, kind="stable").astype(np.int64, copy=False)
     rows = _rows(arr, axis)
     with opts.runtime.call():
         if rows.size == 0:
@@ -255,7 +275,10 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
         return [_take_rows(x.reshape(1, -1), perm, o.runtime)[0] for x in [arr, *vals]]
 
     with opts.runtime.call():
-        if _keyed_on_device(arr, vals, opts):  # packed, sorted and gathered on the device
+        if opts.small(arr.size):
+            perm = np.argsort(arr, kind="stable")
+            out = [x.view(_raw(x.dtype))[perm].view(x.dtype) for x in [arr, *vals]]
+        elif _keyed_on_device(arr, vals, opts):  # packed, sorted and gathered on the device
             out = fast_keyed_sort(arr, vals, opts.runtime, gather=True, redo=lambda: on_cpu(opts.on_cpu()),
                                   on_device_error=opts.on_device_error, strategy=opts.strategy)[0]
         else:
@@ -284,6 +307,12 @@ class _Options:
         self.runtime, self.strategy, self.on_device_error = resolve_runtime(runtime), strategy, on_device_error
         self.hybrid = dict(strategy=strategy, alpha=alpha, transfer_level=transfer_level, runtime=self.runtime,
                            on_device_error=on_device_error)
+
+    def small(self, n: int) -> bool:
+        """Whether numpy alone sorts ``n`` elements on the calling thread: at most :data:`SMALL_MAX`, with
+        ``strategy="auto"`` and no split forced."""
+        return n <= SMALL_MAX and self.strategy == "auto" and self.hybrid["alpha"] is None and \
+            self.hybrid["transfer_level"] is None
 
     def on_cpu(self) -> _Options:
         """The same call on the CPU alone (what a device share that failed is redone with)."""
@@ -672,7 +701,7 @@ def _take_rows(src: np.ndarray, perm: np.ndarray, rt: Runtime) -> np.ndarray:
     except those holding Python objects, which numpy moves field by field.
     """
     out = _empty(rt, perm.shape, src.dtype)
-    raw = np.dtype((np.void, src.dtype.itemsize)) if src.dtype.names and not src.dtype.hasobject else src.dtype
+    raw = _raw(src.dtype)
     s, o = src.view(raw), out.view(raw)
 
     def take(rs: slice, cs: slice) -> None:
@@ -683,6 +712,12 @@ def _take_rows(src: np.ndarray, perm: np.ndarray, rt: Runtime) -> np.ndarray:
 
     _in_pool(rt, *perm.shape, take)
     return out
+
+
+def _raw(dtype: np.dtype) -> np.dtype:
+    """The dtype that moves ``dtype``'s elements whole: raw bytes for structured ones without Python objects (numpy
+    copies those field by field, leaving the padding between fields as the output memory had it), else itself."""
+    return np.dtype((np.void, dtype.itemsize)) if dtype.names and not dtype.hasobject else dtype
 
 
 def _cpu_rows(rows: np.ndarray, rt: Runtime, fn: Callable[[np.ndarray, np.ndarray], None],
@@ -701,7 +736,7 @@ def _cpu_rows(rows: np.ndarray, rt: Runtime, fn: Callable[[np.ndarray, np.ndarra
 def _empty(rt: Runtime, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialised array from the runtime's recycled host memory (no page faults; :mod:`hpu.core.hostmem`),
     or from ``numpy.empty`` when the pool has none."""
-    return rt.host_pool.empty_or_new(int(np.prod(shape, dtype=np.int64)), dtype).reshape(shape)
+    return rt.host_pool.empty_or_new(math.prod(int(d) for d in shape), dtype).reshape(shape)
 
 
 def _in_pool(rt: Runtime, r: int, m: int, fn: Callable[[slice, slice], Any], split_columns: bool = True) -> None:
@@ -712,13 +747,13 @@ def _in_pool(rt: Runtime, r: int, m: int, fn: Callable[[slice, slice], Any], spl
     The caller holds ``rt.call()`` (every public entry point does).
     """
     tasks = max(1, min(rt.threads, (r * m) // _TASK_ELEMENTS))
-    if r == 1 and split_columns:
+    if tasks == 1 or (r == 1 and not split_columns):
+        fn(slice(0, r), slice(0, m))
+        return
+    if r == 1:
         b = np.linspace(0, m, tasks + 1).astype(np.int64)
         blocks = [(slice(0, 1), slice(int(b[i]), int(b[i + 1]))) for i in range(tasks)]
     else:
         b = np.linspace(0, r, min(tasks, r) + 1).astype(np.int64)
         blocks = [(slice(int(b[i]), int(b[i + 1])), slice(0, m)) for i in range(len(b) - 1)]
-    if len(blocks) == 1:
-        fn(*blocks[0])
-        return
     wait_all(rt.pool.submit(fn, rs, cs) for rs, cs in blocks)

@@ -204,7 +204,7 @@ def test_a_kept_policy_is_asked_only_when_the_choice_arises(runtime):
     n, asked = MIN_POOLED_BYTES // 4, []
 
     def policy(answer):
-        return lambda: asked.append(answer) or answer
+        return lambda rentals: asked.append(answer) or answer
 
     first = pool.empty(n, np.int32, pinned=True, kept=policy("plain"))
     assert pool.is_pinned(first) and asked == []  # the first block of a size: no choice
@@ -218,6 +218,53 @@ def test_a_kept_policy_is_asked_only_when_the_choice_arises(runtime):
     with pytest.raises(ValueError, match="kept"):
         pool.empty(n, np.int32, pinned=True, kept=policy("never"))
     assert pool.empty(n, np.int32, pinned=False, kept=policy("never")) is not None  # plain memory: not asked
+
+
+def test_a_loop_that_keeps_its_last_result_rents_plain_memory_then_pins_a_block(runtime):
+    """``r = f()`` in a loop finds its last result's pinned block leased every other call.  The policy is told how
+    many plain arrays of the size it was given since the pool last pinned one (here it rents three times, then buys),
+    and once a second block is pinned the loop recycles the two."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    pool = HostArrayPool(runtime.context, runtime.queue, 16 * MIN_POOLED_BYTES)
+    n, asked = MIN_POOLED_BYTES // 4, []
+
+    def policy(rentals):
+        asked.append(rentals)
+        return "plain" if rentals < 3 else "pin"
+
+    last, pinned, blocks = None, [], set()
+    for _ in range(12):
+        r = pool.empty(n, np.int32, pinned=True, kept=policy)
+        pinned.append(pool.is_pinned(r))
+        if pinned[-1]:
+            blocks.add(r.ctypes.data)
+        last = r  # noqa: F841 (kept until the next call returns)
+        del r
+    assert pinned == [True, False] * 3 + [True, True] + [True] * 4
+    assert asked == [0, 1, 2, 3] and len(blocks) == 2
+    # Another size counts apart; a size pinned afresh starts again from none.
+    other = [pool.empty(2 * n, np.int32, pinned=True, kept=policy) for _ in range(2)]
+    assert [pool.is_pinned(x) for x in other] == [True, False] and asked[-1] == 0
+    pool.close()
+
+
+def test_kept_policy_rents_until_the_rent_paid_reaches_the_price_of_pinning():
+    """kept_policy against the ski-rental rule worked by hand: a recycled sort of 1 ms, 1.3 ms into plain memory
+    (a rent of 0.3 ms) and 2 ms into freshly pinned memory (a price of 1 ms): plain three times, then pin."""
+    from hpu.sorting.pipeline import DEFAULT_OPTIONS, PipelineOptions, kept_policy
+
+    sizes = [1 << 20, 1 << 24]
+    curves = {"device_sort": [0.4e-3, 0.4e-3], "transfer": [0.6e-3, 0.6e-3], "kept_plain": [1.3e-3, 1.3e-3],
+              "kept_pinned": [2e-3, 2e-3], "cpu_sort": [1.0, 1.0]}
+    profile = hpu.Profile(p=2, g=1, gamma=1, curves={"sort": {"sizes": sizes, **curves}})
+    rt = hpu.Runtime("none", profile=profile)
+    choices = [kept_policy(rt, 1 << 22, 4, DEFAULT_OPTIONS, k) for k in range(6)]
+    assert choices == ["plain", "plain", "plain", "pin", "pin", "pin"]  # (k + 1) 0.3 < 1 for k < 3
+    assert kept_policy(rt, 1 << 22, 4, PipelineOptions(result_memory="plain"), 99) == "plain"
+    cheap = hpu.Profile(p=2, g=1, gamma=1, curves={"sort": {"sizes": sizes, **curves, "kept_plain": [0.9e-3] * 2}})
+    assert kept_policy(hpu.Runtime("none", profile=cheap), 1 << 22, 4, DEFAULT_OPTIONS, 10**6) == "plain"  # no rent
+    rt.close()
 
 
 @pytest.mark.parametrize("part", ["sort", "rows", "argsort", "by_key"])

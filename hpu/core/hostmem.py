@@ -37,10 +37,12 @@ except Exception:  # pragma: no cover - pyopencl is a dependency; CPU-only mode 
 
 log = logging.getLogger("hpu")
 
-__all__ = ["HostArrayPool", "MIN_POOLED_BYTES"]
+__all__ = ["HostArrayPool", "MIN_POOLED_BYTES", "RENTAL_SIZES"]
 
 #: Arrays smaller than this come from ``numpy.empty`` (their page faults cost little).
 MIN_POOLED_BYTES = 1 << 20
+#: Sizes whose plain arrays handed out in place of pinned ones :class:`HostArrayPool` counts (the most recent).
+RENTAL_SIZES = 64
 
 
 def _check_kept(kept: Any) -> str:
@@ -131,6 +133,8 @@ class HostArrayPool:
         self._total = 0
         self._lock = threading.Lock()
         self._returned: collections.deque[_Block] = collections.deque()  # released blocks not yet taken back
+        # Per size (bytes): plain arrays handed out in place of pinned ones since one of the size was last pinned.
+        self._rentals: collections.OrderedDict[int, int] = collections.OrderedDict()
         self._closed = False
 
     @property
@@ -143,7 +147,7 @@ class HostArrayPool:
         """Bytes held now, leased and free."""
         return self._total
 
-    def empty(self, n: int, dtype: Any, *, pinned: bool = False, kept: str | Callable[[], str] = "pin",
+    def empty(self, n: int, dtype: Any, *, pinned: bool = False, kept: str | Callable[[int], str] = "pin",
               inputs: Sequence[np.ndarray] = ()) -> np.ndarray | None:
         """A new uninitialised array of ``n`` elements from the pool, or ``None``.
 
@@ -164,7 +168,13 @@ class HostArrayPool:
             memory costs more than a staging copy.  A callable is called only
             when that choice arises (under the pool's lock: it must not use
             the pool), so that a choice that costs time (a cost model's) is
-            not paid by the calls that recycle a block.  The first block of a size
+            not paid by the calls that recycle a block; it gets one argument,
+            the plain arrays of this size handed out so far in place of
+            pinned ones since the pool last pinned a block of the size (a
+            loop that keeps its last result finds the block leased every
+            other call: renting plain memory again and again may come to
+            cost more than pinning another block once, the ski-rental
+            problem; :func:`hpu.sorting.pipeline.kept_policy`).  The first block of a size
             is always pinned: later calls recycle it.  A call with several
             results asks once (views of one block): a block it leased itself a
             moment before would otherwise count as a result the caller keeps.
@@ -192,10 +202,9 @@ class HostArrayPool:
             return None
         with self._held():
             fits = [b for b in self._free if need <= b.nbytes <= 2 * need and b.pinned == pinned]
-            if pinned and not fits and self._kept_elsewhere(need, inputs) and _check_kept(
-                    kept() if callable(kept) else kept) == "plain":
-                pinned = False
-                fits = [b for b in self._free if need <= b.nbytes <= 2 * need and not b.pinned]
+            if pinned and not fits and self._kept_elsewhere(need, inputs):
+                pinned = self._rent_or_pin(need, kept)
+                fits = fits if pinned else [b for b in self._free if need <= b.nbytes <= 2 * need and not b.pinned]
             block = min(fits, key=lambda b: b.nbytes) if fits else None
             if block is not None:
                 self._free.remove(block)
@@ -225,7 +234,7 @@ class HostArrayPool:
                 self._leased_pinned.add(block)
         return np.asarray(_Lease(self, block, need)).view(dt)
 
-    def empty_or_new(self, n: int, dtype: Any, *, pinned: bool = False, kept: str | Callable[[], str] = "pin",
+    def empty_or_new(self, n: int, dtype: Any, *, pinned: bool = False, kept: str | Callable[[int], str] = "pin",
                      inputs: Sequence[np.ndarray] = ()) -> np.ndarray:
         """:meth:`empty`, or ``numpy.empty(n, dtype)`` where the pool has no array to give.
 
@@ -247,6 +256,20 @@ class HostArrayPool:
         such memory costs no page faults, so there is nothing to gain by touching it first."""
         block = self._block_of(arr)
         return block is not None and (block.pinned or block.leases > 1)
+
+    def _rent_or_pin(self, need: int, kept: str | Callable[[int], str]) -> bool:
+        """Whether a result of ``need`` bytes gets a freshly pinned block (else plain memory), as ``kept`` says
+        (:meth:`empty`), given the plain ones handed out for that size since it was last pinned; counts them; under
+        the lock."""
+        rentals = self._rentals.get(need, 0)
+        if _check_kept(kept(rentals) if callable(kept) else kept) == "pin":
+            self._rentals.pop(need, None)
+            return True
+        self._rentals.pop(need, None)
+        self._rentals[need] = rentals + 1  # the most recent size last
+        while len(self._rentals) > RENTAL_SIZES:
+            self._rentals.popitem(last=False)
+        return False
 
     def _kept_elsewhere(self, need: int, inputs: Sequence[np.ndarray]) -> bool:
         """Whether a leased pinned block of ``need`` to ``2 * need`` bytes holds none of ``inputs`` (a result the

@@ -185,14 +185,26 @@ class PipelineOptions:
 DEFAULT_OPTIONS = PipelineOptions()
 
 
-def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions) -> str:
-    """``kept`` for :meth:`hpu.core.hostmem.HostArrayPool.empty` of a device-sorted result of ``n`` keys.
+def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions, rentals: int = 0) -> str:
+    """``kept`` for :meth:`hpu.core.hostmem.HostArrayPool.empty` of a device-sorted result of ``n`` keys, after
+    ``rentals`` results of its size were given plain memory since the pool last pinned a block of it.
 
-    ``options.result_memory`` unless ``"auto"``; then ``"plain"`` where the
-    profile's measured device-only sort with earlier results kept is faster
-    into plain memory than into freshly pinned memory (curves ``kept_plain``
-    and ``kept_pinned`` of :func:`hpu.sorting.calibrate.measure_costs`), else
-    ``"pin"``.
+    ``options.result_memory`` unless ``"auto"``.  Then, by the profile's
+    measured device-only sorts (:func:`hpu.sorting.calibrate.measure_costs`:
+    ``kept_plain`` and ``kept_pinned`` with every earlier result kept, into
+    plain memory or into freshly pinned memory; ``device_sort`` plus
+    ``transfer``, a recycled block), a call in plain memory pays
+    ``r = max(kept_plain - recycled, 0)`` more than one that recycles a block
+    (rent), and pinning one more block pays ``B = kept_pinned - recycled``
+    once (buy), after which the caller's loop recycles the blocks.  Not
+    knowing how many calls are to come, rent while the rent paid, this
+    call's included, stays below the price of buying, and buy then:
+    ``"plain"`` while ``(rentals + 1) r < B``, else ``"pin"``, the
+    deterministic rule for the ski-rental problem, whose cost is at most
+    twice that of the best choice made knowing the future (Karlin, Manasse,
+    Rudolph and Sleator, "Competitive snoopy caching", Algorithmica 3,
+    1988).  With ``rentals = 0``: plain memory where it is the cheaper for
+    one call.  Beyond the paper.
     """
     if options.result_memory != "auto":
         return options.result_memory
@@ -200,7 +212,9 @@ def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions) ->
     if curves is None or "kept_plain" not in curves or "kept_pinned" not in curves:
         return "pin"
     plain, pinned = (float(fast_cost(rt.profile, k, n, itemsize)) for k in ("kept_plain", "kept_pinned"))
-    return "plain" if plain < pinned else "pin"
+    recycled = sum(float(fast_cost(rt.profile, k, n, itemsize)) for k in ("device_sort", "transfer") if k in curves)
+    rent, buy = max(plain - recycled, 0.0), pinned - recycled
+    return "plain" if (int(rentals) + 1) * rent < buy else "pin"
 
 
 def cpu_method(rt: Runtime, n: int, dtype: np.dtype, options: PipelineOptions = DEFAULT_OPTIONS) -> str:

@@ -9,7 +9,7 @@
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
 #                                            review-tests | model-large | bus-gpus | floors |
-#                                            staging-floor | call-gap | latency | ab)
+#                                            staging-floor | call-gap | latency | ab | loop)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -110,6 +110,9 @@
 # ab: bench_targets and bench_latency with hpu as it is and with AB_PATCH (a git diff, e.g. of one commit against
 #     its parent) reversed, in AB_ROUNDS (default 3) interleaved rounds (each side first in every other round),
 #     after an untimed bench_targets, with the profile.
+# loop: bench_loop (loops of LOOP_CALLS calls, default 400, of hpu.sort, hpu.argsort, hpu.sort_by_key and rows at
+#       2^24, results dropped and each kept until the next call returns), with the profile; with AB_PATCH also with
+#       that diff reversed, in AB_ROUNDS (default 2) interleaved rounds.  Then bench_small (the calls on small arrays).
 # steady: bench_mergesort (2^24 int32: gpu, gpu+pinned, auto) and bench_argsort (2^24 int32: argsort, kv, rows) with
 #         each call after an idle pause (their default) and back to back (--back-to-back), with the profile.
 # review-tests: tests/test_hostmem.py, test_faults.py, test_keyrange.py, test_exchange.py, test_model.py and
@@ -273,6 +276,24 @@ for stage in "$@"; do
                 [ $side = before ] && patch -s -p1 < "$AB_PATCH"
             done
         done 2>&1 | tee "$OUT/ab.log"
+        ;;
+    loop)
+        calibrate
+        for round in $(seq "${AB_ROUNDS:-2}"); do
+            sides="after"
+            if [ -f "${AB_PATCH:-}" ]; then
+                sides="after before"
+                [ $((round % 2)) = 0 ] && sides="before after"
+            fi
+            for side in $sides; do
+                [ $side = before ] && patch -R -s -p1 < "$AB_PATCH"
+                echo "## round $round: $side"
+                python3 experiments/bench_loop.py --device gpu --profile "$profile" --calls "${LOOP_CALLS:-400}" \
+                    --json "$OUT/bench_loop_${side}_$round.json"
+                [ $side = before ] && patch -s -p1 < "$AB_PATCH"
+            done
+        done 2>&1 | tee "$OUT/loop.log"
+        python3 experiments/bench_small.py --json "$OUT/bench_small.json" 2>&1 | tee "$OUT/small.log"
         ;;
     latency)
         python3 experiments/bench_latency.py --device gpu --logs ${LATENCY_LOGS:-10,16,20,24} \

@@ -4,7 +4,8 @@ In such a loop the pinned block of the last result is still leased when the next
 result, so the pool hands out plain memory or pins another block (:func:`hpu.sorting.pipeline.kept_policy`, a
 rent-or-buy choice that counts the plain results handed out so far).  For each of ``hpu.sort`` and ``hpu.argsort``
 of 2^24 int32 keys (``--log-n``), ``hpu.sort_by_key`` with int64 values and ``hpu.sort`` of 2^14 rows of 2^10
-float32, the script runs on one runtime, back to back (``--pause-ms`` between calls):
+float32, the script runs on a runtime of its own (so that no other call's pinned block serves it), back to back
+(``--pause-ms`` between calls):
 
 - a loop of ``--calls`` calls whose results are dropped as they return (every call recycles one pinned block), then
 - a loop of as many calls that keeps each result until the next call returns,
@@ -58,20 +59,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=400, help="calls in each loop (default 400)")
     ap.add_argument("--pause-ms", type=float, default=0.0, help="idle pause before each call (default 0)")
     args = ap.parse_args(argv)
-    rt = hpu.Runtime(args.device, profile=args.profile, threads=args.threads)
-    runs = {k: v for k, v in calls(rt, args.log_n, 14, 10).items() if k.startswith("hpu.")}
-
-    def pinned(r: Any) -> bool:
-        return all(rt.host_pool.is_pinned(x) for x in (r if isinstance(r, tuple) else (r,)))
-
-    meta = {"date": utc_now(), "command": command_line("bench_loop.py", argv), "device": rt.device.name,
-            "host": host_description(), "threads": rt.threads, "calibrated": rt.calibrated, "calls": args.calls,
-            "pause_ms": args.pause_ms, "hpu": hpu.__version__}
-    print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
+    meta = {"date": utc_now(), "command": command_line("bench_loop.py", argv), "host": host_description(),
+            "calls": args.calls, "pause_ms": args.pause_ms, "hpu": hpu.__version__}
     windows = [(a, min(b, args.calls)) for a, b in WINDOWS if a <= args.calls]
-    print(f"{'call':16s} {'loop':8s}" + "".join(f" {f'{a}-{b}':>13s}" for a, b in windows))
     rows = []
-    for name, fn in runs.items():
+    for name in ("hpu.sort", "hpu.argsort", "hpu.sort_by_key", "hpu.sort rows"):
+        rt = hpu.Runtime(args.device, profile=args.profile, threads=args.threads)
+        fn = calls(rt, args.log_n, 14, 10, only=name)[name]
+
+        def pinned(r: Any, rt: hpu.Runtime = rt) -> bool:
+            return all(rt.host_pool.is_pinned(x) for x in (r if isinstance(r, tuple) else (r,)))
+
+        if not rows:
+            meta.update(device=rt.device.name, threads=rt.threads, calibrated=rt.calibrated)
+            print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
+            print(f"{'call':16s} {'loop':8s}" + "".join(f" {f'{a}-{b}':>13s}" for a, b in windows))
         for keep in (False, True):
             times, where = loop(fn, args.calls, keep, args.pause_ms / 1e3, pinned)
             cells = [(1e3 * float(np.median(times[a - 1:b])), float(np.mean(where[a - 1:b]))) for a, b in windows]
@@ -80,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
                                      zip(windows, cells)]})
             print(f"{name:16s} {'kept' if keep else 'dropped':8s}" +
                   "".join(f" {m:7.2f}{f' {p:4.0%}' if keep else '':>6s}" for m, p in cells))
-    print(f"pool: {rt.host_pool.total_bytes / 2**20:.0f} MiB held")
+        print(f"{'':16s} its pool: {rt.host_pool.total_bytes / 2**20:.0f} MiB held")
+        rt.close()
     if args.json:
         print(f"wrote {write_json(args.json, {'meta': meta, 'rows': rows})}")
-    rt.close()
     return 0
 
 

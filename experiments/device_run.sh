@@ -268,12 +268,12 @@ for stage in "$@"; do
             sides="after before"
             [ $((round % 2)) = 0 ] && sides="before after"  # each side first in every other round
             for side in $sides; do
-                [ $side = before ] && patch -R -s -p1 < "$AB_PATCH"
+                if [ $side = before ]; then patch -R -s -p1 < "$AB_PATCH"; fi
                 echo "## round $round: $side"
                 python3 experiments/bench_targets.py --device gpu --profile "$profile" \
                     --json "$OUT/ab_targets_${side}.json"  # the last round's (a call brings back 8 files)
                 python3 experiments/bench_latency.py --device gpu --profile "$profile" --logs 10,16,20 --repeats 11
-                [ $side = before ] && patch -s -p1 < "$AB_PATCH"
+                if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi  # not an && list: last in the loop, a false test failed the stage
             done
         done 2>&1 | tee "$OUT/ab.log"
         ;;
@@ -286,11 +286,11 @@ for stage in "$@"; do
                 [ $((round % 2)) = 0 ] && sides="before after"
             fi
             for side in $sides; do
-                [ $side = before ] && patch -R -s -p1 < "$AB_PATCH"
+                if [ $side = before ]; then patch -R -s -p1 < "$AB_PATCH"; fi
                 echo "## round $round: $side"
                 python3 experiments/bench_loop.py --device gpu --profile "$profile" --calls "${LOOP_CALLS:-400}" \
                     --json "$OUT/bench_loop_${side}_$round.json"
-                [ $side = before ] && patch -s -p1 < "$AB_PATCH"
+                if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi  # not an && list: last in the loop, a false test failed the stage
             done
         done 2>&1 | tee "$OUT/loop.log"
         python3 experiments/bench_small.py --json "$OUT/bench_small.json" 2>&1 | tee "$OUT/small.log"

@@ -486,6 +486,23 @@ def no_default():
             made.close()
 
 
+def test_calls_that_numpy_alone_sorts_do_not_make_the_default_runtime(no_default):
+    """Inputs of at most hpu.sorting.api.SMALL_MAX elements with the default strategy are numpy's to sort: no
+    OpenCL context is made for them; the first larger call makes the default runtime."""
+    from hpu.sorting.api import SMALL_MAX
+
+    a = np.array([3.0, -0.0, np.nan, 0.0, 1.0, 3.0] * (SMALL_MAX // 6))
+    order = np.argsort(a, kind="stable")
+    assert same_bits(hpu.sort(a), a[order]) and same_bits(hpu.argsort(a), order)
+    assert same_bits(hpu.sort_by_key(a, np.arange(a.size))[1], order)
+    assert hpu.set_default_runtime(None) is None  # none was made
+    big = np.tile(a, 2)
+    assert same_bits(hpu.sort(big), big[np.argsort(big, kind="stable")])
+    made = hpu.set_default_runtime(None)
+    assert made is not None  # the larger call made it (the fixture closes it)
+    hpu.set_default_runtime(made)
+
+
 def test_sixteen_threads_racing_to_make_the_default_runtime_make_one(no_default):
     """16 threads ask for the default runtime at the same moment (none exists): one is made; then calls without
     runtime= from a concurrent.futures pool all use it and are right."""

@@ -44,6 +44,7 @@ than ``2**32`` elements.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Callable
@@ -53,7 +54,7 @@ import numpy as np
 
 from ..core.hybrid import check_on_device_error, check_split, check_strategy
 from ..core.kernels import CL_TYPES
-from ..core.runtime import Runtime, resolve_runtime
+from ..core.runtime import Runtime, check_runtime, resolve_runtime
 from ..core.util import wait_all
 from .costs import fast_cost
 from .cpu import stable_sort_inplace
@@ -150,7 +151,7 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any = No
     arr, axis = _prepare(a, axis, kind, "hpu.sort", order, stable)
     opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error, arr.size)
     if opts.small(arr.size):
-        with opts.runtime.call():  # a closed runtime raises here too
+        with opts.guard():
             if arr.ndim > 1:
                 return np.sort(arr, axis=axis, kind="stable")
             out = arr.copy()
@@ -209,7 +210,7 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any =
     arr, axis = _prepare(a, axis, kind, "hpu.argsort", order, stable)
     opts = _Options(runtime, strategy, alpha, transfer_level, on_device_error, arr.size)
     if opts.small(arr.size):
-        with opts.runtime.call():  # a closed runtime raises here too
+        with opts.guard():
             return np.argsort(arr, axis=axis, kind="stable").astype(np.int64, copy=False)
     rows = _rows(arr, axis)
     with opts.runtime.call():
@@ -274,11 +275,13 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
         perm = _argsort_rows(arr.reshape(1, -1), o)
         return [_take_rows(x.reshape(1, -1), perm, o.runtime)[0] for x in [arr, *vals]]
 
-    with opts.runtime.call():
-        if opts.small(arr.size):
+    if opts.small(arr.size):
+        with opts.guard():
             perm = np.argsort(arr, kind="stable")
             out = [x.view(_raw(x.dtype))[perm].view(x.dtype) for x in [arr, *vals]]
-        elif _keyed_on_device(arr, vals, opts):  # packed, sorted and gathered on the device
+        return out[0], (tuple(out[1:]) if many else out[1])
+    with opts.runtime.call():
+        if _keyed_on_device(arr, vals, opts):  # packed, sorted and gathered on the device
             out = fast_keyed_sort(arr, vals, opts.runtime, gather=True, redo=lambda: on_cpu(opts.on_cpu()),
                                   on_device_error=opts.on_device_error, strategy=opts.strategy)[0]
         else:
@@ -304,15 +307,29 @@ class _Options:
         depth = None if n is None else max(int(n) - 1, 0).bit_length()  # ceil(log2 n)
         if transfer_level is not None and depth is not None and transfer_level > depth:
             raise ValueError(f"transfer_level must lie in [0, {depth}] for n={n} keys, got {transfer_level}")
-        self.runtime, self.strategy, self.on_device_error = resolve_runtime(runtime), strategy, on_device_error
-        self.hybrid = dict(strategy=strategy, alpha=alpha, transfer_level=transfer_level, runtime=self.runtime,
-                           on_device_error=on_device_error)
+        self.given, self.strategy, self.on_device_error = check_runtime(runtime), strategy, on_device_error
+        self.alpha, self.transfer_level = alpha, transfer_level
+
+    @functools.cached_property
+    def runtime(self) -> Runtime:
+        """The runtime given, else the default one (made on first use: not by calls that numpy alone sorts)."""
+        return resolve_runtime(self.given)
+
+    @property
+    def hybrid(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`hybrid_mergesort` for this call."""
+        return dict(strategy=self.strategy, alpha=self.alpha, transfer_level=self.transfer_level,
+                    runtime=self.runtime, on_device_error=self.on_device_error)
 
     def small(self, n: int) -> bool:
         """Whether numpy alone sorts ``n`` elements on the calling thread: at most :data:`SMALL_MAX`, with
         ``strategy="auto"`` and no split forced."""
-        return n <= SMALL_MAX and self.strategy == "auto" and self.hybrid["alpha"] is None and \
-            self.hybrid["transfer_level"] is None
+        return n <= SMALL_MAX and self.strategy == "auto" and self.alpha is None and self.transfer_level is None
+
+    def guard(self) -> contextlib.AbstractContextManager:
+        """For a call that numpy alone sorts: the given runtime's :meth:`~hpu.Runtime.call` (a closed one raises),
+        else nothing (the default runtime is not made for it)."""
+        return self.given.call() if self.given is not None else contextlib.nullcontext()
 
     def on_cpu(self) -> _Options:
         """The same call on the CPU alone (what a device share that failed is redone with)."""

@@ -503,6 +503,32 @@ def test_calls_that_numpy_alone_sorts_do_not_make_the_default_runtime(no_default
     hpu.set_default_runtime(made)
 
 
+def test_a_call_with_its_own_runtime_does_not_wait_for_the_default_one_being_made(no_default, runtime, monkeypatch):
+    """While one thread makes the default runtime (held here until the other call is done), a call given its own
+    runtime on another thread runs to the end: no lock shared between calls is held while the default is made."""
+    import hpu.core.runtime as core
+
+    made, release, real = threading.Event(), threading.Event(), core.default_runtime
+
+    def slow_default():
+        made.set()
+        release.wait(JOIN)
+        return real()
+
+    monkeypatch.setattr(core, "default_runtime", slow_default)
+    a = np.random.default_rng(0).integers(0, 1000, 1 << 16, dtype=np.int32)
+    first, other = threading.Thread(target=hpu.sort, args=(a,)), concurrent.futures.ThreadPoolExecutor(1)
+    first.start()
+    try:
+        assert made.wait(JOIN)
+        done = other.submit(hpu.sort, a, runtime=runtime)
+        assert same_bits(done.result(timeout=JOIN), np.sort(a, kind="stable"))
+    finally:
+        release.set()
+        first.join(JOIN)
+        other.shutdown()
+
+
 def test_sixteen_threads_racing_to_make_the_default_runtime_make_one(no_default):
     """16 threads ask for the default runtime at the same moment (none exists): one is made; then calls without
     runtime= from a concurrent.futures pool all use it and are right."""

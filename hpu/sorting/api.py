@@ -309,11 +309,17 @@ class _Options:
             raise ValueError(f"transfer_level must lie in [0, {depth}] for n={n} keys, got {transfer_level}")
         self.given, self.strategy, self.on_device_error = check_runtime(runtime), strategy, on_device_error
         self.alpha, self.transfer_level = alpha, transfer_level
+        self._runtime: Runtime | None = None
 
-    @functools.cached_property
+    @property
     def runtime(self) -> Runtime:
-        """The runtime given, else the default one (made on first use: not by calls that numpy alone sorts)."""
-        return resolve_runtime(self.given)
+        """The runtime given, else the default one (made on first use: not by calls that numpy alone sorts).
+
+        A plain attribute, not ``functools.cached_property``, whose lock (Python 3.10 and 3.11: one for every
+        instance) made a call with its own runtime wait while another thread made the default one."""
+        if self._runtime is None:
+            self._runtime = resolve_runtime(self.given)
+        return self._runtime
 
     @property
     def hybrid(self) -> dict[str, Any]:

@@ -373,9 +373,15 @@ def test_cost_of_one_size_equals_the_arrays(seconds, n, itemsize):
 
 
 def test_cost_of_an_unknown_step_or_nan_raises():
+    import pickle
+
     from hpu.core.costs import CostCurves
 
     curves = CostCurves([1, 2], {"a": (1.0, 2.0)})
+    assert curves.cost("a", 2) == 2.0
+    again = pickle.loads(pickle.dumps(curves))  # its cached knots travel, or are made again (an older pickle's)
+    again.__dict__.pop("_knot_cache", None)
+    assert again == curves and again.cost("a", 4) == curves.cost("a", 4) == 4.0
     for n in (3, np.array([3])):
         with pytest.raises(KeyError):
             curves.cost("b", n)

@@ -148,14 +148,18 @@ class CostCurves:
             secs[str(name)] = ys
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "seconds", secs)
-        # Per curve, cost's knots in log space, computed once (a model's choice asks for a few costs a call):
-        # (log2 sizes, log2 of the seconds made non-decreasing, the slope below, the slope above).
-        xs, knots = np.log2(np.asarray(sizes, dtype=float)), {}
-        for name, ys in secs.items():
-            ly = np.log2(np.maximum.accumulate(np.asarray(ys, dtype=float)))
-            lo, hi = (ly[1] - ly[0]) / (xs[1] - xs[0]), (ly[-1] - ly[-2]) / (xs[-1] - xs[-2])
-            knots[name] = (xs, ly, max(float(lo), 0.0), max(float(hi), 1.0))
-        object.__setattr__(self, "_knots", knots)
+
+    def _knots(self, name: str) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """:meth:`cost`'s knots of curve ``name`` in log space, computed once (a model's choice asks for a few
+        costs a call): log2 of the sizes, log2 of the seconds made non-decreasing, the slope below, the slope above.
+        KeyError for an unknown name."""
+        cache = self.__dict__.setdefault("_knot_cache", {})  # the dataclass is frozen
+        if name not in cache:
+            xs = np.log2(np.asarray(self.sizes, dtype=float))
+            ys = np.log2(np.maximum.accumulate(np.asarray(self.seconds[name], dtype=float)))
+            lo, hi = (ys[1] - ys[0]) / (xs[1] - xs[0]), (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+            cache[name] = (xs, ys, max(float(lo), 0.0), max(float(hi), 1.0))
+        return cache[name]
 
     def __contains__(self, name: str) -> bool:
         return name in self.seconds
@@ -184,9 +188,7 @@ class CostCurves:
         """
         if itemsize is not None:
             itemsize = check_int("itemsize (bytes per element)", itemsize, 1)
-        if name not in self._knots:
-            raise KeyError(name)
-        xs, ys, lo_slope, hi_slope = self._knots[name]
+        xs, ys, lo_slope, hi_slope = self._knots(name)
         scale = (self.itemsize if itemsize is None else itemsize) / self.itemsize
         if isinstance(n, (int, float, np.integer, np.floating)):  # one size: the same formula without arrays
             nf = float(n)

@@ -264,6 +264,11 @@ def test_kept_policy_rents_until_the_rent_paid_reaches_the_price_of_pinning():
     assert kept_policy(rt, 1 << 22, 4, PipelineOptions(result_memory="plain"), 99) == "plain"
     cheap = hpu.Profile(p=2, g=1, gamma=1, curves={"sort": {"sizes": sizes, **curves, "kept_plain": [0.9e-3] * 2}})
     assert kept_policy(hpu.Runtime("none", profile=cheap), 1 << 22, 4, DEFAULT_OPTIONS, 10**6) == "plain"  # no rent
+    # With no rentals the choice is one call's, plain where kept_plain < kept_pinned, also both below a recycled call.
+    for plain, pinned, want in ((0.8e-3, 0.95e-3, "plain"), (0.95e-3, 0.8e-3, "pin")):
+        noisy = hpu.Profile(p=2, g=1, gamma=1, curves={"sort": {"sizes": sizes, **curves, "kept_plain": [plain] * 2,
+                                                                "kept_pinned": [pinned] * 2}})
+        assert kept_policy(hpu.Runtime("none", profile=noisy), 1 << 22, 4, DEFAULT_OPTIONS, 0) == want
     rt.close()
 
 

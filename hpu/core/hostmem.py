@@ -133,7 +133,7 @@ class HostArrayPool:
         self._total = 0
         self._lock = threading.Lock()
         self._returned: collections.deque[_Block] = collections.deque()  # released blocks not yet taken back
-        # Per size (bytes): plain arrays handed out in place of pinned ones since one of the size was last pinned.
+        # Per size (bytes): plain arrays handed out in place of pinned ones since kept last answered "pin" for it.
         self._rentals: collections.OrderedDict[int, int] = collections.OrderedDict()
         self._closed = False
 
@@ -170,7 +170,7 @@ class HostArrayPool:
             the pool), so that a choice that costs time (a cost model's) is
             not paid by the calls that recycle a block; it gets one argument,
             the plain arrays of this size handed out so far in place of
-            pinned ones since the pool last pinned a block of the size (a
+            pinned ones since its answer for the size was last "pin" (a
             loop that keeps its last result finds the block leased every
             other call: renting plain memory again and again may come to
             cost more than pinning another block once, the ski-rental

@@ -187,15 +187,17 @@ DEFAULT_OPTIONS = PipelineOptions()
 
 def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions, rentals: int = 0) -> str:
     """``kept`` for :meth:`hpu.core.hostmem.HostArrayPool.empty` of a device-sorted result of ``n`` keys, after
-    ``rentals`` results of its size were given plain memory since the pool last pinned a block of it.
+    ``rentals`` results of its size were given plain memory since its last answer ``"pin"`` for that size.
 
     ``options.result_memory`` unless ``"auto"``.  Then, by the profile's
     measured device-only sorts (:func:`hpu.sorting.calibrate.measure_costs`:
     ``kept_plain`` and ``kept_pinned`` with every earlier result kept, into
     plain memory or into freshly pinned memory; ``device_sort`` plus
     ``transfer``, a recycled block), a call in plain memory pays
-    ``r = max(kept_plain - recycled, 0)`` more than one that recycles a block
-    (rent), and pinning one more block pays ``B = kept_pinned - recycled``
+    ``r = kept_plain - recycled`` more than one that recycles a block (rent;
+    where a measurement's noise puts it below 0, a size given plain memory
+    once is given it always), and pinning one more block pays
+    ``B = kept_pinned - recycled``
     once (buy), after which the caller's loop recycles the blocks.  Not
     knowing how many calls are to come, rent while the rent paid, this
     call's included, stays below the price of buying, and buy then:
@@ -213,7 +215,7 @@ def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions, re
         return "pin"
     plain, pinned = (float(fast_cost(rt.profile, k, n, itemsize)) for k in ("kept_plain", "kept_pinned"))
     recycled = sum(float(fast_cost(rt.profile, k, n, itemsize)) for k in ("device_sort", "transfer") if k in curves)
-    rent, buy = max(plain - recycled, 0.0), pinned - recycled
+    rent, buy = plain - recycled, pinned - recycled
     return "plain" if (int(rentals) + 1) * rent < buy else "pin"
 
 

@@ -188,15 +188,16 @@ class CostCurves:
         """
         if itemsize is not None:
             itemsize = check_int("itemsize (bytes per element)", itemsize, 1)
+        one = isinstance(n, (int, float, np.integer, np.floating))  # one size: the same formula without arrays
+        nn = float(n) if one else np.asarray(n, dtype=float)
+        if math.isnan(nn) if one else np.isnan(nn).any():
+            raise ValueError("cost of NaN elements")
         xs, ys, lo_slope, hi_slope = self._knots(name)
         scale = (self.itemsize if itemsize is None else itemsize) / self.itemsize
-        if isinstance(n, (int, float, np.integer, np.floating)):  # one size: the same formula without arrays
-            nf = float(n)
-            if math.isnan(nf):
-                raise ValueError("cost of NaN elements")
-            if nf <= 0:
+        if one:
+            if nn <= 0:
                 return 0.0
-            x = math.log2(max(nf, 1.0))
+            x = math.log2(max(nn, 1.0))
             if x < xs[0]:
                 y = ys[0] + lo_slope * (x - xs[0])
             elif x > xs[-1]:
@@ -204,9 +205,6 @@ class CostCurves:
             else:
                 y = float(np.interp(x, xs, ys))
             return 2.0**y * scale
-        nn = np.asarray(n, dtype=float)
-        if np.isnan(nn).any():
-            raise ValueError("cost of NaN elements")
         x = np.log2(np.maximum(nn, 1.0))
         y = np.interp(x, xs, ys)
         y = np.where(x < xs[0], ys[0] + lo_slope * (x - xs[0]), y)

@@ -61,9 +61,9 @@ from ..core.trace import Recorder, Trace
 from .cpu import parallel_sort
 from .device import DeviceSorter
 from .keyrange import check_shares, choose_splitters
-from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, cpu_method, defer_record, dma_reads, enqueue_sorts,
-                       kept_policy, max_device_elements, merge_tree, quiesce, stage_pieces, upload_pieces,
-                       wait_staged)
+from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, cpu_method, defer_record, dma_reads,
+                       download_pieces, enqueue_sorts, kept_policy, max_device_elements, merge_tree, quiesce,
+                       stage_pieces, upload_pieces, wait_staged)
 
 try:
     import pyopencl as cl
@@ -437,7 +437,8 @@ class _Exchange:
             stage = lease.pinned("staging", total * w)[: total * w].view(out.dtype)
             size = max(1, self.options.piece_bytes() // w)
             pieces = [(a, min(a + size, total)) for a in range(0, total, size)]
-            down = [cl.enqueue_copy(q, stage[a:b], result, src_offset=a * w, is_blocking=False) for a, b in pieces]
+            down: list = []
+            download_pieces(q, stage, result, pieces, down)
             copy_out(self.rt, [(stage, dst, pieces, down)], rec, stream=self.options.stream_copies)
             cl.wait_for_events(down[-1:])
         defer_record(rec, h2d + up, d2h + down, steps, 0, w, unit)

@@ -41,7 +41,7 @@ Each call's device share runs through the core's driver
 (:func:`hpu.core.hybrid.run_hybrid`) on a :class:`~hpu.core.runtime.DeviceLease`:
 its own command queues, device buffers and pinned staging memory, so that
 any number of threads may sort on one runtime at once.  The pipeline's steps
-(:func:`stage_pieces`, :func:`upload_pieces`, :func:`enqueue_sorts`,
+(:func:`stage_pieces`, :func:`upload_pieces`, :func:`download_pieces`, :func:`enqueue_sorts`,
 :func:`merge_tree`, :func:`copy_out`, :func:`prepare_record`, :func:`defer_record`, :func:`quiesce`)
 are shared with the exchange sort of several devices
 (:mod:`hpu.sorting.exchange`).
@@ -766,12 +766,9 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
             steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.pieces_per_wave(tasks), n, t, d_in, d_out,
                                         options.sort_waves)
             # One copy down unless copy_out takes the pieces as they land: every copy's event costs the call an
-            # enqueue and, freed, a wait.  Appended to a named list: an error midway leaves the events of the
-            # copies already enqueued to this frame, not freed at once (each would wait, holding the GIL, for a
-            # copy that waits for this thread's staging).
-            d2h = []
-            for a, b in pieces if dst is not None and not in_place else [(0, n)]:
-                d2h.append(cl.enqueue_copy(q, stage[a:b], d_out, src_offset=a * dt.itemsize, is_blocking=False))
+            # enqueue and, freed, a wait.  Into a named list (download_pieces says why).
+            d2h: list = []
+            download_pieces(q, stage, d_out, pieces if dst is not None and not in_place else [(0, n)], d2h)
         else:
             (steps, d2h), segs = _enqueue_rows(lease, d_in, stage, pieces, h2d, row_length), [(0, n)]
             lease.download_queue.flush()
@@ -1269,7 +1266,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         if values is None:
             if order is d_out:
                 steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
-            d2h = _keyed_download(q, [(order, outs[0], steps[-1][4], downs[0])], chunk, align, jobs)
+            d2h = _keyed_download(q, order, outs[0], steps[-1][4], downs[0], chunk, align, jobs)
         else:
             d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, mask, steps, outs, downs,
                               chunk, align, jobs)
@@ -1339,35 +1336,31 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
         ev = prg["gather"](queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
                            np.int32(a.itemsize // size), np.int64(n), wait_for=after)
         steps.append(("gather", 1, n, copied[i] if i else [], ev))
-        d2h += _keyed_download(queue, [(dst, outs[i], ev, downs[i])], chunk, align, jobs)
+        d2h += _keyed_download(queue, dst, outs[i], ev, downs[i], chunk, align, jobs)
     return d2h
 
 
-def _keyed_download(queue: Any, items: list[tuple[Any, np.ndarray, Any, np.ndarray | None]], chunk: int,
+def _keyed_download(queue: Any, buf: Any, host: np.ndarray, after: Any, stage: np.ndarray | None, chunk: int,
                     align: int, jobs: list) -> list:
-    """Copy each ``(buffer, host array, event, stage)``'s buffer down once the event completes, on ``queue``; the
-    copies' events, in order.
+    """Copy ``buf`` down into the host array ``host`` once the event ``after`` completes, on ``queue``; the copies'
+    events, in order.
 
-    Without ``stage`` (the host array is pinned) the DMA engine writes the host array in one copy (every copy's
-    event costs the call an enqueue and, freed, a wait).  Else the buffer comes down into ``stage`` (pinned bytes
-    of the host array's size) in pieces of ``chunk`` bytes (whole elements, a multiple of ``align`` of them, as the
-    staged pieces: :func:`_piece_length`, :func:`_staging_align`), and ``jobs`` gets the :func:`copy_out` job that moves
-    each piece on into the host array as it lands: the DMA engine writes pageable memory at a fraction of its
-    pinned rate (``experiments/results/h100/host_memory.json``).
+    Without ``stage`` (``host`` is pinned) the DMA engine writes ``host`` in one copy (every copy's event costs the
+    call an enqueue and, freed, a wait).  Else ``buf`` comes down into ``stage`` (pinned bytes of ``host``'s size) in
+    pieces of ``chunk`` bytes (whole elements, a multiple of ``align`` of them, as the staged pieces:
+    :func:`_piece_length`, :func:`_staging_align`), and ``jobs`` gets the :func:`copy_out` job that moves each piece
+    on into ``host`` as it lands: the DMA engine writes pageable memory at a fraction of its pinned rate
+    (``experiments/results/h100/host_memory.json``).
     """
-    events = []  # a named list, as device_share's copies down
-    for buf, host, ev, stage in items:
-        dst = _bytes(host, 0, host.shape[0])
-        if stage is None:
-            events.append(cl.enqueue_copy(queue, dst, buf, is_blocking=False, wait_for=[ev]))
-            continue
-        size = _piece_length(host.itemsize, chunk, align) * host.itemsize
-        pieces = [(a, min(a + size, dst.nbytes)) for a in range(0, dst.nbytes, size)]
-        down: list = []
-        for a, b in pieces:
-            down.append(cl.enqueue_copy(queue, stage[a:b], buf, src_offset=a, is_blocking=False, wait_for=[ev]))
-        events += down
-        jobs.append((stage, dst, pieces, down))
+    events: list = []  # a named list, as device_share's copies down
+    dst = _bytes(host, 0, host.shape[0])
+    if stage is None:
+        events.append(cl.enqueue_copy(queue, dst, buf, is_blocking=False, wait_for=[after]))
+        return events
+    size = _piece_length(host.itemsize, chunk, align) * host.itemsize
+    pieces = [(a, min(a + size, dst.nbytes)) for a in range(0, dst.nbytes, size)]
+    download_pieces(queue, stage, buf, pieces, events, wait_for=[after])
+    jobs.append((stage, dst, pieces, events))
     return events
 
 
@@ -1382,6 +1375,18 @@ def upload_pieces(cq: Any, d: Any, stage: np.ndarray, pieces: list[tuple[int, in
         if len(events) == 1:
             cq.flush()
     return events
+
+
+def download_pieces(queue: Any, stage: np.ndarray, d: Any, pieces: list[tuple[int, int]], events: list,
+                    wait_for: list | None = None) -> None:
+    """Enqueue the copy of each piece ``(a, b)`` of the buffer ``d`` down into ``stage[a:b]`` (elements of ``stage``'s
+    dtype, at the same offsets) on ``queue`` after ``wait_for``: :func:`upload_pieces`' counterpart.  Each copy's
+    event is appended to ``events`` as it is enqueued, a list the caller names, so that an enqueue failing midway
+    leaves the events of the copies already enqueued to it rather than freeing them at once (a freed copy's event
+    waits for its copy, holding Python's global lock, and the copy may wait for the caller's own staging)."""
+    for a, b in pieces:
+        events.append(cl.enqueue_copy(queue, stage[a:b], d, src_offset=a * stage.itemsize, is_blocking=False,
+                                      wait_for=wait_for))
 
 
 def _bytes(a: np.ndarray, start: int, stop: int) -> np.ndarray:

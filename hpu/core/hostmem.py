@@ -259,13 +259,11 @@ class HostArrayPool:
 
     def _rent_or_pin(self, need: int, kept: str | Callable[[int], str]) -> bool:
         """Whether a result of ``need`` bytes gets a freshly pinned block (else plain memory), as ``kept`` says
-        (:meth:`empty`), given the plain ones handed out for that size since it was last pinned; counts them; under
-        the lock."""
-        rentals = self._rentals.get(need, 0)
+        (:meth:`empty`), given the plain ones handed out for that size since its last answer "pin" for it; counts
+        them; under the lock."""
+        rentals = self._rentals.pop(need, 0)
         if _check_kept(kept(rentals) if callable(kept) else kept) == "pin":
-            self._rentals.pop(need, None)
             return True
-        self._rentals.pop(need, None)
         self._rentals[need] = rentals + 1  # the most recent size last
         while len(self._rentals) > RENTAL_SIZES:
             self._rentals.popitem(last=False)

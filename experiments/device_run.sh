@@ -9,7 +9,8 @@
 #                                            keyrange-cap | work-group | tile-radix | pinned | pinned-pipeline |
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
 #                                            review-tests | model-large | bus-gpus | floors |
-#                                            staging-floor | call-gap | latency | ab | loop)
+#                                            staging-floor | call-gap | latency | ab | loop |
+#                                            upload-chain | host-ptr)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -107,6 +108,10 @@
 #           bench_mergesort (2^24 int32: gpu, auto) and bench_argsort's rows part after idle pauses, with the profile.
 # latency: bench_latency (the OpenCL and pool round trips of a device sort, and hpu's device sort at 2^10-2^24,
 #          after idle pauses and back to back).
+# upload-chain: bench_upload_chain (the staged pieces' copies up behind user events, enqueued by the staging tasks,
+#               in slices), 64 MiB in pieces of 4 MiB, then 192 MiB in pieces of 8 MiB (the key-value sort's).
+# host-ptr: bench_host_ptr (USE_HOST_PTR buffers over the caller's pageable array against hpu's staging), 64 and
+#           256 MiB.
 # ab: bench_targets and bench_latency with hpu as it is and with AB_PATCH (a git diff, e.g. of one commit against
 #     its parent) reversed, in AB_ROUNDS (default 3) interleaved rounds (each side first in every other round),
 #     after an untimed bench_targets, with the profile.
@@ -298,6 +303,17 @@ for stage in "$@"; do
     latency)
         python3 experiments/bench_latency.py --device gpu --logs ${LATENCY_LOGS:-10,16,20,24} \
             --json "$OUT/bench_latency.json" 2>&1 | tee "$OUT/latency.log"
+        ;;
+    upload-chain)
+        python3 experiments/bench_upload_chain.py --device gpu --json "$OUT/bench_upload_chain.json" 2>&1 \
+            | tee "$OUT/upload_chain.log"
+        python3 experiments/bench_upload_chain.py --device gpu --mib 192 --piece-mib 8 --slices-mib 2,1 \
+            --tasks 12 --json "$OUT/bench_upload_chain_kv.json" 2>&1 | tee -a "$OUT/upload_chain.log"
+        ;;
+    host-ptr)
+        { python3 experiments/bench_host_ptr.py --device gpu --json "$OUT/bench_host_ptr.json"
+          python3 experiments/bench_host_ptr.py --device gpu --mib 256 --repeats 5 --json "$OUT/bench_host_ptr_256.json"
+        } 2>&1 | tee "$OUT/host_ptr.log"
         ;;
     call-gap)
         calibrate

@@ -64,6 +64,18 @@ __kernel void unpack_positions(__global ulong *packed, const ulong col_mask, con
     if (i < n) packed[i] &= col_mask;
 }
 
+// The sorted 32-bit integer keys themselves, from the packed integers' digits (key_bits inverted: the sign bit
+// flipped back for signed keys), instead of a gather of them: floats keep the gather (-0.0 and every NaN share
+// a digit), 64-bit keys theirs (their digits are in two sorts).
+__kernel void unpack_keys(__global const ulong *packed, __global KEY_T *dst, const int col_bits, const long n) {
+    const long i = get_global_id(0);
+    if (i >= n) return;
+#if KEY_BITS == 32 && (KEY_KIND == 0 || KEY_KIND == 1)
+    const uint digit = (uint)(packed[i] >> col_bits);
+    dst[i] = (KEY_T)(KEY_KIND == 1 ? digit ^ SIGN : digit);
+#endif
+}
+
 // The second of two passes: second[i] = first[row * m + (second[i] & col_mask)] & col_mask, in place.
 __kernel void compose(__global const ulong *first, __global ulong *second, const long m, const ulong col_mask,
                       const long n) {

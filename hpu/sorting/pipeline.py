@@ -1042,6 +1042,9 @@ def _rows_in_pool(rt: Runtime, src: np.ndarray, dst: np.ndarray,
 # -- argsort and key-value sorts with the packing on the device ------------------------------------------------
 
 _WORDS = ((8, "ulong"), (4, "uint"), (2, "ushort"), (1, "uchar"))
+#: Ranges a value array of a key-value sort is gathered in on the device, each copied down once gathered
+#: (:func:`_gathered_download`).
+GATHER_RANGES = 8
 
 
 def keyed_key_type(dtype: Any) -> tuple[str, int] | None:
@@ -1311,18 +1314,20 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
                 col_bits: np.int32, steps: list, outs: list[np.ndarray], downs: list, chunk: int, align: int,
                 jobs: list) -> list:
     """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``, whose low ``col_bits`` bits are the column)
-    for every array (keys and values), and each array's copy down into ``outs`` right behind its gather (:func:`_keyed_download`, through the pinned bytes
-    ``downs[i]`` unless that is None, in pieces of about ``chunk`` bytes, a multiple of ``align`` elements); the
-    copies' events, in order.
+    for every array (keys and values), and each array's copy down into ``outs`` right behind its gather
+    (:func:`_keyed_download`, through the pinned bytes ``downs[i]`` unless that is None, in pieces of about
+    ``chunk`` bytes, a multiple of ``align`` elements); the copies' events, in order.
 
     The keys' gather and copy down go on the lease's kernel queue, right
-    behind the sort; the values' on its copy queue, right behind their own
+    behind the sort; the values' gathers on its copy queue, right behind their own
     copies up (``copied[i]``, the last of them) and after the sort: the keys
     come down while the values still go up and the values are gathered
     while the keys come down (on the H100 machine, with every copy down on
     the copy queue, the keys' waited behind the values' copies up, 1.2 ms of
     a 13.6 ms key-value sort of 2^24 int32 keys with int64 values;
-    ``experiments/results/h100/pipeline_kv_before.log``).
+    ``experiments/results/h100/pipeline_kv_before.log``).  The values are
+    gathered in ranges (:func:`_gathered_download`), each range's copies down
+    enqueued behind the keys' on the kernel queue, waiting for that range's gather only.
 
     An element is gathered as whole words: of 8, 4, 2 or 1 bytes, the widest that divides its size.  32-bit
     integer keys are not gathered but unpacked from the sorted integers' digits (``unpack_keys``), which reads
@@ -1336,18 +1341,54 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
         size, word = next((size, word) for size, word in _WORDS if a.itemsize % size == 0)
         prg = _keyed_kernels(lease, arrays[0].dtype, word)
         dst = lease.buffer(f"keyed-out{i}", a.nbytes)
+        args = (d_src[i], d_sorted, dst, np.int64(m), mask, np.int32(a.itemsize // size))
         # Two queues at most run one program of the lease at once: PoCL before 7.0 may abort with three
         # (hpu.core.runtime.pocl_shares_kernels_across_queues)
-        queue, after = (lease.queue, copied[i]) if i == 0 else (lease.copy_queue, [sorted_ev])
-        if i == 0 and a.dtype.kind in "iu" and a.itemsize == 4:  # the keys, in order behind the sort
-            ev = prg["unpack_keys"](queue, (n,), None, d_sorted, dst, col_bits, np.int64(n))
+        if i:
+            d2h += _gathered_download(lease, prg["gather"], args, [sorted_ev], copied[i], outs[i], downs[i], chunk,
+                                      align, steps, jobs)
+            continue
+        if a.dtype.kind in "iu" and a.itemsize == 4:  # the keys, in order behind the sort
+            ev = prg["unpack_keys"](lease.queue, (n,), None, d_sorted, dst, col_bits, np.int64(n))
             steps.append(("unpack", 1, n, [], ev))
         else:
-            ev = prg["gather"](queue, (n,), None, d_src[i], d_sorted, dst, np.int64(m), mask,
-                               np.int32(a.itemsize // size), np.int64(n), wait_for=after)
-            steps.append(("gather", 1, n, copied[i] if i else [], ev))
-        d2h += _keyed_download(queue, dst, outs[i], ev, downs[i], chunk, align, jobs)
+            ev = prg["gather"](lease.queue, (n,), None, *args, np.int64(n), wait_for=copied[0])
+            steps.append(("gather", 1, n, copied[0], ev))
+        d2h += _keyed_download(lease.queue, dst, outs[0], ev, downs[0], chunk, align, jobs)
     return d2h
+
+
+def _gathered_download(lease: DeviceLease, gather: Any, args: tuple, after: list, copied: list, host: np.ndarray,
+                       stage: np.ndarray | None, chunk: int, align: int, steps: list, jobs: list) -> list:
+    """Gather one value array (``gather(*args, end)`` over element ranges) on the lease's copy queue after the
+    events ``after``, in at most :data:`GATHER_RANGES` ranges of whole pieces of about ``chunk`` bytes (a multiple
+    of ``align`` elements, as :func:`_keyed_download`'s), and copy each range down into ``host`` on the lease's
+    kernel queue as soon as its gather ends (through the pinned bytes ``stage`` unless that is None, a piece at a
+    time, moved on by the :func:`copy_out` job appended to ``jobs``); the copies' events, in order.
+
+    Every range needs every value on the device, so the gathers begin after the last copy up; in ranges the copies
+    down begin after the first range's gather rather than the whole array's (0.55 ms of a key-value sort of
+    2^24 int32 keys with int64 values on the H100 machine, ``experiments/results/h100/ab_unpack/``).
+    """
+    n, s = host.shape[0], host.itemsize
+    length = _piece_length(s, chunk, align)
+    pieces = [(a, min(a + length, n)) for a in range(0, n, length)]
+    per = -(-len(pieces) // GATHER_RANGES)
+    dst, raw = args[2], _bytes(host, 0, n)
+    events: list = []  # a named list, as device_share's copies down
+    for j in range(0, len(pieces), per):
+        group = pieces[j:j + per]
+        a, b = group[0][0], group[-1][1]
+        ev = gather(lease.copy_queue, (b - a,), None, *args, np.int64(b), global_offset=(a,), wait_for=after)
+        steps.append(("gather", 1, b - a, copied if j == 0 else [], ev))
+        if stage is None:
+            events.append(cl.enqueue_copy(lease.queue, raw[a * s:b * s], dst, src_offset=a * s, is_blocking=False,
+                                          wait_for=[ev]))
+        else:
+            download_pieces(lease.queue, stage, dst, [(x * s, y * s) for x, y in group], events, wait_for=[ev])
+    if stage is not None:
+        jobs.append((stage, raw, [(x * s, y * s) for x, y in pieces], events))
+    return events
 
 
 def _keyed_download(queue: Any, buf: Any, host: np.ndarray, after: Any, stage: np.ndarray | None, chunk: int,

@@ -72,7 +72,11 @@ __kernel void unpack_keys(__global const ulong *packed, __global KEY_T *dst, con
     if (i >= n) return;
 #if KEY_BITS == 32 && (KEY_KIND == 0 || KEY_KIND == 1)
     const uint digit = (uint)(packed[i] >> col_bits);
-    dst[i] = (KEY_T)(KEY_KIND == 1 ? digit ^ SIGN : digit);
+#if KEY_KIND == 1
+    dst[i] = as_int(digit ^ SIGN);  // reinterpreted, not converted: exact for every int
+#else
+    dst[i] = digit;
+#endif
 #endif
 }
 

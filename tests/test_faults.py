@@ -285,3 +285,26 @@ def test_a_trace_read_by_two_threads_at_once_counts_every_event():
     seen.append(trace.busy("device"))
     t.join()
     assert seen == [1.0, 1.0]
+
+
+def test_quiesce_flushes_every_queue_before_finishing_any():
+    """After a failure every queue is flushed before any is finished: a command of one queue may wait for an event
+    of another that an OpenCL driver has not submitted yet (the values' gathers on the copy queue wait for the
+    sort on the kernel queue), and finishing the first queue alone could then wait forever."""
+    from hpu.sorting.pipeline import quiesce
+
+    calls = []
+
+    class Queue:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def flush(self) -> None:
+            calls.append(("flush", self.name))
+
+        def finish(self) -> None:
+            calls.append(("finish", self.name))
+
+    quiesce([], (Queue("copy"), Queue("kernel"), Queue("download")))
+    assert calls[:3] == [("flush", "copy"), ("flush", "kernel"), ("flush", "download")]
+    assert sorted(calls[3:]) == [("finish", "copy"), ("finish", "download"), ("finish", "kernel")]

@@ -625,6 +625,11 @@ def quiesce(staging_tasks: list, queues: tuple) -> None:
     for f in staging_tasks:
         f.exception()
     staging_tasks.clear()
+    for queue in queues:  # every queue flushed before any is finished: one's commands may wait for another's
+        try:
+            queue.flush()
+        except Exception:
+            pass
     for queue in queues:
         try:
             queue.finish()
@@ -1313,27 +1318,22 @@ def _high_digits(prg: dict[str, Any], sorter: DeviceSorter, q: Any, d_keys: Any,
 def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copied: list[list], d_sorted: Any, m: int,
                 col_bits: np.int32, steps: list, outs: list[np.ndarray], downs: list, chunk: int, align: int,
                 jobs: list) -> list:
-    """Enqueue ``dst[i] = src[row * m + column]`` (of ``sorted[i]``, whose low ``col_bits`` bits are the column)
-    for every array (keys and values), and each array's copy down into ``outs`` right behind its gather
-    (:func:`_keyed_download`, through the pinned bytes ``downs[i]`` unless that is None, in pieces of about
-    ``chunk`` bytes, a multiple of ``align`` elements); the copies' events, in order.
+    """Enqueue the sorted keys and every value array, ``dst[i] = src[row * m + column]`` (of ``sorted[i]``, whose
+    low ``col_bits`` bits are the column), and their copies down into ``outs`` (through the pinned bytes
+    ``downs[i]`` unless that is None, in pieces of about ``chunk`` bytes, a multiple of ``align`` elements); the
+    copies' events, in order.
 
-    The keys' gather and copy down go on the lease's kernel queue, right
-    behind the sort; the values' gathers on its copy queue, right behind their own
-    copies up (``copied[i]``, the last of them) and after the sort: the keys
-    come down while the values still go up and the values are gathered
-    while the keys come down (on the H100 machine, with every copy down on
-    the copy queue, the keys' waited behind the values' copies up, 1.2 ms of
-    a 13.6 ms key-value sort of 2^24 int32 keys with int64 values;
-    ``experiments/results/h100/pipeline_kv_before.log``).  The values are
-    gathered in ranges (:func:`_gathered_download`), each range's copies down
-    enqueued behind the keys' on the kernel queue, waiting for that range's gather only.
+    The keys go on the lease's kernel queue, right behind the sort, and come down behind them
+    (:func:`_keyed_download`) while the values still go up: with every copy down on the copy queue, the keys'
+    waited behind the values' copies up on the H100 machine, 1.2 ms of a 13.6 ms key-value sort of 2^24 int32 keys
+    with int64 values (``experiments/results/h100/pipeline_kv_before.log``).  32-bit integer keys are not gathered
+    but unpacked from the sorted integers' digits (``unpack_keys``), which reads them in order: their gather took
+    0.43 ms there right before the copies down, which then ran without a break to the call's end
+    (``experiments/results/h100/pipeline_chain.log``).  The values are gathered on the copy queue, behind their
+    own copies up (``copied[i]``, the last of them) and the sort, in ranges whose copies down go on the kernel queue
+    behind the keys', each waiting for its range's gather only (:func:`_gathered_download`).
 
-    An element is gathered as whole words: of 8, 4, 2 or 1 bytes, the widest that divides its size.  32-bit
-    integer keys are not gathered but unpacked from the sorted integers' digits (``unpack_keys``), which reads
-    them in order: on the H100 machine the keys' gather of a key-value sort of 2^24 int32 keys took 0.43 ms
-    right before the copies down, which then ran without a break to the call's end
-    (``experiments/results/h100/pipeline_chain.log``).
+    An element is gathered as whole words: of 8, 4, 2 or 1 bytes, the widest that divides its size.
     """
     n, d2h, sorted_ev = arrays[0].shape[0], [], steps[-1][4]
     mask = np.uint64((1 << int(col_bits)) - 1)
@@ -1368,16 +1368,19 @@ def _gathered_download(lease: DeviceLease, gather: Any, args: tuple, after: list
 
     Every range needs every value on the device, so the gathers begin after the last copy up; in ranges the copies
     down begin after the first range's gather rather than the whole array's (0.55 ms of a key-value sort of
-    2^24 int32 keys with int64 values on the H100 machine, ``experiments/results/h100/ab_unpack/``).
+    2^24 int32 keys with int64 values on the H100 machine, ``experiments/results/h100/ab_unpack/``): there the
+    copies down then ended 2.55-2.68 ms after the last copy up instead of 2.98-3.00 ms in the fastest calls
+    (``experiments/results/h100/ab_ranges/``).
     """
     n, s = host.shape[0], host.itemsize
     length = _piece_length(s, chunk, align)
     pieces = [(a, min(a + length, n)) for a in range(0, n, length)]
-    per = -(-len(pieces) // GATHER_RANGES)
+    ranges = min(GATHER_RANGES, len(pieces))
+    cuts = [len(pieces) * j // ranges for j in range(ranges + 1)]  # as even as whole pieces allow
     dst, raw = args[2], _bytes(host, 0, n)
     events: list = []  # a named list, as device_share's copies down
-    for j in range(0, len(pieces), per):
-        group = pieces[j:j + per]
+    for j, (c0, c1) in enumerate(zip(cuts[:-1], cuts[1:])):
+        group = pieces[c0:c1]
         a, b = group[0][0], group[-1][1]
         ev = gather(lease.copy_queue, (b - a,), None, *args, np.int64(b), global_offset=(a,), wait_for=after)
         steps.append(("gather", 1, b - a, copied if j == 0 else [], ev))

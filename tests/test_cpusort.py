@@ -286,6 +286,19 @@ def test_bucket_ids_default_type_holds_every_bucket():
     assert list(got) == [70_000, 69_999, 6]
 
 
+def test_bucket_ids_take_the_last_position_as_a_splitter():
+    """A splitter at position 2**63 - 1 (after every key level with it) on numpy's way and the compiled one: keys
+    level with it go before it, as by definition (no position + 1 wrapping around)."""
+    from hpu.sorting.cpu import bucket_ids
+
+    x = np.array([5, 3, 5, 7, 5], np.int64)
+    keys, positions = np.array([5], np.int64), np.array([2**63 - 1], np.int64)
+    want = list(_brute_buckets(x, 0, keys, positions))
+    assert want == [0, 0, 0, 1, 0]
+    for out in (None, np.empty(x.size, np.uint16)):  # uint16 bucket numbers: numpy's way
+        assert list(bucket_ids(x, 0, keys, positions, out=out)) == want
+
+
 def test_a_failed_task_raises_only_once_the_others_have_ended(compiled, pool, monkeypatch):
     """partition_by_splitters raises a task's error only after every other task has stopped writing into its
     outputs (which the caller may hand back to a pool)."""

@@ -257,7 +257,7 @@ def bucket_ids(x: np.ndarray, start: int, keys: np.ndarray, positions: np.ndarra
     if keys.size <= COMPARE_MAX_SPLITTERS:
         ids[:] = 0
         for s, p in zip(keys, positions):
-            cut = int(min(max(p + 1 - start, 0), m))  # positions <= p: strictly after; beyond: level is after
+            cut = min(max(int(p) + 1 - start, 0), m)  # positions <= p: strictly after; beyond: level is after
             for lo, hi, strict in ((0, cut, True), (cut, m, False)):
                 if hi > lo:
                     np.add(ids[lo:hi], _after(x[lo:hi], s, strict), out=ids[lo:hi], casting="unsafe")

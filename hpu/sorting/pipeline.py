@@ -1048,7 +1048,7 @@ def _rows_in_pool(rt: Runtime, src: np.ndarray, dst: np.ndarray,
 
 _WORDS = ((8, "ulong"), (4, "uint"), (2, "ushort"), (1, "uchar"))
 #: Ranges a value array of a key-value sort is gathered in on the device, each copied down once gathered
-#: (:func:`_gathered_download`).
+#: (:func:`_gather_ranges`).
 GATHER_RANGES = 8
 
 
@@ -1275,7 +1275,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
         if values is None:
             if order is d_out:
                 steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
-            d2h = _keyed_download(q, order, outs[0], steps[-1][4], downs[0], chunk, align, jobs)
+            d2h = _keyed_download(q, order, outs[0], [(n, steps[-1][4])], downs[0], chunk, align, jobs)
         else:
             d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, col_bits, steps, outs, downs,
                               chunk, align, jobs)
@@ -1331,7 +1331,7 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
     0.43 ms there right before the copies down, which then ran without a break to the call's end
     (``experiments/results/h100/pipeline_chain.log``).  The values are gathered on the copy queue, behind their
     own copies up (``copied[i]``, the last of them) and the sort, in ranges whose copies down go on the kernel queue
-    behind the keys', each waiting for its range's gather only (:func:`_gathered_download`).
+    behind the keys', each waiting for its range's gather only (:func:`_gather_ranges`).
 
     An element is gathered as whole words: of 8, 4, 2 or 1 bytes, the widest that divides its size.
     """
@@ -1345,26 +1345,24 @@ def _gather_all(lease: DeviceLease, arrays: list[np.ndarray], d_src: list, copie
         # Two queues at most run one program of the lease at once: PoCL before 7.0 may abort with three
         # (hpu.core.runtime.pocl_shares_kernels_across_queues)
         if i:
-            d2h += _gathered_download(lease, prg["gather"], args, [sorted_ev], copied[i], outs[i], downs[i], chunk,
-                                      align, steps, jobs)
-            continue
-        if a.dtype.kind in "iu" and a.itemsize == 4:  # the keys, in order behind the sort
-            ev = prg["unpack_keys"](lease.queue, (n,), None, d_sorted, dst, col_bits, np.int64(n))
-            steps.append(("unpack", 1, n, [], ev))
+            ranges = _gather_ranges(lease, prg["gather"], args, [sorted_ev], copied[i], n, a.itemsize, chunk, align,
+                                    steps)
+        elif a.dtype.kind in "iu" and a.itemsize == 4:  # the keys, in order behind the sort
+            ranges = [(n, prg["unpack_keys"](lease.queue, (n,), None, d_sorted, dst, col_bits, np.int64(n)))]
+            steps.append(("unpack", 1, n, [], ranges[0][1]))
         else:
-            ev = prg["gather"](lease.queue, (n,), None, *args, np.int64(n), wait_for=copied[0])
-            steps.append(("gather", 1, n, copied[0], ev))
-        d2h += _keyed_download(lease.queue, dst, outs[0], ev, downs[0], chunk, align, jobs)
+            ranges = [(n, prg["gather"](lease.queue, (n,), None, *args, np.int64(n), wait_for=copied[0]))]
+            steps.append(("gather", 1, n, copied[0], ranges[0][1]))
+        d2h += _keyed_download(lease.queue, dst, outs[i], ranges, downs[i], chunk, align, jobs)
     return d2h
 
 
-def _gathered_download(lease: DeviceLease, gather: Any, args: tuple, after: list, copied: list, host: np.ndarray,
-                       stage: np.ndarray | None, chunk: int, align: int, steps: list, jobs: list) -> list:
-    """Gather one value array (``gather(*args, end)`` over element ranges) on the lease's copy queue after the
-    events ``after``, in at most :data:`GATHER_RANGES` ranges of whole pieces of about ``chunk`` bytes (a multiple
-    of ``align`` elements, as :func:`_keyed_download`'s), and copy each range down into ``host`` on the lease's
-    kernel queue as soon as its gather ends (through the pinned bytes ``stage`` unless that is None, a piece at a
-    time, moved on by the :func:`copy_out` job appended to ``jobs``); the copies' events, in order.
+def _gather_ranges(lease: DeviceLease, gather: Any, args: tuple, after: list, copied: list, n: int, itemsize: int,
+                   chunk: int, align: int, steps: list) -> list[tuple[int, Any]]:
+    """Enqueue the gather of one value array (``gather(*args, end)`` over element ranges) on the lease's copy queue
+    after the events ``after``, in at most :data:`GATHER_RANGES` ranges of whole pieces of ``chunk`` bytes (a
+    multiple of ``align`` elements, the pieces of :func:`_keyed_download`); ``(stop, event)`` of each range, in
+    order, for :func:`_keyed_download` to copy each range down as soon as its gather ends.
 
     Every range needs every value on the device, so the gathers begin after the last copy up; in ranges the copies
     down begin after the first range's gather rather than the whole array's (0.55 ms of a key-value sort of
@@ -1372,49 +1370,48 @@ def _gathered_download(lease: DeviceLease, gather: Any, args: tuple, after: list
     copies down then ended 2.55-2.68 ms after the last copy up instead of 2.98-3.00 ms in the fastest calls
     (``experiments/results/h100/ab_ranges/``).
     """
-    n, s = host.shape[0], host.itemsize
-    length = _piece_length(s, chunk, align)
-    pieces = [(a, min(a + length, n)) for a in range(0, n, length)]
-    ranges = min(GATHER_RANGES, len(pieces))
-    cuts = [len(pieces) * j // ranges for j in range(ranges + 1)]  # as even as whole pieces allow
-    dst, raw = args[2], _bytes(host, 0, n)
-    events: list = []  # a named list, as device_share's copies down
-    for j, (c0, c1) in enumerate(zip(cuts[:-1], cuts[1:])):
-        group = pieces[c0:c1]
-        a, b = group[0][0], group[-1][1]
-        ev = gather(lease.copy_queue, (b - a,), None, *args, np.int64(b), global_offset=(a,), wait_for=after)
-        steps.append(("gather", 1, b - a, copied if j == 0 else [], ev))
-        if stage is None:
-            events.append(cl.enqueue_copy(lease.queue, raw[a * s:b * s], dst, src_offset=a * s, is_blocking=False,
-                                          wait_for=[ev]))
-        else:
-            download_pieces(lease.queue, stage, dst, [(x * s, y * s) for x, y in group], events, wait_for=[ev])
-    if stage is not None:
-        jobs.append((stage, raw, [(x * s, y * s) for x, y in pieces], events))
-    return events
+    length = _piece_length(itemsize, chunk, align)
+    pieces = -(-n // length)
+    ranges = min(GATHER_RANGES, pieces)
+    stops = [min(n, length * (pieces * j // ranges)) for j in range(1, ranges + 1)]  # as even as whole pieces allow
+    out, start = [], 0
+    for stop in stops:
+        ev = gather(lease.copy_queue, (stop - start,), None, *args, np.int64(stop), global_offset=(start,),
+                    wait_for=after)
+        steps.append(("gather", 1, stop - start, [] if out else copied, ev))
+        out.append((stop, ev))
+        start = stop
+    return out
 
 
-def _keyed_download(queue: Any, buf: Any, host: np.ndarray, after: Any, stage: np.ndarray | None, chunk: int,
-                    align: int, jobs: list) -> list:
-    """Copy ``buf`` down into the host array ``host`` once the event ``after`` completes, on ``queue``; the copies'
-    events, in order.
+def _keyed_download(queue: Any, buf: Any, host: np.ndarray, ranges: list[tuple[int, Any]], stage: np.ndarray | None,
+                    chunk: int, align: int, jobs: list) -> list:
+    """Copy ``buf`` down into the host array ``host`` on ``queue``, each range of elements (``ranges``: ``(stop,
+    event)``, in order, the last stop ``host``'s length) once its event completes; the copies' events, in order.
 
-    Without ``stage`` (``host`` is pinned) the DMA engine writes ``host`` in one copy (every copy's event costs the
-    call an enqueue and, freed, a wait).  Else ``buf`` comes down into ``stage`` (pinned bytes of ``host``'s size) in
-    pieces of ``chunk`` bytes (whole elements, a multiple of ``align`` of them, as the staged pieces:
-    :func:`_piece_length`, :func:`_staging_align`), and ``jobs`` gets the :func:`copy_out` job that moves each piece
-    on into ``host`` as it lands: the DMA engine writes pageable memory at a fraction of its pinned rate
-    (``experiments/results/h100/host_memory.json``).
+    Without ``stage`` (``host`` is pinned) the DMA engine writes each range of ``host`` in one copy (every copy's
+    event costs the call an enqueue and, freed, a wait).  Else ``buf`` comes down into ``stage`` (pinned bytes of
+    ``host``'s size) in pieces of ``chunk`` bytes (whole elements, a multiple of ``align`` of them, as the staged
+    pieces: :func:`_piece_length`, :func:`_staging_align`; each range's stop a piece's end), and ``jobs`` gets the
+    :func:`copy_out` job that moves each piece on into ``host`` as it lands: the DMA engine writes pageable memory
+    at a fraction of its pinned rate (``experiments/results/h100/host_memory.json``).
     """
+    n, s = host.shape[0], host.itemsize
+    raw = _bytes(host, 0, n)
+    length = _piece_length(s, chunk, align)
+    pieces = [(a * s, min(a + length, n) * s) for a in range(0, n, length)]
     events: list = []  # a named list, as device_share's copies down
-    dst = _bytes(host, 0, host.shape[0])
-    if stage is None:
-        events.append(cl.enqueue_copy(queue, dst, buf, is_blocking=False, wait_for=[after]))
-        return events
-    size = _piece_length(host.itemsize, chunk, align) * host.itemsize
-    pieces = [(a, min(a + size, dst.nbytes)) for a in range(0, dst.nbytes, size)]
-    download_pieces(queue, stage, buf, pieces, events, wait_for=[after])
-    jobs.append((stage, dst, pieces, events))
+    start = 0
+    for stop, after in ranges:
+        if stage is None:
+            events.append(cl.enqueue_copy(queue, raw[start * s:stop * s], buf, src_offset=start * s,
+                                          is_blocking=False, wait_for=[after]))
+        else:
+            download_pieces(queue, stage, buf, [p for p in pieces if start * s <= p[0] < stop * s], events,
+                            wait_for=[after])
+        start = stop
+    if stage is not None:
+        jobs.append((stage, raw, pieces, events))
     return events
 
 

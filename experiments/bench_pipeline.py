@@ -10,18 +10,19 @@ device-to-host copies, of the device sort, and the wall time, beside the median 
 traces, and by the caller's clock around the whole call);
 with the transfer chunk size, the most staging tasks at once and the pieces per sort wave varied, with the
 device sorting each staging wave on arrival or the whole array after the
-last copy, with the host's copies by streaming stores or ``numpy.copyto``, and with the device's sort
+last copy, with the host's copies by streaming stores or ``numpy.copyto``, with the pieces staged by hpu's
+compiled stager or by its Python thread pool, and with the device's sort
 (``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=..., stream_copies=...,
-device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's pinned memory
-(``--memory``: not staged), with a share of the rows sorted by the CPU pool beside the device (``--cpu-rows``,
-rows only), each call back to back or after an idle pause (``--pause-ms``), with Python's switch interval set
-(``--switch-interval``); the settings in turn,
+native_staging=..., device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's
+pinned memory (``--memory``: not staged), with a share of the rows sorted by the CPU pool beside the device
+(``--cpu-rows``, rows only), each call back to back or after an idle pause (``--pause-ms``), with Python's switch
+interval set (``--switch-interval``); the settings in turn,
 call by call, so that each median is of calls interleaved with the others'; then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
         [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--waves on,off] [--streams on,off]
-        [--device-sorts auto,merge,tile-radix] [--memory pageable,pinned] [--cpu-rows 0,0.1] [--pause-ms 0]
-        [--switch-interval SECONDS] [--json PATH]
+        [--native on,off] [--device-sorts auto,merge,tile-radix] [--memory pageable,pinned] [--cpu-rows 0,0.1]
+        [--pause-ms 0] [--switch-interval SECONDS] [--json PATH]
 """
 
 from __future__ import annotations
@@ -157,6 +158,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="PipelineOptions.sort_waves settings to compare (default on,off)")
     ap.add_argument("--streams", default="on,off",
                     help="PipelineOptions.stream_copies settings to compare (default on,off)")
+    ap.add_argument("--native", default="on",
+                    help="PipelineOptions.native_staging settings to compare (default on)")
     ap.add_argument("--device-sorts", default="auto",
                     help="PipelineOptions.device_sort settings to compare (auto: the device's default; default auto)")
     ap.add_argument("--memory", default="pageable",
@@ -195,16 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
         print(f"{'n':>10} {'memory':>8} {'cpu':>4} {'chunk':>6} {'tasks':>5} {'wave':>4} {'algorithm':>10} "
               f"{'waves':>5} "
-              f"{'strm':>4} {'median':>7} {'call':>7} {'wall':>7} {'stage':>13} "
+              f"{'strm':>4} {'ntv':>3} {'median':>7} {'call':>7} {'wall':>7} {'stage':>13} "
               f"{'h2d':>13} {'sort':>13} {'d2h':>13} {'cpu sort':>13}   ms (start-end of the fastest run)")
         configs = [(hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",
                                         wave_pieces=setting(p), stream_copies=st == "on",
-                                        device_sort=None if ds == "auto" else ds,
+                                        native_staging=nt == "on", device_sort=None if ds == "auto" else ds,
                                         **({} if setting(k) is None else {"staging_tasks": setting(k)})), mem,
                     float(c))
                    for x in args.chunks_mib.split(",") for k in args.tasks.split(",")
                    for p in args.wave_pieces.split(",") for w in args.waves.split(",")
-                   for st in args.streams.split(",") for ds in args.device_sorts.split(",") for mem in memories
+                   for st in args.streams.split(",") for nt in args.native.split(",")
+                   for ds in args.device_sorts.split(",") for mem in memories
                    for c in (args.cpu_rows.split(",") if args.part == "rows" else ["0"])]
         for lg in range(args.min_log, args.max_log + 1):
             n = 1 << lg
@@ -219,13 +223,15 @@ def main(argv: list[str] | None = None) -> int:
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
                 rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "staging_tasks": options.staging_tasks,
                              "wave_pieces": wave, "waves": options.sort_waves, "stream_copies": options.stream_copies,
-                             "device_sort": options.device_sort, "memory": memory, "cpu_rows": share,
+                             "native_staging": options.native_staging, "device_sort": options.device_sort,
+                             "memory": memory, "cpu_rows": share,
                              "median_wall": median, "median_call": call, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h", "cpu")]
                 print(f"{n:>10} {memory:>8} {share:4.2f} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} "
                       f"{options.device_sort or 'auto':>10} "
                       f"{'on' if options.sort_waves else 'off':>5} {'on' if options.stream_copies else 'off':>4} "
+                      f"{'on' if options.native_staging else 'off':>3} "
                       f"{median:7.2f} {call:7.2f} "
                       f"{s['wall']:7.2f} " + " ".join(cells) + "   device: "
                       + ", ".join(f"{k} {a:.2f}-{b:.2f}" for k, a, b in steps),

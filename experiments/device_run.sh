@@ -10,7 +10,7 @@
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
 #                                            review-tests | model-large | bus-gpus | floors |
 #                                            staging-floor | call-gap | latency | ab | loop |
-#                                            upload-chain | host-ptr)
+#                                            upload-chain | host-ptr | native-staging)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -22,6 +22,9 @@
 # pipeline-tasks: bench_pipeline's sort, rows and key-value parts at 2^24 with the most staging tasks varied, medians
 #                 of 15 calls; then the same with glibc's memcpy using non-temporal stores from 256 KiB on
 #                 (GLIBC_TUNABLES; the machine's own threshold: stage glibc).
+# native-staging: bench_pipeline's sort, rows and key-value parts at 2^24 with the pieces staged by hpu's compiled
+#                 stager (hpu.core.streaming.NativeStaging) and by its Python pool's tasks, back to back and after
+#                 20 ms idle.
 # streaming: the host's copies by streaming stores (hpu.core.streaming) against numpy.copyto: bench_bus's staging
 #            copies (8 tasks), then bench_pipeline's sort, rows and key-value parts at 2^24 with each.
 # ring: bench_bus's staged copies up through a ring of 2, 4 or 8 pinned pieces against the whole array's pinned
@@ -178,6 +181,18 @@ for stage in "$@"; do
                     --repeats 15
             done 2>&1 | tee "$OUT/pipeline_tasks${nt:+_nt}.log"
         done
+        ;;
+    native-staging)  # the pieces staged by hpu's compiled stager against its Python pool's tasks: a sort, rows and a
+                     # key-value sort at 2^24, medians of 15 interleaved calls, back to back and after 20 ms idle
+        { python3 -c "from hpu.core.streaming import native_staging_available as s; print('stager built:', s())"
+          for pause in 0 20; do
+              for part in sort rows kv; do
+                  python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 \
+                      --waves on --streams on --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" --native on,off \
+                      --repeats 15 --pause-ms $pause --json "$OUT/pipeline_native_${part}_p$pause.json"
+              done
+          done
+        } 2>&1 | tee "$OUT/native_staging.log"
         ;;
     streaming)  # the host's copies by streaming stores against numpy.copyto: 64 MiB staged alone (bench_bus), then
                 # a sort, rows and a key-value sort at 2^24 with each (stream_copies), medians of 15 interleaved calls

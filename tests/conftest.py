@@ -47,6 +47,29 @@ def fresh(runtime):
         yield rt
 
 
+@pytest.fixture
+def staged_sources(monkeypatch):
+    """A list that receives ``(source, stream, by)`` for every piece the pipeline stages, whichever stages it: its
+    Python pool's tasks (``copy_into``, ``by == "pool"``) or the compiled stager (``NativeStaging``, ``"native"``)."""
+    from hpu.sorting import pipeline
+
+    seen: list = []
+    real_copy, real_native = pipeline.copy_into, pipeline.NativeStaging
+
+    def copy(dst, src, stream):
+        seen.append((src, stream, "pool"))
+        return real_copy(dst, src, stream)
+
+    class Spy(real_native):
+        def __init__(self, pieces, events=None, *, helpers, stream):
+            seen.extend((src, stream, "native") for _, src in pieces)
+            super().__init__(pieces, events, helpers=helpers, stream=stream)
+
+    monkeypatch.setattr(pipeline, "copy_into", copy)
+    monkeypatch.setattr(pipeline, "NativeStaging", Spy)
+    return seen
+
+
 @pytest.fixture(scope="session")
 def cpu_runtime():
     with hpu.Runtime("none", profile=hpu.Profile(p=2, g=1, gamma=1)) as rt:

@@ -481,28 +481,32 @@ class _SlowSlices(np.ndarray):
 
 
 def test_keyed_gathers_wait_for_the_values_copies(fresh):
-    """The values' copies run on the copy queue while the device sorts: each gather waits for its array's copies."""
+    """The values' copies run on the copy queue while the device sorts: each gather waits for its array's copies.
+    Staged by the Python pool's tasks, which slice each piece as they copy it (the compiled stager's pieces are
+    sliced before it starts)."""
     from hpu.sorting.pipeline import fast_keyed_sort
 
     keys = make("int32", (100_000,), "random", 4)
     for seed in range(2):
         values = np.random.default_rng(seed).integers(0, 1 << 60, keys.size).view(_SlowSlices)
         _SlowSlices.reads.clear()
-        out, _ = fast_keyed_sort(keys, [values], fresh, gather=True, redo=None,
-                                 options=hpu.PipelineOptions(chunk_bytes=32 << 10), on_device_error="raise")
+        out, _ = fast_keyed_sort(keys, [values], fresh, gather=True, redo=None, on_device_error="raise",
+                                 options=hpu.PipelineOptions(chunk_bytes=32 << 10, native_staging=False))
         assert len(_SlowSlices.reads) > 1  # the values were staged through the slow slices, piece by piece
         assert np.array_equal(out[1], values.view(np.ndarray)[np.argsort(keys, kind="stable")])
 
 
 def test_failed_key_value_staging_raises_and_leaves_inputs(fresh, monkeypatch):
     """A staging copy that fails (a piece of the keys, then of the values): the sort raises, no device copy waits
-    forever, the inputs are untouched, and the next sort is right."""
+    forever, the inputs are untouched, and the next sort is right.  Staged by the Python pool's tasks, whose copies
+    can fail (the compiled stager's cannot)."""
     import hpu.sorting.pipeline as fm
     from hpu.sorting.pipeline import fast_keyed_sort
 
     rng = np.random.default_rng(9)
     keys, values = rng.integers(0, 1000, 50_000).astype(np.int32), rng.integers(0, 1 << 60, 50_000)
-    before, opts, real = (keys.copy(), values.copy()), hpu.PipelineOptions(chunk_bytes=16 << 10), np.copyto
+    before, real = (keys.copy(), values.copy()), np.copyto
+    opts = hpu.PipelineOptions(chunk_bytes=16 << 10, native_staging=False)
     order = np.argsort(keys, kind="stable")
     for failing in (keys, values):
         seen = []

@@ -11,6 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 import hpu
 from hpu import DeviceFailure, hybrid_mergesort
+from hpu.core.streaming import native_staging_available
 from hpu.sorting.pipeline import wave_merges
 
 DTYPES = [np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64]
@@ -223,15 +224,18 @@ def test_pipeline_staging_tasks(runtime):
     assert [e.kind for e in tr.events if e.unit == "device"].count("sort") == -(-a.nbytes // 4096)
 
 
+@pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("chunk_bytes, tasks", [(None, 8), (4096, 3)])
-def test_the_caller_stages_beside_the_pool(runtime, chunk_bytes, tasks):
+def test_the_caller_stages_beside_the_pool(runtime, chunk_bytes, tasks, native):
     """The calling thread is one of the staging tasks: a sort of one piece is staged on it alone (no pool task to
-    wake), and of many pieces every piece is staged once, by the caller or a pool task."""
+    wake), and of many pieces every piece is staged once, by the caller or a task of the pool (the compiled
+    stager's threads with ``native_staging`` where it was built, else the runtime's)."""
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
     a = np.random.default_rng(3).integers(-2**31, 2**31, 20_000).astype(np.int32)
     out, tr = hybrid_mergesort(a, strategy="gpu", runtime=runtime, return_trace=True,
-                               options=hpu.PipelineOptions(chunk_bytes=chunk_bytes, staging_tasks=tasks))
+                               options=hpu.PipelineOptions(chunk_bytes=chunk_bytes, staging_tasks=tasks,
+                                                           native_staging=native))
     assert same_bits(out, np.sort(a, kind="stable"))
     # Copies out of the staging memory into a result that is not pinned come after the staging, behind touches.
     copies_out = next((i for i, e in enumerate(tr.events) if e.kind == "touch"), len(tr.events))
@@ -241,6 +245,8 @@ def test_the_caller_stages_beside_the_pool(runtime, chunk_bytes, tasks):
     caller = f"cpu:{threading.current_thread().name}"
     if chunk_bytes is None:  # one piece
         assert units == {caller}
+    elif native and native_staging_available():
+        assert len(units - {caller}) <= tasks - 1 and all(u.startswith("cpu:hpu-stage_") for u in units - {caller})
     else:
         assert units <= {caller} | {f"cpu:{t.name}" for t in threading.enumerate() if t.name.startswith("hpu-cpu")}
 

@@ -1,13 +1,20 @@
 """Copies by streaming stores (hpu.core.streaming) against numpy.copyto, and the pipeline with and without them."""
 
+import concurrent.futures
+import multiprocessing
+import sys
+import time
+import warnings
+
 import numpy as np
 import pytest
 from conftest import same_bits
 
 import hpu
-from hpu.core.streaming import STREAM_MIN_BYTES, copy_into, stream_copy, streaming_available
+from hpu.core.streaming import (STREAM_MIN_BYTES, NativeStaging, copy_into, native_staging_available, stream_copy,
+                                streaming_available)
 from hpu.sorting import pipeline
-from hpu.sorting.pipeline import fast_row_sort
+from hpu.sorting.pipeline import fast_keyed_sort, fast_row_sort
 
 
 @pytest.fixture
@@ -89,15 +96,15 @@ def test_copy_into_with_and_without_streaming(monkeypatch):
     assert len(calls) == (1 if streaming_available() else 2)
 
 
+@pytest.mark.parametrize("native", [True, False])
 @pytest.mark.parametrize("stream", [True, False])
-def test_pipeline_with_and_without_streaming(runtime, monkeypatch, stream):
-    """A device sort and a row sort staged in pieces past STREAM_MIN_BYTES equal numpy's, the input untouched; every
-    staging copy is made the way ``stream_copies`` asks."""
+def test_pipeline_with_and_without_streaming(runtime, staged_sources, stream, native):
+    """A device sort, a row sort and a key-value sort staged in pieces past STREAM_MIN_BYTES equal numpy's, the
+    inputs untouched; every staging copy is made the way ``stream_copies`` asks, by the compiled stager where
+    ``native_staging`` asks for it and it was built, else by the Python pool's tasks."""
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
-    asked, real = [], pipeline.copy_into
-    monkeypatch.setattr(pipeline, "copy_into", lambda d, s, st: asked.append(st) or real(d, s, st))
-    opts = hpu.PipelineOptions(chunk_bytes=2 * STREAM_MIN_BYTES, stream_copies=stream)
+    opts = hpu.PipelineOptions(chunk_bytes=2 * STREAM_MIN_BYTES, stream_copies=stream, native_staging=native)
     rng = np.random.default_rng(5)
     a = rng.standard_normal(5 * STREAM_MIN_BYTES // 4 + 3).astype(np.float32)
     a[::97] = -0.0
@@ -108,4 +115,114 @@ def test_pipeline_with_and_without_streaming(runtime, monkeypatch, stream):
     got, _ = fast_row_sort(rows.reshape(-1), 64, runtime, options=opts, on_device_error="raise",
                            sort_into=lambda b, o: o.__setitem__(Ellipsis, np.sort(b, axis=-1, kind="stable")))
     assert np.array_equal(got.reshape(rows.shape), np.sort(rows, axis=-1, kind="stable"))
-    assert len(asked) >= 4 and set(asked) == {stream}
+    keys = rng.integers(-50, 50, STREAM_MIN_BYTES).astype(np.int32)
+    values = rng.integers(-2**62, 2**62, keys.size)
+    order = np.argsort(keys, kind="stable")
+    (got_keys, got_values), _ = fast_keyed_sort(keys, [values], runtime, gather=True, redo=None,
+                                                on_device_error="raise", options=opts)
+    assert same_bits(got_keys, keys[order]) and same_bits(got_values, values[order])
+    assert len(staged_sources) >= 8 and {st for _, st, _ in staged_sources} == {stream}
+    assert {by for _, _, by in staged_sources} == {"native" if native and native_staging_available() else "pool"}
+
+
+@pytest.fixture
+def stager():
+    if not native_staging_available():
+        pytest.skip("the compiled stager was not built here")
+
+
+@pytest.mark.parametrize("helpers", [0, 1, 3, 8])
+@pytest.mark.parametrize("stream", [True, False])
+def test_native_staging_copies_every_piece_once(stager, helpers, stream):
+    """Pieces of three arrays (empty, under and past STREAM_MIN_BYTES, unaligned) copied by the caller and up to
+    ``helpers`` pool threads equal their sources byte for byte, nothing else is written, the sources are untouched;
+    each piece's times lie within the call, from start to end, on the caller (0) or one of at most ``helpers``
+    pool threads."""
+    rng = np.random.default_rng(helpers)
+    srcs = [rng.integers(0, 256, n, dtype=np.uint8) for n in (3 * STREAM_MIN_BYTES + 5, 1000, 0)]
+    dsts = [np.full(s.size + 2, 7, np.uint8) for s in srcs]
+    bounds = [(0, 1), (1, STREAM_MIN_BYTES + 4), (STREAM_MIN_BYTES + 4, 3 * STREAM_MIN_BYTES + 5)]
+    pieces = [(dsts[0][1 + a:1 + b], srcs[0][a:b]) for a, b in bounds]
+    pieces += [(dsts[1][1:501], srcs[1][:500]), (dsts[1][501:1001], srcs[1][500:]), (dsts[2][1:1], srcs[2])]
+    before = [s.copy() for s in srcs]
+    t0 = time.perf_counter()
+    job = NativeStaging(pieces, helpers=helpers, stream=stream)
+    times = job.finish()
+    t1 = time.perf_counter()
+    for s, d, b in zip(srcs, dsts, before):
+        assert np.array_equal(d[1:-1], s) and d[0] == 7 == d[-1] and np.array_equal(s, b)
+    assert times.shape == (len(pieces), 3)
+    assert np.all((t0 <= times[:, 0]) & (times[:, 0] <= times[:, 1]) & (times[:, 1] <= t1))
+    threads = set(times[:, 2].astype(int)) - {0}
+    assert len(threads) <= helpers and all(t >= 1 for t in threads)
+    assert job.finish() is times
+
+
+def test_native_staging_completes_each_user_event(stager, rt):
+    """Each piece's OpenCL user event is complete once finish returns, so that device work behind them runs."""
+    import pyopencl as cl
+
+    src = np.arange(1 << 16, dtype=np.int32)
+    dst = np.zeros_like(src)
+    events = [cl.UserEvent(rt.context) for _ in range(4)]
+    marker = cl.enqueue_marker(rt.queue, wait_for=events)
+    rt.queue.flush()
+    NativeStaging([(dst[k << 14:(k + 1) << 14], src[k << 14:(k + 1) << 14]) for k in range(4)], events, helpers=2,
+                  stream=True).finish()
+    complete = cl.command_execution_status.COMPLETE
+    assert all(ev.command_execution_status == complete for ev in events)
+    marker.wait()
+    assert np.array_equal(dst, src)
+
+
+def test_native_staging_refuses_bad_pieces(stager):
+    """Pieces that are not C-contiguous, of two byte lengths or into read-only memory, and events of another
+    count, raise ValueError before anything is copied."""
+    a, b = np.arange(8, dtype=np.int64), np.zeros(8, np.int64)
+    frozen = np.zeros(8, np.int64)
+    frozen.flags.writeable = False
+    for pieces, match in (([(b[::2], a[:4])], "C-contiguous"), ([(b[:3], a[:4])], "byte length"),
+                          ([(frozen, a)], "read-only")):
+        with pytest.raises(ValueError, match=match):
+            NativeStaging(pieces, helpers=1, stream=False)
+    with pytest.raises(ValueError, match="1 events for 2 pieces"):
+        NativeStaging([(b[:4], a[:4]), (b[4:], a[4:])], [object()], helpers=1, stream=False)
+    assert not b.any()
+
+
+def test_native_staging_from_many_threads(stager):
+    """Eight threads staging jobs of their own at once, sharing the pool: every copy right."""
+    rng = np.random.default_rng(9)
+    srcs = [rng.integers(0, 2**31, 1 << 18, dtype=np.int64) for _ in range(8)]
+    dsts = [np.zeros_like(s) for s in srcs]
+
+    def stage(i: int) -> None:
+        for _ in range(5):
+            dsts[i][:] = 0
+            pieces = [(dsts[i][k:k + 4096], srcs[i][k:k + 4096]) for k in range(0, srcs[i].size, 4096)]
+            NativeStaging(pieces, helpers=3, stream=i % 2 == 0).finish()
+            assert np.array_equal(dsts[i], srcs[i])
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        list(ex.map(stage, range(8)))
+
+
+def _stage_in_child() -> None:
+    src = np.arange(1 << 20, dtype=np.int32)
+    dst = np.zeros_like(src)
+    NativeStaging([(dst[k:k + 65536], src[k:k + 65536]) for k in range(0, src.size, 65536)], helpers=4,
+                  stream=True).finish()
+    sys.exit(0 if np.array_equal(dst, src) else 1)
+
+
+def test_native_staging_in_a_forked_child(stager):
+    """A child forked after the pool's threads were made (which it does not inherit) stages with a pool of its
+    own."""
+    src = np.arange(1 << 16, dtype=np.int32)
+    NativeStaging([(np.empty_like(src), src)], helpers=4, stream=False).finish()
+    child = multiprocessing.get_context("fork").Process(target=_stage_in_child)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12: fork() of a multi-threaded process
+        child.start()
+    child.join(60)
+    assert child.exitcode == 0

@@ -1,10 +1,17 @@
 /* Copy bytes with non-temporal (streaming) stores: the destination's cache lines are written straight to memory,
- * not first read into the cache (read for ownership) and later evicted.  A plain C library (no Python API), loaded
- * by hpu.core.streaming through ctypes, which releases the GIL around each call.  x86-64 only (SSE2, part of the
- * architecture); elsewhere memcpy. */
+ * not first read into the cache (read for ownership) and later evicted.  x86-64 only (SSE2, part of the
+ * architecture); elsewhere memcpy.  And a stager: pieces of one copy taken in order by the caller and by threads of
+ * a pool of this library's own, each piece's OpenCL user event completed as soon as it is copied (below).
+ *
+ * A plain C library (no Python API), loaded by hpu.core.streaming through ctypes, which releases the GIL around
+ * each call. */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
@@ -46,3 +53,173 @@ void hpu_stream_copy(void *dst, const void *src, size_t n)
     memcpy(dst, src, n);
 }
 #endif
+
+/* -- The stager ---------------------------------------------------------------------------------------------------
+ *
+ * Python's threads pass the global interpreter lock from one to the next: each staging task of a pool of Python
+ * threads must hold it to start, to take a piece and to complete the piece's event, and the tasks then start one
+ * after another, a thread's wake-up apart.  Here a job's pieces are taken, copied and their events completed by
+ * threads that never hold it: hpu_stage_start wakes up to `helpers` threads of the pool at once and returns;
+ * hpu_stage_finish copies pieces on the caller until none is left, then waits until every helper that joined has
+ * ended.  Each piece is taken once (an atomic counter), so the pieces start in order.
+ *
+ * A job lives from hpu_stage_start to the return of hpu_stage_finish; its memory (the job, its arrays, the bytes
+ * copied) belongs to the caller, who must call hpu_stage_finish exactly once.  After a fork the child's pool is
+ * empty (its threads are the parent's); a job started before the fork is not the child's to finish. */
+
+typedef int32_t (*hpu_set_status)(void *event, int32_t status); /* clSetUserEventStatus */
+
+struct hpu_stage_job {
+    const int64_t *spans;  /* piece k: spans[3k + 2] bytes copied from address spans[3k] to address spans[3k + 1] */
+    void *const *events;   /* per piece, an OpenCL user event set CL_COMPLETE (0) once copied; NULL: none */
+    hpu_set_status set_status;
+    double *times;         /* per piece: start and end (CLOCK_MONOTONIC seconds), and the thread (0: the caller) */
+    int64_t pieces;
+    int64_t stream_from;   /* pieces of at least this many bytes copied by streaming stores, others by memcpy */
+    int32_t helpers;       /* pool threads wanted */
+    /* the stager's own */
+    int64_t next;          /* the next piece to take (atomic) */
+    int32_t status;        /* the first non-zero status of set_status, else 0 */
+    int32_t joined, left;  /* helpers that joined it, that ended */
+    struct hpu_stage_job *queued; /* the next job of the pool's queue */
+};
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_work = PTHREAD_COND_INITIALIZER, pool_done = PTHREAD_COND_INITIALIZER;
+static struct hpu_stage_job *pool_queue; /* jobs that want more helpers, in start order */
+static int32_t pool_threads, pool_idle;
+static int pool_atfork;
+
+static double monotonic(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void run_pieces(struct hpu_stage_job *job, int32_t who)
+{
+    for (;;) {
+        const int64_t k = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+        if (k >= job->pieces)
+            return;
+        const void *src = (const void *)(intptr_t)job->spans[3 * k];
+        void *dst = (void *)(intptr_t)job->spans[3 * k + 1];
+        const size_t n = (size_t)job->spans[3 * k + 2];
+        const double t0 = monotonic();
+        if (job->stream_from >= 0 && n >= (size_t)job->stream_from)
+            hpu_stream_copy(dst, src, n);
+        else
+            memcpy(dst, src, n);
+        const double t1 = monotonic();
+        if (job->times) {
+            job->times[3 * k] = t0;
+            job->times[3 * k + 1] = t1;
+            job->times[3 * k + 2] = who;
+        }
+        if (job->events && job->set_status) {
+            const int32_t st = job->set_status(job->events[k], 0);
+            if (st != 0) {
+                int32_t zero = 0;
+                __atomic_compare_exchange_n(&job->status, &zero, st, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+            }
+        }
+    }
+}
+
+static void unqueue(struct hpu_stage_job *job) /* pool_lock held */
+{
+    for (struct hpu_stage_job **p = &pool_queue; *p; p = &(*p)->queued)
+        if (*p == job) {
+            *p = job->queued;
+            return;
+        }
+}
+
+static void *pool_main(void *arg)
+{
+    const int32_t who = (int32_t)(intptr_t)arg;
+    pthread_mutex_lock(&pool_lock);
+    for (;;) {
+        while (!pool_queue) {
+            pool_idle++;
+            pthread_cond_wait(&pool_work, &pool_lock);
+            pool_idle--;
+        }
+        struct hpu_stage_job *job = pool_queue;
+        if (++job->joined >= job->helpers)
+            unqueue(job);
+        pthread_mutex_unlock(&pool_lock);
+        run_pieces(job, who);
+        pthread_mutex_lock(&pool_lock);
+        job->left++;
+        pthread_cond_broadcast(&pool_done);
+    }
+    return NULL;
+}
+
+static void after_fork_in_child(void)
+{
+    pthread_mutex_init(&pool_lock, NULL);
+    pthread_cond_init(&pool_work, NULL);
+    pthread_cond_init(&pool_done, NULL);
+    pool_queue = NULL;
+    pool_threads = pool_idle = 0;
+}
+
+/* Start the job: queue it for job->helpers pool threads (made as needed, at most 256 in all) and wake them.
+ * Returns 0, or the error of pthread_create when not one helper could be made (then no helper will join: the
+ * caller's hpu_stage_finish copies every piece). */
+int hpu_stage_start(struct hpu_stage_job *job)
+{
+    int err = 0;
+    job->next = 0;
+    job->status = job->joined = job->left = 0;
+    job->queued = NULL;
+    if (job->helpers <= 0)
+        return 0;
+    pthread_mutex_lock(&pool_lock);
+    if (!pool_atfork)
+        pool_atfork = pthread_atfork(NULL, NULL, after_fork_in_child) == 0;
+    struct hpu_stage_job **tail = &pool_queue;
+    while (*tail)
+        tail = &(*tail)->queued;
+    *tail = job;
+    int32_t wanted = 0; /* helpers wanted by every queued job: threads beyond the idle ones are made */
+    for (struct hpu_stage_job *j = pool_queue; j; j = j->queued)
+        wanted += j->helpers - j->joined;
+    for (int32_t spare = pool_idle; spare < wanted && pool_threads < 256; spare++) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        err = pthread_create(&t, &attr, pool_main, (void *)(intptr_t)(pool_threads + 1));
+        pthread_attr_destroy(&attr);
+        if (err)
+            break;
+#if defined(__GLIBC__)
+        char name[16];
+        snprintf(name, sizeof name, "hpu-stage_%d", (int)pool_threads);
+        pthread_setname_np(t, name);
+#endif
+        pool_threads++;
+    }
+    for (int32_t i = 0; i < job->helpers; i++) /* the idle threads it wants, woken at once (new ones look first) */
+        pthread_cond_signal(&pool_work);
+    pthread_mutex_unlock(&pool_lock);
+    return err && pool_threads == 0 ? err : 0;
+}
+
+/* Copy pieces on the caller until none is left, take the job off the queue (helpers not yet joined never will)
+ * and wait until every helper that joined has ended.  Returns the job's status: the first non-zero value
+ * set_status returned, else 0 (every event was set, whatever the status). */
+int32_t hpu_stage_finish(struct hpu_stage_job *job)
+{
+    run_pieces(job, 0);
+    pthread_mutex_lock(&pool_lock);
+    unqueue(job);
+    while (job->left < job->joined)
+        pthread_cond_wait(&pool_done, &pool_lock);
+    pthread_mutex_unlock(&pool_lock);
+    return job->status;
+}

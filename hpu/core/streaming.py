@@ -14,6 +14,11 @@ called through :mod:`ctypes`, which releases the GIL for the copy.
 ``experiments/bench_bus.py`` times both ways of staging; the pipeline's
 figures on the H100 machine are in ``experiments/README.md`` (*Streaming
 copies*).
+
+The same library stages a copy in pieces by threads of its own
+(:class:`NativeStaging`): Python's threads pass the global interpreter lock
+from one to the next, so that a pool of them starts its staging tasks one
+after another, each a thread's wake-up after the one before.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,7 +36,8 @@ from .util import native_library
 
 log = logging.getLogger("hpu")
 
-__all__ = ["STREAM_MIN_BYTES", "copy_into", "stream_copy", "streaming_available"]
+__all__ = ["STREAM_MIN_BYTES", "NativeStaging", "copy_into", "native_staging_available", "stream_copy",
+           "streaming_available"]
 
 #: Copies of fewer bytes go through ``numpy.copyto``: small copies gain nothing, and their destination may be read
 #: again soon (from the cache, which streaming stores bypass).  glibc's own threshold when set low on the H100
@@ -38,9 +46,15 @@ STREAM_MIN_BYTES = 256 << 10
 
 
 @functools.cache
+def _loaded() -> Any:
+    """The compiled library, or None (not built, or not loadable)."""
+    return native_library("hpu.core._streamcopy")
+
+
+@functools.cache
 def _library() -> Any:
-    """The compiled copy function, or None (not built, or not loadable)."""
-    lib = native_library("hpu.core._streamcopy")
+    """The compiled copy function, or None (not built, not loadable, or built where it does not stream)."""
+    lib = _loaded()
     if lib is None:
         return None
     try:
@@ -103,3 +117,129 @@ def copy_into(dst: np.ndarray, src: np.ndarray, stream: bool) -> None:
         stream_copy(dst, src)
     else:
         np.copyto(dst, src)
+
+
+class _Job(ctypes.Structure):
+    """``struct hpu_stage_job`` of ``hpu/core/_streamcopy.c``."""
+
+    _fields_ = [("spans", ctypes.c_void_p), ("events", ctypes.c_void_p), ("set_status", ctypes.c_void_p),
+                ("times", ctypes.c_void_p), ("pieces", ctypes.c_int64), ("stream_from", ctypes.c_int64),
+                ("helpers", ctypes.c_int32), ("next", ctypes.c_int64), ("status", ctypes.c_int32),
+                ("joined", ctypes.c_int32), ("left", ctypes.c_int32), ("queued", ctypes.c_void_p)]
+
+
+@functools.cache
+def _stager() -> tuple[Any, Any] | None:
+    """The compiled stager's start and finish functions, or None."""
+    lib = _loaded()
+    try:
+        start, finish = lib.hpu_stage_start, lib.hpu_stage_finish
+    except AttributeError:  # not built, or an older build
+        return None
+    start.argtypes, start.restype = [ctypes.POINTER(_Job)], ctypes.c_int
+    finish.argtypes, finish.restype = [ctypes.POINTER(_Job)], ctypes.c_int32
+    return start, finish
+
+
+@functools.cache
+def _set_user_event_status() -> int:
+    """The address of OpenCL's ``clSetUserEventStatus`` in the library that pyopencl calls."""
+    import pyopencl._cl as cl_module  # its OpenCL library is among the extension's dependencies, which dlsym searches
+
+    return ctypes.cast(ctypes.CDLL(cl_module.__file__).clSetUserEventStatus, ctypes.c_void_p).value
+
+
+def native_staging_available() -> bool:
+    """Whether :class:`NativeStaging` can run: the compiled library is present with its stager."""
+    return _stager() is not None
+
+
+#: Jobs started and not yet finished: their memory must outlive the pool's threads' use of it.
+_RUNNING: set[NativeStaging] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+class NativeStaging:
+    """Copies of pieces by the caller and threads of the compiled library's own pool, none holding the GIL.
+
+    The pieces are taken in order, each once, by up to ``helpers`` pool
+    threads (woken at once) from construction on, and by the caller in
+    :meth:`finish`, which returns when every piece is copied.  Each piece's
+    OpenCL user event, if given, is set complete (``CL_COMPLETE``) as soon as
+    its copy is done, by the thread that copied it.
+
+    Parameters
+    ----------
+    pieces : sequence of (dst, src) numpy arrays
+        Each copied ``dst[...] = src`` as raw bytes: both C-contiguous, of
+        equal ``nbytes``, ``dst`` writeable, none overlapping another; kept
+        referenced until :meth:`finish` returns.
+    events : sequence of pyopencl.UserEvent, optional
+        One per piece.
+    helpers : int
+        Pool threads wanted beside the caller (>= 0; the pool makes them
+        the first time, at most 256 in all).
+    stream : bool
+        Copy pieces of at least :data:`STREAM_MIN_BYTES` by streaming
+        stores, as :func:`stream_copy` does (where the library was built
+        for them), rather than all by ``memcpy``.
+
+    Raises
+    ------
+    RuntimeError
+        The library or its stager is not available
+        (:func:`native_staging_available`).
+    ValueError
+        A piece's arrays not C-contiguous, of different byte lengths, or
+        ``dst`` read-only; ``events`` of another length than ``pieces``.
+    """
+
+    def __init__(self, pieces: Sequence[tuple[np.ndarray, np.ndarray]], events: Sequence[Any] | None = None, *,
+                 helpers: int, stream: bool) -> None:
+        funcs = _stager()
+        if funcs is None:
+            raise RuntimeError("hpu's compiled stager is not available")
+        if events is not None and len(events) != len(pieces):
+            raise ValueError(f"{len(events)} events for {len(pieces)} pieces")
+        spans = np.empty((len(pieces), 3), dtype=np.int64)
+        for k, (dst, src) in enumerate(pieces):
+            if not (dst.flags.c_contiguous and src.flags.c_contiguous) or dst.nbytes != src.nbytes:
+                raise ValueError(f"piece {k}: both arrays must be C-contiguous and of one byte length")
+            if not dst.flags.writeable:
+                raise ValueError(f"piece {k}: the destination is read-only")
+            spans[k] = src.ctypes.data, dst.ctypes.data, src.nbytes
+        self._finish = funcs[1]
+        self._keep = (list(pieces), list(events) if events is not None else None)
+        self._spans = spans
+        self.times = np.zeros((len(pieces), 3))  # start, end (seconds of time.perf_counter's clock), thread
+        handles = None
+        if events is not None:
+            handles = (ctypes.c_void_p * len(events))(*[ev.int_ptr for ev in events])
+        self._handles = handles
+        self._job = _Job(spans=spans.ctypes.data, events=ctypes.cast(handles, ctypes.c_void_p) if handles else None,
+                         set_status=_set_user_event_status() if handles else None, times=self.times.ctypes.data,
+                         pieces=len(pieces), stream_from=STREAM_MIN_BYTES if stream and _library() else -1,
+                         helpers=max(0, int(helpers)))
+        self._done = False
+        with _RUNNING_LOCK:
+            _RUNNING.add(self)
+        funcs[0](ctypes.byref(self._job))
+
+    def finish(self) -> np.ndarray:
+        """Copy pieces on the calling thread until none is left, wait for the pool's threads; return ``times``,
+        shape ``(pieces, 3)`` float64: each piece's start and end (``time.perf_counter`` seconds) and its thread
+        (0: the caller, ``k``: the pool's thread ``hpu-stage_{k - 1}``).  A second call returns at once.
+
+        Raises
+        ------
+        RuntimeError
+            ``clSetUserEventStatus`` failed for a piece (every piece is still copied and every other event set).
+        """
+        if not self._done:
+            status = self._finish(ctypes.byref(self._job))
+            self._done = True
+            with _RUNNING_LOCK:
+                _RUNNING.discard(self)
+            if status:
+                raise RuntimeError(f"clSetUserEventStatus failed ({status}) while staging")
+        return self.times

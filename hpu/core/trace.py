@@ -23,7 +23,9 @@ class TraceEvent:
     ----------
     unit : str
         ``"cpu:<thread name>"`` (``"cpu:pool"``: work spread over the thread
-        pool), ``"device"`` (kernels) or ``"bus"`` (copies); a further
+        pool; ``"cpu:hpu-stage_<k>"``: a thread of the compiled stager's,
+        :class:`hpu.core.streaming.NativeStaging`), ``"device"`` (kernels)
+        or ``"bus"`` (copies); a further
         device's units end with its number (``"device1"``, ``"bus1"``).
     kind : str
         The workload's name of the step: ``"h2d"`` and ``"d2h"`` (copies),

@@ -345,7 +345,8 @@ class _Exchange:
         # Mapped before the staging: the caller stages a share of it only once it waits for it (stage_pieces)
         h_splitters = lease.pinned("splitters", (self.starts.size - 2) * w)
         pieces, ready, tasks, staging = stage_pieces(rt, lease, src, up, self.rec, opts.piece_bytes(),
-                                                     most_tasks=opts.staging_tasks, stream=opts.stream_copies)
+                                                     most_tasks=opts.staging_tasks, stream=opts.stream_copies,
+                                                     native=opts.native_staging)
         try:
             h2d = upload_pieces(cq, d_in, up, pieces, ready)
             cq.flush()

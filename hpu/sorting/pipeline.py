@@ -59,10 +59,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.hybrid import HybridResult, run_hybrid
+from ..core.hybrid import DeviceFailure, HybridResult, run_hybrid
 from ..core.kernels import CL_TYPES, cl_type
 from ..core.runtime import DeviceLease, Runtime
-from ..core.streaming import copy_into
+from ..core.streaming import NativeStaging, copy_into, native_staging_available
 from ..core.trace import Recorder, Trace, event_times
 from ..core.util import check_int, wait_all
 from .costs import cpu_sort_method, fast_cost
@@ -128,6 +128,11 @@ class PipelineOptions:
         The host's copies into and out of pinned staging memory use
         streaming stores (:func:`hpu.core.streaming.stream_copy`; default
         True), rather than ``numpy.copyto`` (False).
+    native_staging : bool
+        The pieces are staged by threads of hpu's compiled library
+        (:class:`hpu.core.streaming.NativeStaging`; default True, where
+        it was built and every array is C-contiguous), rather than by tasks
+        of the runtime's Python thread pool (False).
     cpu_sort : {"auto", "sample", "psrs"}
         The CPU's sort (:func:`hpu.sorting.cpu.parallel_sort`'s ``method``; ``"sample"`` where the compiled
         partition takes the keys, else PSRS); ``"auto"`` (default): the one the profile measured faster at the
@@ -148,6 +153,7 @@ class PipelineOptions:
     staging_tasks: int = 8
     wave_pieces: int | None = None
     stream_copies: bool = True
+    native_staging: bool = True
     cpu_sort: str = "auto"
 
     def __post_init__(self) -> None:
@@ -250,7 +256,7 @@ def _staging_tasks(rt: Runtime, pieces: int, most: int) -> int:
 
 def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
                  chunk_bytes: int, row_length: int | None = None, *,
-                 most_tasks: int, stream: bool = True) -> tuple[list, list, int, list]:
+                 most_tasks: int, stream: bool = True, native: bool = True) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
 
     Pieces of ``chunk_bytes`` (rounded down to whole multiples of the
@@ -267,6 +273,11 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
     pieces contend for (measured by ``experiments/bench_pipeline.py``).
     With ``stream``, each piece is copied by streaming stores
     (:func:`hpu.core.streaming.stream_copy`), else by ``numpy.copyto``.
+    With ``native`` (and hpu's compiled stager built, both arrays
+    C-contiguous), the tasks are threads of that library's own pool
+    (:class:`hpu.core.streaming.NativeStaging`), which take, copy and
+    report the pieces without Python's global lock, woken at once, rather
+    than tasks of the runtime's pool that start one after another.
 
     Returns
     -------
@@ -289,7 +300,7 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
         before (with one piece, no pool task stages it).
     """
     [(pieces, ready)], tasks, futures = _stage_arrays(rt, lease, [(src, stage)], rec, chunk_bytes, most_tasks,
-                                                      row_length, stream=stream)
+                                                      row_length, stream=stream, native=native)
     return pieces, ready, tasks, futures
 
 
@@ -315,7 +326,7 @@ def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int,
 
 def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray, np.ndarray]], rec: Recorder,
                   chunk_bytes: int, most_tasks: int, row_length: int | None = None, *,
-                  stream: bool = True) -> tuple[list[tuple[list, list]], int, list]:
+                  stream: bool = True, native: bool = True) -> tuple[list[tuple[list, list]], int, list]:
     """:func:`stage_pieces` of several arrays (each ``(src, stage)``) by one set of tasks, as many as for the
     pieces of all arrays, each task taking the next piece in order as soon as it is free: the first array's
     pieces all before the second's, and with several arrays the first array's growing
@@ -352,11 +363,29 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
             src, stage = src.view(raw), stage.view(raw)
         work += [(src, stage, a, b, ev) for (a, b), ev in zip(pieces, ready)]
     workers = min(tasks, len(work))
+    if native and workers and native_staging_available() and all(
+            src.flags.c_contiguous and stage.flags.c_contiguous for src, stage, _, _, _ in work):
+        job = NativeStaging([(stage[a:b], src[a:b]) for src, stage, a, b, _ in work], [w[4] for w in work],
+                            helpers=workers - 1, stream=stream)
+        return out, tasks, [_OnCaller(functools.partial(_native_staged, job, work, rec))]
     pooled = workers if workers > 1 else 0  # one piece: the caller's alone, no pool task to wake
     staging = _InOrderStaging(work, rec, pooled + bool(workers), stream)
     # The caller's own share first: a wait for the futures in order then stages beside the pool's tasks.
     caller = [_OnCaller(staging.task)] if workers else []
     return out, tasks, caller + [rt.pool.submit(staging.task) for _ in range(pooled)]
+
+
+def _native_staged(job: NativeStaging, work: list, rec: Recorder) -> None:
+    """Finish a :class:`NativeStaging` of ``work`` (:func:`_stage_arrays`) on the caller and note its pieces in
+    ``rec``, each under the thread that copied it."""
+    try:
+        times = job.finish()
+    except RuntimeError as e:  # every event was set all the same: nothing waits forever
+        raise DeviceFailure(str(e)) from e
+    caller = f"cpu:{threading.current_thread().name}"
+    for (src, _, a, b, _), (t0, t1, who) in zip(work, times):
+        unit = caller if who == 0 else f"cpu:hpu-stage_{int(who) - 1}"
+        rec.add(unit, "stage", -1, t0 - rec.t0, t1 - rec.t0, 1, b - a, (b - a) * src.itemsize)
 
 
 class _OnCaller(Future):
@@ -758,7 +787,8 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     q, cq = lease.queue, lease.copy_queue
     queues = (cq, q) if row_length is None else (cq, q, lease.download_queue)  # made before anything can fail
     pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, up, rec, options.piece_bytes(), row_length,
-                                                       most_tasks=options.staging_tasks, stream=options.stream_copies)
+                                                       most_tasks=options.staging_tasks, stream=options.stream_copies,
+                                                       native=options.native_staging)
     try:
         if staged is not None:
             staged()
@@ -1260,7 +1290,8 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
 
     try:  # the keys staged first (the sort waits for them), then the values
         staged, tasks, futures = _stage_arrays(rt, lease, list(zip(arrays, stages)), rec, chunk,
-                                               options.staging_tasks, stream=options.stream_copies)
+                                               options.staging_tasks, stream=options.stream_copies,
+                                               native=options.native_staging)
         h2d: list[list] = []  # a named list, as device_share's copies down
         for d, (pieces, ready), stage in zip(d_src, staged, stages):
             h2d.append(upload_pieces(cq, d, stage, pieces, ready))

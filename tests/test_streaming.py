@@ -106,12 +106,12 @@ def test_pipeline_with_and_without_streaming(runtime, staged_sources, stream, na
         pytest.skip("no OpenCL device")
     opts = hpu.PipelineOptions(chunk_bytes=2 * STREAM_MIN_BYTES, stream_copies=stream, native_staging=native)
     rng = np.random.default_rng(5)
-    a = rng.standard_normal(5 * STREAM_MIN_BYTES // 4 + 3).astype(np.float32)
+    a = rng.standard_normal(9 * STREAM_MIN_BYTES // 4 + 3).astype(np.float32)  # 5 pieces: 2 tasks or more
     a[::97] = -0.0
     before = a.copy()
     out = hpu.hybrid_mergesort(a, strategy="gpu", runtime=runtime, options=opts, on_device_error="raise")
     assert same_bits(out, np.sort(a, kind="stable")) and same_bits(a, before)
-    rows = rng.integers(-9, 9, (4 * STREAM_MIN_BYTES // 256, 64)).astype(np.int32)
+    rows = rng.integers(-9, 9, (8 * STREAM_MIN_BYTES // 256, 64)).astype(np.int32)  # 4 pieces
     got, _ = fast_row_sort(rows.reshape(-1), 64, runtime, options=opts, on_device_error="raise",
                            sort_into=lambda b, o: o.__setitem__(Ellipsis, np.sort(b, axis=-1, kind="stable")))
     assert np.array_equal(got.reshape(rows.shape), np.sort(rows, axis=-1, kind="stable"))

@@ -131,8 +131,9 @@ class PipelineOptions:
     native_staging : bool
         The pieces are staged by threads of hpu's compiled library
         (:class:`hpu.core.streaming.NativeStaging`; default True, where
-        it was built and every array is C-contiguous), rather than by tasks
-        of the runtime's Python thread pool (False).
+        it was built, every array is C-contiguous and more than one task
+        stages), rather than by tasks of the runtime's Python thread pool
+        (False).
     cpu_sort : {"auto", "sample", "psrs"}
         The CPU's sort (:func:`hpu.sorting.cpu.parallel_sort`'s ``method``; ``"sample"`` where the compiled
         partition takes the keys, else PSRS); ``"auto"`` (default): the one the profile measured faster at the
@@ -274,7 +275,7 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
     With ``stream``, each piece is copied by streaming stores
     (:func:`hpu.core.streaming.stream_copy`), else by ``numpy.copyto``.
     With ``native`` (and hpu's compiled stager built, both arrays
-    C-contiguous), the tasks are threads of that library's own pool
+    C-contiguous, more than one task), the tasks are threads of that library's own pool
     (:class:`hpu.core.streaming.NativeStaging`), which take, copy and
     report the pieces without Python's global lock, woken at once, rather
     than tasks of the runtime's pool that start one after another.
@@ -363,7 +364,8 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
             src, stage = src.view(raw), stage.view(raw)
         work += [(src, stage, a, b, ev) for (a, b), ev in zip(pieces, ready)]
     workers = min(tasks, len(work))
-    if native and workers and native_staging_available() and all(
+    # The compiled stager wakes its helpers at once; with one task (the caller alone) there are none to wake.
+    if native and workers > 1 and native_staging_available() and all(
             src.flags.c_contiguous and stage.flags.c_contiguous for src, stage, _, _, _ in work):
         job = NativeStaging([(stage[a:b], src[a:b]) for src, stage, a, b, _ in work], [w[4] for w in work],
                             helpers=workers - 1, stream=stream)

@@ -10,7 +10,7 @@
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
 #                                            review-tests | model-large | bus-gpus | floors |
 #                                            staging-floor | call-gap | latency | ab | loop |
-#                                            upload-chain | host-ptr | native-staging)
+#                                            upload-chain | host-ptr | native-staging | onesweep)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -25,6 +25,9 @@
 # native-staging: bench_pipeline's sort, rows and key-value parts at 2^24 with the pieces staged by hpu's compiled
 #                 stager (hpu.core.streaming.NativeStaging) and by its Python pool's tasks, back to back and after
 #                 20 ms idle.
+# onesweep: the one-pass-a-digit radix sort (DeviceSorter(algorithm="onesweep")): tests/test_fastsort.py on the GPU,
+#           bench_fastsort (resident, 2^16-2^26) against the merge and tile radix sorts, bench_pipeline's sort and
+#           key-value parts at 2^24 with it and the merge sort.
 # streaming: the host's copies by streaming stores (hpu.core.streaming) against numpy.copyto: bench_bus's staging
 #            copies (8 tasks), then bench_pipeline's sort, rows and key-value parts at 2^24 with each.
 # ring: bench_bus's staged copies up through a ring of 2, 4 or 8 pinned pieces against the whole array's pinned
@@ -204,6 +207,18 @@ for stage in "$@"; do
                   --json "$OUT/pipeline_streaming_$part.json"
           done
         } 2>&1 | tee "$OUT/streaming.log"
+        ;;
+    onesweep)  # the one-pass-a-digit radix sort: its tests on the GPU, resident against the merge and tile radix
+               # sorts, then in the pipeline at 2^24 (sort and key-value sort) against the merge sort
+        { PYOPENCL_CTX=gpu timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py 2>&1 | tail -5
+          python3 experiments/bench_fastsort.py --device gpu --sizes 16-26 --algorithms merge,tile-radix,onesweep \
+              --no-baselines --json "$OUT/fastsort_onesweep.json"
+          for part in sort kv; do
+              python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 --waves on,off \
+                  --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" --streams on --device-sorts merge,onesweep \
+                  --repeats 15 --json "$OUT/pipeline_onesweep_$part.json"
+          done
+        } 2>&1 | tee "$OUT/onesweep.log"
         ;;
     tile-radix)
         { PYOPENCL_CTX=gpu timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_fastsort.py \

@@ -261,3 +261,185 @@ void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const u
 }
 
 #endif
+
+/* The same sort in one pass over the keys a digit ("onesweep": Adinets and Merrill, "Onesweep: a faster least
+ * significant digit radix sort for GPUs", 2022), for NVIDIA GPUs (inline PTX: warps of 32 and their match.any,
+ * sm_70 on).  Before the passes, onesweep_count counts every pass's digits in one read of the keys.  Then each
+ * pass is one launch of onesweep_pass over tiles of TILE consecutive keys, one work-group of ONESWEEP_WG
+ * work-items a tile, taken in order through an atomic counter (so that a tile's predecessors have started):
+ *   the work-group ranks its keys by digit, stably: each warp takes the keys of its stretch of the tile in order,
+ *   32 at a time, and finds those of one digit among them by match.any; a warp's counters per digit, scanned
+ *   across the warps, place each key within its digit's run of the tile;
+ *   the work-group publishes its count of each digit and looks back over the tiles before it for their sum
+ *   ("decoupled look-back", Merrill and Garland, "Single-pass parallel prefix scan with decoupled look-back",
+ *   2016): a tile's status word per digit holds a flag (its count alone, or the sum of every tile up to it) and
+ *   the value; a look-back stops at the first sum;
+ *   the keys are laid out in local memory in digit order and written out, each digit's run to its place: the
+ *   digit's start over all keys (the scan of onesweep_count's counts), plus the tiles' before it, plus its rank.
+ * Keys of one digit keep their order within a tile, and tiles are placed in tile order: each pass is stable.
+ * Status words hold counts below 2^30.
+ *
+ * More macros: ONESWEEP_WG (256: a work-item per digit), ONESWEEP_ITEMS (keys a work-item).
+ */
+
+#ifdef ONESWEEP_WG
+
+#define OS_TILE (ONESWEEP_WG * ONESWEEP_ITEMS)
+#define OS_WARPS (ONESWEEP_WG / 32)
+#define OS_AGGREGATE (1u << 30)
+#define OS_PREFIX (2u << 30)
+#define OS_VALUE ((1u << 30) - 1)
+
+static inline uint match_any(uint x)
+{
+    uint m;
+    asm volatile("match.any.sync.b32 %0, %1, 0xffffffff;" : "=r"(m) : "r"(x));
+    return m;
+}
+
+static inline uint lanemask_lt(void)
+{
+    uint m;
+    asm("mov.u32 %0, %%lanemask_lt;" : "=r"(m));
+    return m;
+}
+
+static inline void warp_sync(void)
+{
+    asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");
+}
+
+/* Exclusive prefix sum of one value per work-item over the work-group (Hillis and Steele); every work-item calls
+ * it. */
+static uint os_scan(uint v, __local uint *tmp)
+{
+    const uint lid = get_local_id(0);
+    tmp[lid] = v;
+    for (uint off = 1; off < ONESWEEP_WG; off <<= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const uint add = lid >= off ? tmp[lid - off] : 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        tmp[lid] += add;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint r = tmp[lid] - v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* counts[p * 256 + d]: the keys of digit d in pass p (bits [p * digit, min(p * digit + digit, bits)) of the
+ * image), for every pass p < ceil(bits / digit); counts start at zero. */
+__kernel __attribute__((reqd_work_group_size(ONESWEEP_WG, 1, 1)))
+void onesweep_count(__global const KEY_T *keys, const uint n, const uint digit, const uint bits,
+                    __global uint *counts)
+{
+    const uint passes = (bits + digit - 1) / digit;
+    __local uint hist[8 * 256];
+    const uint lid = get_local_id(0);
+    for (uint b = lid; b < passes * 256; b += ONESWEEP_WG)
+        hist[b] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
+        const ORDER_T k = image(keys[i]);
+        for (uint p = 0; p < passes; p++) {
+            const uint width = min(digit, bits - p * digit);
+            atomic_inc(&hist[p * 256 + (uint)((k >> (p * digit)) & (((ORDER_T)1 << width) - 1))]);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint b = lid; b < passes * 256; b += ONESWEEP_WG)
+        if (hist[b])
+            atomic_add(&counts[b], hist[b]);
+}
+
+__kernel __attribute__((reqd_work_group_size(ONESWEEP_WG, 1, 1)))
+void onesweep_pass(__global const KEY_T *src, __global KEY_T *dst, const uint n, const uint shift, const uint bins,
+                   const uint pass, const uint passes, __global uint *aux)
+{
+    /* aux: every pass's counts of each digit (onesweep_count's), then every pass's tile counter, then every
+     * pass's status word per (tile, digit); the counters and status words start at zero */
+    __global const uint *counts = aux + pass * 256;
+    __global uint *next_tile = aux + passes * 256 + pass;
+    __global uint *status = aux + passes * 257 + (size_t)pass * ((n + OS_TILE - 1) / OS_TILE) * 256;
+    __local KEY_T tile[OS_TILE];
+    __local uint warp_counts[OS_WARPS * 256];
+    __local uint start[256], place[256], tmp[ONESWEEP_WG];
+    __local uint tile_id;
+    const uint lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
+    if (lid == 0)
+        tile_id = atomic_inc(next_tile);
+    for (uint i = lid; i < OS_WARPS * 256; i += ONESWEEP_WG)
+        warp_counts[i] = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint t = tile_id, lo = t * OS_TILE;
+    const uint below = lanemask_lt();
+
+    /* Each warp's keys in order, 32 at a time: its count of each digit so far, and each key's rank among them. */
+    KEY_T k[ONESWEEP_ITEMS];
+    uint rank[ONESWEEP_ITEMS];
+#pragma unroll
+    for (uint j = 0; j < ONESWEEP_ITEMS; j++) {
+        const uint i = lo + warp * 32 * ONESWEEP_ITEMS + j * 32 + lane;
+        const bool valid = i < n;
+        k[j] = valid ? src[i] : (KEY_T)0;
+        const uint d = valid ? (uint)((image(k[j]) >> shift) & (bins - 1)) : 256 + lane;
+        const uint peers = match_any(d);
+        const uint before = popcount(peers & below);
+        uint base = 0;
+        if (valid)
+            base = warp_counts[warp * 256 + d];
+        warp_sync();
+        if (valid && before == 0)
+            warp_counts[warp * 256 + d] = base + popcount(peers);
+        warp_sync();
+        rank[j] = valid ? base + before : 0xffffffffu;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* Work-item d: the warps' counts of digit d scanned in warp order, the tile's count of it published, the
+     * counts of the tiles before looked back on. */
+    const uint d = lid;
+    uint total = 0;
+    for (uint w = 0; w < OS_WARPS; w++) {
+        const uint c = warp_counts[w * 256 + d];
+        warp_counts[w * 256 + d] = total;
+        total += c;
+    }
+    __global volatile uint *st = (__global volatile uint *)status;
+    uint before_tile = 0;
+    if (t == 0) {
+        atomic_xchg(&status[d], OS_PREFIX | total);
+    } else {
+        atomic_xchg(&status[t * 256 + d], OS_AGGREGATE | total);
+        for (uint j = t; j-- > 0;) {
+            uint s;
+            do
+                s = st[j * 256 + d];
+            while (s == 0);
+            before_tile += s & OS_VALUE;
+            if (s & OS_PREFIX)
+                break;
+        }
+        atomic_xchg(&status[t * 256 + d], OS_PREFIX | (before_tile + total));
+    }
+    const uint in_tile = os_scan(total, tmp);           /* where digit d's run starts in the tile */
+    const uint overall = os_scan(d < bins ? counts[d] : 0, tmp); /* and over all keys */
+    start[d] = in_tile;
+    place[d] = overall + before_tile - in_tile;
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+#pragma unroll
+    for (uint j = 0; j < ONESWEEP_ITEMS; j++)
+        if (rank[j] != 0xffffffffu) {
+            const uint dj = (uint)((image(k[j]) >> shift) & (bins - 1));
+            tile[start[dj] + warp_counts[warp * 256 + dj] + rank[j]] = k[j];
+        }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint len = min(n - lo, (uint)OS_TILE);
+    for (uint i = lid; i < len; i += ONESWEEP_WG) {
+        const KEY_T key = tile[i];
+        dst[place[(uint)((image(key) >> shift) & (bins - 1))] + i] = key;
+    }
+}
+
+#endif

@@ -11,8 +11,8 @@ from hypothesis.extra import numpy as hnp
 import hpu
 from hpu import NoDeviceError
 from hpu.sorting import device as sort_device
-from hpu.sorting.device import (ALGORITHMS, RADIX_BITS, SUPPORTED_DTYPES, DeviceSorter, device_sort, merge_buffers,
-                                sort_buffer)
+from hpu.sorting.device import (ALGORITHMS, RADIX_BITS, SUPPORTED_DTYPES, DeviceSorter, device_algorithms, device_sort,
+                                merge_buffers, sort_buffer)
 
 DTYPES = [np.dtype(d) for d in (np.int32, np.uint32, np.int64, np.uint64, np.float32, np.float64)]
 PATTERNS = ["bits", "small", "sorted", "reversed", "equal", "few", "special", "runs"]
@@ -74,7 +74,7 @@ def sorters(runtime):
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
     return {(dt, alg): DeviceSorter(runtime, dt, algorithm=alg)
-            for dt in DTYPES if runtime.supports(dt) for alg in ALGORITHMS}
+            for dt in DTYPES if runtime.supports(dt) for alg in device_algorithms(runtime.device)}
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +162,8 @@ def test_merge_equals_numpy(sorters, runtime, dtype, na, nb, pattern, shared, of
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_sort_api(sorters, runtime, algorithm):
+    if (np.dtype(np.int32), algorithm) not in sorters:
+        pytest.skip(f"{runtime.device_name} does not run {algorithm!r}")
     sorter = sorters[np.dtype(np.int32), algorithm]
     rng = np.random.default_rng(1)
     n, extra = 3 * sorter.tile + 5, 11
@@ -281,12 +283,14 @@ def test_bad_arguments(runtime, sorters):
         hpu.PipelineOptions(device_sort="bitonic")
 
 
-@pytest.mark.parametrize("algorithm", ["radix", "tile-radix"])
+@pytest.mark.parametrize("algorithm", ["radix", "tile-radix", "onesweep"])
 def test_numpy_integers_as_bits_and_work_group_size(runtime, algorithm):
     """numpy scalars are taken as the integers they hold: a uint8 bits wrapped in the passes' arithmetic (233 passes
     into a counters buffer of 0 bytes, written past its end), an int64 work_group_size lacked bit_length."""
     if not runtime.has_device:
         pytest.skip("no OpenCL device")
+    if algorithm not in device_algorithms(runtime.device):
+        pytest.skip(f"{runtime.device_name} does not run {algorithm!r}")
     a = np.random.default_rng(11).integers(0, 8, 5000, dtype=np.uint32)
     sorter = DeviceSorter(runtime, np.uint32, algorithm=algorithm)  # fresh: no counters from an earlier sort
     for bits in (np.uint8(3), np.uint16(3), np.uint64(3), np.int64(3)):
@@ -301,6 +305,37 @@ def test_numpy_integers_as_bits_and_work_group_size(runtime, algorithm):
                                                          np.sort(b, kind="stable"))
 
 
+def test_onesweep_only_on_nvidia_gpus(runtime):
+    """The onesweep radix sort (inline PTX) is offered on NVIDIA GPUs alone; elsewhere asking for it is refused."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    dev = runtime.device
+    nvidia_gpu = not dev.type & cl.device_type.CPU and "NVIDIA" in dev.vendor.upper()
+    assert ("onesweep" in device_algorithms(dev)) == nvidia_gpu
+    assert set(device_algorithms(dev)) == set(ALGORITHMS) - (set() if nvidia_gpu else {"onesweep"})
+    if not nvidia_gpu:
+        with pytest.raises(ValueError, match="NVIDIA GPU"):
+            DeviceSorter(runtime, np.int32, algorithm="onesweep")
+
+
+@pytest.mark.parametrize("algorithm", ["tile-radix", "onesweep"])
+@pytest.mark.parametrize("dtype, pattern", [(np.int32, "bits"), (np.float32, "special"), (np.uint32, "few"),
+                                            (np.float64, "special"), (np.int64, "bits")])
+def test_gpu_radix_sorts_of_many_tiles(sorters, runtime, algorithm, dtype, pattern):
+    """A million and a half keys (hundreds of tiles, each placed after the tiles before it: the onesweep sort's
+    look-back), the last tile part full: equal to numpy's stable sort bit for bit (-0.0 and +0.0, NaN payloads and
+    few keys keep their order), in place too."""
+    dtype = np.dtype(dtype)
+    if (dtype, algorithm) not in sorters:
+        pytest.skip(f"{runtime.device_name} does not run {algorithm!r} on {dtype}")
+    a = make_keys(dtype, (3 << 19) + 5, pattern, np.random.default_rng(17))
+    expect = np.sort(a, kind="stable")
+    assert same_bits(sort_on_device(sorters[dtype, algorithm], a), expect)
+    buf = device_keys(runtime, a)
+    out, event = sorters[dtype, algorithm].sort(buf, a.size, out=buf)
+    assert same_bits(read(runtime, buf, a.size, dtype, [event]), expect)
+
+
 def test_default_algorithm(runtime, sorters):
     """The radix sort on CPU devices (work-groups run as loops there), the merge sort on the others."""
     cpu = bool(runtime.device.type & cl.device_type.CPU)
@@ -310,7 +345,8 @@ def test_default_algorithm(runtime, sorters):
 
 @settings(max_examples=100, deadline=None)
 @given(dtype=st.sampled_from([np.dtype(np.uint32), np.dtype(np.uint64)]), n=LENGTHS, data=st.data(),
-       in_place=st.booleans(), seed=st.integers(0, 2**32 - 1), algorithm=st.sampled_from(["radix", "tile-radix"]))
+       in_place=st.booleans(), seed=st.integers(0, 2**32 - 1),
+       algorithm=st.sampled_from(["radix", "tile-radix", "onesweep"]))
 def test_radix_bits(sorters, dtype, n, data, in_place, seed, algorithm):
     """Keys below 2**bits sorted in ceil(bits / digit) passes (none for bits = 0, odd and even counts, in
     place or not) equal numpy's sort; larger keys are ordered by their low bits only, stably."""

@@ -59,8 +59,8 @@ try:
 except Exception:  # pragma: no cover - CPU-only installs
     cl = None
 
-__all__ = ["SUPPORTED_DTYPES", "DeviceSorter", "device_sort", "default_algorithm", "merge_buffers", "row_block",
-           "sort_buffer"]
+__all__ = ["SUPPORTED_DTYPES", "DeviceSorter", "default_algorithm", "device_algorithms", "device_sort", "merge_buffers",
+           "row_block", "sort_buffer"]
 
 #: Key dtypes the device sort handles (the keys of :data:`hpu.core.kernels.CL_TYPES`).
 SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(CL_TYPES)
@@ -86,7 +86,13 @@ TILE_RADIX_BITS = 8
 _TILE_RADIX_WG = 256
 _TILE_RADIX_ITEMS = {4: 23, 8: 7}
 _SCAN_BLOCK_ITEMS = 16
-ALGORITHMS = ("merge", "radix", "tile-radix")
+#: The one-pass-a-digit radix sort's digit, work-items per work-group (one a digit) and keys per work-item by key
+#: size in bytes; its status words count below 2^30 keys.
+ONESWEEP_BITS = 8
+_ONESWEEP_WG = 256
+_ONESWEEP_ITEMS = {4: 16, 8: 8}
+_ONESWEEP_MAX_KEYS = 1 << 30
+ALGORITHMS = ("merge", "radix", "tile-radix", "onesweep")
 _KEY_KINDS = {"u": 0, "i": 1, "f": 2}
 
 
@@ -124,6 +130,13 @@ def default_algorithm(device: Any) -> str:
     times the merge sort's time from 2^20 to 2^26 int32 keys, more below: ``experiments/results/h100/
     fastsort_tile_radix_items23.json``)."""
     return "radix" if device.type & cl.device_type.CPU else "merge"
+
+
+def device_algorithms(device: Any) -> tuple[str, ...]:
+    """The :data:`ALGORITHMS` of :class:`DeviceSorter` that the OpenCL ``device`` runs: all but ``"onesweep"``
+    (inline PTX) on any device but an NVIDIA GPU."""
+    nvidia_gpu = not device.type & cl.device_type.CPU and "NVIDIA" in device.vendor.upper()
+    return ALGORITHMS if nvidia_gpu else tuple(a for a in ALGORITHMS if a != "onesweep")
 
 
 def row_block(m: int, itemsize: int) -> int:
@@ -167,12 +180,13 @@ class DeviceSorter:
         Keys per work-item (default 17 for 4-byte keys, 11 for 8-byte keys).
         ``tile = work_group_size * items_per_thread`` is both the leaf block
         and the output tile of a merge.
-    algorithm : {"merge", "radix", "tile-radix"}, optional
+    algorithm : {"merge", "radix", "tile-radix", "onesweep"}, optional
         How :meth:`sort` sorts: the merge sort, or an LSD radix sort of
         ``kernels_cl/radix.cl`` in a CPU's shape (``"radix"``) or a GPU's
-        (``"tile-radix"``), these for fewer than ``2**31`` keys (longer
-        sorts take the merge sort).  Default:
-        :func:`default_algorithm`.
+        (``"tile-radix"``; ``"onesweep"``, one pass over the keys a digit,
+        NVIDIA GPUs only: :func:`device_algorithms`), these for fewer than
+        ``2**31`` keys (``"onesweep"``: ``2**30``; longer sorts take the
+        merge sort).  Default: :func:`default_algorithm`.
 
     Attributes
     ----------
@@ -187,7 +201,7 @@ class DeviceSorter:
     ValueError
         A ``work_group_size`` that is not a power of two, ``items_per_thread
         < 1``, a tile that does not fit the device, or an unknown
-        ``algorithm``.
+        ``algorithm`` or one the device does not run (:func:`device_algorithms`).
     NoDeviceError
         The runtime is CPU-only.
 
@@ -234,6 +248,8 @@ class DeviceSorter:
             self._build_radix()
         elif algorithm == "tile-radix":
             self._build_tile_radix()
+        elif algorithm == "onesweep":
+            self._build_onesweep()
 
     @classmethod
     def of_lease(cls, lease: Any, dtype: Any, algorithm: str | None = None) -> DeviceSorter:
@@ -335,6 +351,21 @@ class DeviceSorter:
         self._radix_tile = (wg, wg * items)
         self._kernels.update(kernels)
 
+    def _build_onesweep(self) -> None:
+        """The one-pass-a-digit radix sort's kernels (``kernels_cl/radix.cl``, inline PTX: NVIDIA GPUs only)."""
+        dev = self.runtime.device
+        if "onesweep" not in device_algorithms(dev):
+            raise ValueError(f"the onesweep radix sort needs an NVIDIA GPU (inline PTX), not {self.runtime.device_name}")
+        items = _ONESWEEP_ITEMS[self.dtype.itemsize]
+        prg = self.runtime.program("radix", defines={**self._radix_defines(), "ONESWEEP_WG": _ONESWEEP_WG,
+                                                     "ONESWEEP_ITEMS": items})
+        kernels = {name: cl.Kernel(prg, name) for name in ("onesweep_count", "onesweep_pass")}
+        u32 = np.uint32
+        kernels["onesweep_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
+        kernels["onesweep_pass"].set_scalar_arg_dtypes([None, None, u32, u32, u32, u32, u32, None])
+        self._onesweep_tile = _ONESWEEP_WG * items
+        self._kernels.update(kernels)
+
     def __repr__(self) -> str:
         return (f"DeviceSorter({self.dtype}, algorithm={self.algorithm!r}, work_group_size={self.work_group_size}, "
                 f"items_per_thread={self.items_per_thread}, device={self.runtime.device_name!r})")
@@ -383,8 +414,8 @@ class DeviceSorter:
             Unsigned keys only: every key is below ``2**bits`` (``0 <= bits
             <= 8 * itemsize``), so the radix sorts take
             ``ceil(bits / RADIX_BITS)`` (``"radix"``) or ``ceil(bits /
-            TILE_RADIX_BITS)`` (``"tile-radix"``) passes rather than those of
-            the whole width (the merge sort ignores it).  Larger keys are then
+            TILE_RADIX_BITS)`` (``"tile-radix"``, ``"onesweep"``: ``ONESWEEP_BITS``)
+            passes rather than those of the whole width (the merge sort ignores it).  Larger keys are then
             sorted by their low ``bits`` bits only.
 
         Returns
@@ -416,7 +447,7 @@ class DeviceSorter:
         if n == 0:
             return (buf if out is None else out), cl.enqueue_marker(queue, wait_for=wait_for)
         out = self._new_output(out, n)
-        if self.algorithm != "merge" and n < _RADIX_MAX_KEYS:
+        if self.algorithm != "merge" and n < (_ONESWEEP_MAX_KEYS if self.algorithm == "onesweep" else _RADIX_MAX_KEYS):
             return out, self._radix_sort(buf, n, out, wait_for, 8 * size if bits is None else bits)
         tiles = -(-n // self.tile)
         passes = self.passes(n)
@@ -485,7 +516,7 @@ class DeviceSorter:
     def _radix_sort(self, buf: Any, n: int, out: Any, wait_for: Sequence[Any] | None, bits: int) -> Any:
         """Enqueue the LSD radix sort of ``buf[:n]`` into ``out`` (``kernels_cl/radix.cl``); its last event."""
         queue, size = self.runtime.queue, self.dtype.itemsize
-        passes = -(-bits // (RADIX_BITS if self.algorithm == "radix" else TILE_RADIX_BITS))
+        passes = -(-bits // {"radix": RADIX_BITS, "tile-radix": TILE_RADIX_BITS}.get(self.algorithm, ONESWEEP_BITS))
         if passes == 0:  # every key is 0: already sorted
             if out.int_ptr == buf.int_ptr:
                 return cl.enqueue_marker(queue, wait_for=wait_for)
@@ -493,7 +524,10 @@ class DeviceSorter:
         digit = -(-bits // passes)
         with self._lock:
             scratch = self._buffer("_scratch", n * size)
-            one_pass = self._chunk_pass(n, digit) if self.algorithm == "radix" else self._tile_pass(n, digit)
+            if self.algorithm == "onesweep":
+                one_pass, wait_for = self._onesweep(buf, n, digit, bits, wait_for)
+            else:
+                one_pass = self._chunk_pass(n, digit) if self.algorithm == "radix" else self._tile_pass(n, digit)
             # Passes write out and scratch in turn, the last one out; an in-place sort whose first pass
             # would write out (an odd number of passes) first moves the keys to scratch.
             src = buf
@@ -538,6 +572,25 @@ class DeviceSorter:
             k["radix_scan_sums"](queue, (wg,), (wg,), sums, blocks)
             return k["radix_tile_scatter"](queue, (tiles * wg,), (wg,), src, dst, n, shift, bins, counts, sums)
         return one_pass
+
+    def _onesweep(self, buf: Any, n: int, digit: int, bits: int,
+                  wait_for: Any) -> tuple[Callable[[Any, Any, int, int, Any], Any], list]:
+        """The one-pass-a-digit radix sort of ``n`` keys of ``buf`` by digits of ``digit`` bits, ``bits`` in all:
+        the counts of every pass's digits enqueued (one read of the keys), and one pass as ``(src, dst, shift, width,
+        wait_for) -> event``; with the counts' event to wait for."""
+        queue, k, tile = self.runtime.queue, self._kernels, self._onesweep_tile
+        passes, tiles = -(-bits // digit), -(-n // tile)
+        words = passes * 257 + passes * tiles * 256  # counts, tile counters, status words (onesweep_pass)
+        aux = self._buffer("_counts", 4 * words)
+        zero = cl.enqueue_fill_buffer(queue, aux, np.uint32(0), 0, 4 * words, wait_for=wait_for)
+        groups = max(1, min(tiles, 4 * int(self.runtime.device.max_compute_units)))
+        counted = k["onesweep_count"](queue, (groups * _ONESWEEP_WG,), (_ONESWEEP_WG,), buf, n, digit, bits, aux,
+                                      wait_for=[zero])
+
+        def one_pass(src: Any, dst: Any, shift: int, width: int, wait_for: Any) -> Any:
+            return k["onesweep_pass"](queue, (tiles * _ONESWEEP_WG,), (_ONESWEEP_WG,), src, dst, n, shift,
+                                      1 << width, shift // digit, passes, aux, wait_for=wait_for)
+        return one_pass, [counted]
 
     def merge(self, a: Any, na: int, b: Any, nb: int, *, a_offset: int = 0, b_offset: int = 0,
               out: Any = None, out_offset: int = 0,

@@ -102,7 +102,7 @@ class PipelineOptions:
         (``"plain"``); ``"auto"`` (default) takes the cheaper by the
         profile's measured ``kept_pinned`` and ``kept_plain`` curves, and
         ``"pin"`` where it has none.
-    device_sort : {"merge", "radix", "tile-radix"} or None
+    device_sort : {"merge", "radix", "tile-radix", "onesweep"} or None
         The device's sort (:class:`hpu.sorting.device.DeviceSorter`'s
         ``algorithm``); None (default): the device's
         (:func:`hpu.sorting.device.default_algorithm`).  No waves with

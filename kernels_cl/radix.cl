@@ -374,25 +374,28 @@ void onesweep_pass(__global const KEY_T *src, __global KEY_T *dst, const uint n,
     const uint t = tile_id, lo = t * OS_TILE;
     const uint below = lanemask_lt();
 
-    /* Each warp's keys in order, 32 at a time: its count of each digit so far, and each key's rank among them. */
+    /* Each warp's keys in order, 32 at a time (all loaded first: the ranking's warp barriers would order each load
+     * after the ranks before it): its count of each digit so far, and each key's rank among them.  A key past the
+     * end gets a digit of its own (256 + lane) and no rank. */
     KEY_T k[ONESWEEP_ITEMS];
-    uint rank[ONESWEEP_ITEMS];
+    uint dig[ONESWEEP_ITEMS], rank[ONESWEEP_ITEMS];
 #pragma unroll
     for (uint j = 0; j < ONESWEEP_ITEMS; j++) {
         const uint i = lo + warp * 32 * ONESWEEP_ITEMS + j * 32 + lane;
-        const bool valid = i < n;
-        k[j] = valid ? src[i] : (KEY_T)0;
-        const uint d = valid ? (uint)((image(k[j]) >> shift) & (bins - 1)) : 256 + lane;
+        k[j] = i < n ? src[i] : (KEY_T)0;
+        dig[j] = i < n ? (uint)((image(k[j]) >> shift) & (bins - 1)) : 256 + lane;
+    }
+#pragma unroll
+    for (uint j = 0; j < ONESWEEP_ITEMS; j++) {
+        const uint d = dig[j], valid = d < 256;
         const uint peers = match_any(d);
         const uint before = popcount(peers & below);
-        uint base = 0;
-        if (valid)
-            base = warp_counts[warp * 256 + d];
+        const uint base = valid ? warp_counts[warp * 256 + d] : 0;
         warp_sync();
         if (valid && before == 0)
             warp_counts[warp * 256 + d] = base + popcount(peers);
         warp_sync();
-        rank[j] = valid ? base + before : 0xffffffffu;
+        rank[j] = base + before;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -430,10 +433,8 @@ void onesweep_pass(__global const KEY_T *src, __global KEY_T *dst, const uint n,
 
 #pragma unroll
     for (uint j = 0; j < ONESWEEP_ITEMS; j++)
-        if (rank[j] != 0xffffffffu) {
-            const uint dj = (uint)((image(k[j]) >> shift) & (bins - 1));
-            tile[start[dj] + warp_counts[warp * 256 + dj] + rank[j]] = k[j];
-        }
+        if (dig[j] < 256)
+            tile[start[dig[j]] + warp_counts[warp * 256 + dig[j]] + rank[j]] = k[j];
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint len = min(n - lo, (uint)OS_TILE);
     for (uint i = lid; i < len; i += ONESWEEP_WG) {

@@ -289,7 +289,6 @@ void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const u
 #define OS_AGGREGATE (1u << 30)
 #define OS_PREFIX (2u << 30)
 #define OS_VALUE ((1u << 30) - 1)
-#define OS_LOOK_BACK 16
 
 static inline uint match_any(uint x)
 {
@@ -414,23 +413,15 @@ void onesweep_pass(__global const KEY_T *src, __global KEY_T *dst, const uint n,
     if (t == 0) {
         atomic_xchg(&status[d], OS_PREFIX | total);
     } else {
-        /* OS_LOOK_BACK tiles' words read at once (tiles that start together publish their counts together, and
-         * the last of them would otherwise walk back to the first one word at a time) */
         atomic_xchg(&status[t * 256 + d], OS_AGGREGATE | total);
-        for (uint j = t, done = 0; !done; j -= OS_LOOK_BACK) {
-            uint w[OS_LOOK_BACK];
-#pragma unroll
-            for (uint q = 0; q < OS_LOOK_BACK; q++)
-                w[q] = q < j ? st[(j - 1 - q) * 256 + d] : OS_PREFIX; /* tile 0's word is a sum: never passed */
-#pragma unroll
-            for (uint q = 0; q < OS_LOOK_BACK; q++) {
-                if (done)
-                    break;
-                while (w[q] == 0)
-                    w[q] = st[(j - 1 - q) * 256 + d];
-                before_tile += w[q] & OS_VALUE;
-                done = (w[q] & OS_PREFIX) != 0;
-            }
+        for (uint j = t; j-- > 0;) {
+            uint s;
+            do
+                s = st[j * 256 + d];
+            while (s == 0);
+            before_tile += s & OS_VALUE;
+            if (s & OS_PREFIX)
+                break;
         }
         atomic_xchg(&status[t * 256 + d], OS_PREFIX | (before_tile + total));
     }

@@ -263,12 +263,12 @@ void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const u
 #endif
 
 /* The same sort in one pass over the keys a digit ("onesweep": Adinets and Merrill, "Onesweep: a faster least
- * significant digit radix sort for GPUs", 2022), for NVIDIA GPUs (inline PTX: warps of 32 and their match.any,
+ * significant digit radix sort for GPUs", 2022), for NVIDIA GPUs (inline PTX: warps of 32 and their ballots,
  * sm_70 on).  Before the passes, onesweep_count counts every pass's digits in one read of the keys.  Then each
  * pass is one launch of onesweep_pass over tiles of TILE consecutive keys, one work-group of ONESWEEP_WG
  * work-items a tile, taken in order through an atomic counter (so that a tile's predecessors have started):
  *   the work-group ranks its keys by digit, stably: each warp takes the keys of its stretch of the tile in order,
- *   32 at a time, and finds those of one digit among them by match.any; a warp's counters per digit, scanned
+ *   32 at a time, and finds those of one digit among them by a ballot a bit; a warp's counters per digit, scanned
  *   across the warps, place each key within its digit's run of the tile;
  *   the work-group publishes its count of each digit and looks back over the tiles before it for their sum
  *   ("decoupled look-back", Merrill and Garland, "Single-pass parallel prefix scan with decoupled look-back",
@@ -290,10 +290,24 @@ void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const u
 #define OS_PREFIX (2u << 30)
 #define OS_VALUE ((1u << 30) - 1)
 
-static inline uint match_any(uint x)
+static inline uint ballot(uint x)
 {
     uint m;
-    asm volatile("match.any.sync.b32 %0, %1, 0xffffffff;" : "=r"(m) : "r"(x));
+    asm volatile("{ .reg .pred p; setp.ne.u32 p, %1, 0; vote.sync.ballot.b32 %0, p, 0xffffffff; }"
+                 : "=r"(m) : "r"(x));
+    return m;
+}
+
+/* The lanes of the warp whose key is valid as this lane's is and whose digit of `width` bits equals this lane's:
+ * a ballot a bit (as CUB's MatchAny: match.any.sync is slower). */
+static inline uint peers_of(const uint valid, const uint d, const uint width)
+{
+    const uint v = ballot(valid);
+    uint m = valid ? v : ~v;
+    for (uint b = 0; b < width; b++) {
+        const uint bit = (d >> b) & 1, on = ballot(bit);
+        m &= bit ? on : ~on;
+    }
     return m;
 }
 
@@ -372,23 +386,23 @@ void onesweep_pass(__global const KEY_T *src, __global KEY_T *dst, const uint n,
         warp_counts[i] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint t = tile_id, lo = t * OS_TILE;
-    const uint below = lanemask_lt();
+    const uint below = lanemask_lt(), width = 31 - clz(bins);
 
     /* Each warp's keys in order, 32 at a time (all loaded first: the ranking's warp barriers would order each load
-     * after the ranks before it): its count of each digit so far, and each key's rank among them.  A key past the
-     * end gets a digit of its own (256 + lane) and no rank. */
+     * after the ranks before it): its count of each digit so far, and each key's rank among them.  Keys past the
+     * end (digit 256) match only each other and get no rank. */
     KEY_T k[ONESWEEP_ITEMS];
     uint dig[ONESWEEP_ITEMS], rank[ONESWEEP_ITEMS];
 #pragma unroll
     for (uint j = 0; j < ONESWEEP_ITEMS; j++) {
         const uint i = lo + warp * 32 * ONESWEEP_ITEMS + j * 32 + lane;
         k[j] = i < n ? src[i] : (KEY_T)0;
-        dig[j] = i < n ? (uint)((image(k[j]) >> shift) & (bins - 1)) : 256 + lane;
+        dig[j] = i < n ? (uint)((image(k[j]) >> shift) & (bins - 1)) : 256;
     }
 #pragma unroll
     for (uint j = 0; j < ONESWEEP_ITEMS; j++) {
         const uint d = dig[j], valid = d < 256;
-        const uint peers = match_any(d);
+        const uint peers = peers_of(valid, d, width);
         const uint before = popcount(peers & below);
         const uint base = valid ? warp_counts[warp * 256 + d] : 0;
         warp_sync();

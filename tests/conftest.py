@@ -61,9 +61,9 @@ def staged_sources(monkeypatch):
         return real_copy(dst, src, stream)
 
     class Spy(real_native):
-        def __init__(self, pieces, events=None, *, helpers, stream):
-            seen.extend((src, stream, "native") for _, src in pieces)
-            super().__init__(pieces, events, helpers=helpers, stream=stream)
+        def __init__(self, pieces, events=None, **kw):
+            seen.extend((src, kw["stream"], "native") for _, src in pieces)
+            super().__init__(pieces, events, **kw)
 
     monkeypatch.setattr(pipeline, "copy_into", copy)
     monkeypatch.setattr(pipeline, "NativeStaging", Spy)

@@ -2,7 +2,6 @@
 
 import concurrent.futures
 import multiprocessing
-import sys
 import time
 import warnings
 
@@ -207,22 +206,105 @@ def test_native_staging_from_many_threads(stager):
         list(ex.map(stage, range(8)))
 
 
-def _stage_in_child() -> None:
-    src = np.arange(1 << 20, dtype=np.int32)
+def _staged_with_helpers() -> tuple[bool, bool]:
+    """Pieces staged with two helpers given time to start first: (every byte right, a helper took a piece)."""
+    src = np.arange(1 << 20, dtype=np.int64)
     dst = np.zeros_like(src)
-    NativeStaging([(dst[k:k + 65536], src[k:k + 65536]) for k in range(0, src.size, 65536)], helpers=4,
-                  stream=True).finish()
-    sys.exit(0 if np.array_equal(dst, src) else 1)
+    job = NativeStaging([(dst[k:k + 4096], src[k:k + 4096]) for k in range(0, src.size, 4096)], helpers=2,
+                        stream=False)
+    time.sleep(0.2)
+    times = job.finish()
+    return bool(np.array_equal(dst, src)), bool((times[:, 2] != 0).any())
+
+
+def test_native_staging_helpers_take_pieces(stager):
+    """Given time before the caller joins, the pool's threads take pieces (a stager whose helpers never ran would
+    leave every piece to the caller)."""
+    assert _staged_with_helpers() == (True, True)
+
+
+def test_native_staging_finish_waits_for_a_helpers_last_piece(stager):
+    """A helper still copying a large piece when the caller runs out of pieces: finish returns only once that
+    copy is done."""
+    big = np.ones(1 << 27, np.uint8)  # 128 MiB
+    dst = np.zeros_like(big)
+    small_src, small_dst = np.ones(8, np.uint8), np.zeros(8, np.uint8)
+    for _ in range(3):
+        dst[:] = 0
+        job = NativeStaging([(dst, big), (small_dst, small_src)], helpers=1, stream=False)
+        t = time.perf_counter()
+        while job._job.next < 1 and time.perf_counter() - t < 5:  # a helper has taken the big piece
+            pass
+        times = job.finish()
+        assert dst[-1] == 1 and times[0, 1] > 0, times
+
+
+def test_native_staging_reports_a_failed_event(stager, rt):
+    """An event that cannot be set (already complete: CL_INVALID_OPERATION) makes finish raise, the copy done."""
+    import pyopencl as cl
+
+    ev = cl.UserEvent(rt.context)
+    ev.set_status(cl.command_execution_status.COMPLETE)
+    src, dst = np.arange(16), np.zeros(16, np.int64)
+    job = NativeStaging([(dst, src)], [ev], helpers=0, stream=False)
+    with pytest.raises(RuntimeError, match="clSetUserEventStatus failed"):
+        job.finish()
+    assert np.array_equal(dst, src)
+
+
+def _stage_in_child(queue) -> None:
+    queue.put(_staged_with_helpers())
 
 
 def test_native_staging_in_a_forked_child(stager):
-    """A child forked after the pool's threads were made (which it does not inherit) stages with a pool of its
-    own."""
+    """A child forked after the pool's threads were made (which it does not inherit) stages with helpers of a
+    pool of its own."""
     src = np.arange(1 << 16, dtype=np.int32)
     NativeStaging([(np.empty_like(src), src)], helpers=4, stream=False).finish()
-    child = multiprocessing.get_context("fork").Process(target=_stage_in_child)
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    child = ctx.Process(target=_stage_in_child, args=(results,))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12: fork() of a multi-threaded process
         child.start()
+    assert results.get(timeout=60) == (True, True)
     child.join(60)
     assert child.exitcode == 0
+
+
+def _capped_in_child(queue) -> None:
+    """In a fresh pool: four threads' jobs of 8 helpers each with most_threads=3: the pool threads that copied their
+    pieces, and whether every copy is right."""
+    import threading
+
+    srcs = [np.arange(1 << 18, dtype=np.int64) + i for i in range(4)]
+    dsts = [np.zeros_like(s) for s in srcs]
+    seen: list = []
+
+    def stage(i: int) -> None:
+        job = NativeStaging([(dsts[i][k:k + 2048], srcs[i][k:k + 2048]) for k in range(0, srcs[i].size, 2048)],
+                            helpers=8, stream=False, most_threads=3)
+        time.sleep(0.05)
+        seen.append(job.finish()[:, 2])
+
+    threads = [threading.Thread(target=stage, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    queue.put((sorted(set(np.concatenate(seen).astype(int).tolist()) - {0}),
+               all(np.array_equal(d, s) for d, s in zip(dsts, srcs))))
+
+
+def test_native_staging_threads_are_capped(stager):
+    """Jobs that want more helpers than ``most_threads`` allows share a pool of that many threads (in a forked
+    child: a pool of its own, empty), and every copy is right."""
+    ctx = multiprocessing.get_context("fork")
+    results = ctx.Queue()
+    child = ctx.Process(target=_capped_in_child, args=(results,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child.start()
+    helpers, right = results.get(timeout=60)
+    child.join(60)
+    assert right and 1 <= len(helpers) and max(helpers) <= 3, helpers

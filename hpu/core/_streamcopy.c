@@ -65,7 +65,8 @@ void hpu_stream_copy(void *dst, const void *src, size_t n)
  *
  * A job lives from hpu_stage_start to the return of hpu_stage_finish; its memory (the job, its arrays, the bytes
  * copied) belongs to the caller, who must call hpu_stage_finish exactly once.  After a fork the child's pool is
- * empty (its threads are the parent's); a job started before the fork is not the child's to finish. */
+ * empty (its threads are the parent's; the pool's lock is held across the fork, so that the child's is free); a job
+ * started before the fork is not the child's to finish. */
 
 typedef int32_t (*hpu_set_status)(void *event, int32_t status); /* clSetUserEventStatus */
 
@@ -77,6 +78,7 @@ struct hpu_stage_job {
     int64_t pieces;
     int64_t stream_from;   /* pieces of at least this many bytes copied by streaming stores, others by memcpy */
     int32_t helpers;       /* pool threads wanted */
+    int32_t most;          /* the most threads the pool may hold for it (it makes no more than the largest asked) */
     /* the stager's own */
     int64_t next;          /* the next piece to take (atomic) */
     int32_t status;        /* the first non-zero status of set_status, else 0 */
@@ -158,6 +160,16 @@ static void *pool_main(void *arg)
     return NULL;
 }
 
+static void before_fork(void)
+{
+    pthread_mutex_lock(&pool_lock);
+}
+
+static void after_fork_in_parent(void)
+{
+    pthread_mutex_unlock(&pool_lock);
+}
+
 static void after_fork_in_child(void)
 {
     pthread_mutex_init(&pool_lock, NULL);
@@ -167,7 +179,8 @@ static void after_fork_in_child(void)
     pool_threads = pool_idle = 0;
 }
 
-/* Start the job: queue it for job->helpers pool threads (made as needed, at most 256 in all) and wake them.
+/* Start the job: queue it for job->helpers pool threads (made as needed, at most job->most and 256 in all) and wake
+ * them; helpers busy with other jobs join it when free, if it still wants them.
  * Returns 0, or the error of pthread_create when not one helper could be made (then no helper will join: the
  * caller's hpu_stage_finish copies every piece). */
 int hpu_stage_start(struct hpu_stage_job *job)
@@ -180,7 +193,7 @@ int hpu_stage_start(struct hpu_stage_job *job)
         return 0;
     pthread_mutex_lock(&pool_lock);
     if (!pool_atfork)
-        pool_atfork = pthread_atfork(NULL, NULL, after_fork_in_child) == 0;
+        pool_atfork = pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
     struct hpu_stage_job **tail = &pool_queue;
     while (*tail)
         tail = &(*tail)->queued;
@@ -188,7 +201,8 @@ int hpu_stage_start(struct hpu_stage_job *job)
     int32_t wanted = 0; /* helpers wanted by every queued job: threads beyond the idle ones are made */
     for (struct hpu_stage_job *j = pool_queue; j; j = j->queued)
         wanted += j->helpers - j->joined;
-    for (int32_t spare = pool_idle; spare < wanted && pool_threads < 256; spare++) {
+    const int32_t most = job->most < 256 ? job->most : 256;
+    for (int32_t spare = pool_idle; spare < wanted && pool_threads < most; spare++) {
         pthread_t t;
         pthread_attr_t attr;
         pthread_attr_init(&attr);

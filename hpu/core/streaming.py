@@ -26,7 +26,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import os
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -124,7 +126,7 @@ class _Job(ctypes.Structure):
 
     _fields_ = [("spans", ctypes.c_void_p), ("events", ctypes.c_void_p), ("set_status", ctypes.c_void_p),
                 ("times", ctypes.c_void_p), ("pieces", ctypes.c_int64), ("stream_from", ctypes.c_int64),
-                ("helpers", ctypes.c_int32), ("next", ctypes.c_int64), ("status", ctypes.c_int32),
+                ("helpers", ctypes.c_int32), ("most", ctypes.c_int32), ("next", ctypes.c_int64), ("status", ctypes.c_int32),
                 ("joined", ctypes.c_int32), ("left", ctypes.c_int32), ("queued", ctypes.c_void_p)]
 
 
@@ -159,6 +161,28 @@ _RUNNING: set[NativeStaging] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's stager threads, nor their jobs, and a free lock."""
+    global _RUNNING_LOCK
+    _RUNNING_LOCK = threading.Lock()
+    _RUNNING.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _clock_offset() -> float:
+    """``time.perf_counter()`` minus the C library's ``CLOCK_MONOTONIC`` (the stager's clock): 0 where they are one
+    clock (Linux), else measured once."""
+    if time.get_clock_info("perf_counter").implementation == "clock_gettime(CLOCK_MONOTONIC)" or not hasattr(
+            time, "CLOCK_MONOTONIC"):
+        return 0.0
+    return time.perf_counter() - time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+_CLOCK_OFFSET = _clock_offset()
+
+
 class NativeStaging:
     """Copies of pieces by the caller and threads of the compiled library's own pool, none holding the GIL.
 
@@ -178,11 +202,15 @@ class NativeStaging:
         One per piece.
     helpers : int
         Pool threads wanted beside the caller (>= 0; the pool makes them
-        the first time, at most 256 in all).
+        as needed, at most ``most_threads`` and 256 in all; threads busy
+        with another job join this one when free).
     stream : bool
         Copy pieces of at least :data:`STREAM_MIN_BYTES` by streaming
         stores, as :func:`stream_copy` does (where the library was built
         for them), rather than all by ``memcpy``.
+    most_threads : int
+        The most threads the pool may hold for this job (default 256), so
+        that concurrent jobs of a runtime of ``k`` threads share ``k``.
 
     Raises
     ------
@@ -195,7 +223,7 @@ class NativeStaging:
     """
 
     def __init__(self, pieces: Sequence[tuple[np.ndarray, np.ndarray]], events: Sequence[Any] | None = None, *,
-                 helpers: int, stream: bool) -> None:
+                 helpers: int, stream: bool, most_threads: int = 256) -> None:
         funcs = _stager()
         if funcs is None:
             raise RuntimeError("hpu's compiled stager is not available")
@@ -219,7 +247,7 @@ class NativeStaging:
         self._job = _Job(spans=spans.ctypes.data, events=ctypes.cast(handles, ctypes.c_void_p) if handles else None,
                          set_status=_set_user_event_status() if handles else None, times=self.times.ctypes.data,
                          pieces=len(pieces), stream_from=STREAM_MIN_BYTES if stream and _library() else -1,
-                         helpers=max(0, int(helpers)))
+                         helpers=max(0, int(helpers)), most=max(1, min(int(most_threads), 256)))
         self._done = False
         with _RUNNING_LOCK:
             _RUNNING.add(self)
@@ -227,19 +255,21 @@ class NativeStaging:
 
     def finish(self) -> np.ndarray:
         """Copy pieces on the calling thread until none is left, wait for the pool's threads; return ``times``,
-        shape ``(pieces, 3)`` float64: each piece's start and end (``time.perf_counter`` seconds) and its thread
+        shape ``(pieces, 3)`` float64: each piece's start and end (``time.perf_counter``'s seconds) and its thread
         (0: the caller, ``k``: the pool's thread ``hpu-stage_{k - 1}``).  A second call returns at once.
 
         Raises
         ------
         RuntimeError
-            ``clSetUserEventStatus`` failed for a piece (every piece is still copied and every other event set).
+            ``clSetUserEventStatus`` failed for a piece (every piece is still copied and every other event set; an
+            event whose setting failed may stay unset, and commands waiting for it with it).
         """
         if not self._done:
             status = self._finish(ctypes.byref(self._job))
             self._done = True
             with _RUNNING_LOCK:
                 _RUNNING.discard(self)
+            self.times[:, :2] += _CLOCK_OFFSET
             if status:
                 raise RuntimeError(f"clSetUserEventStatus failed ({status}) while staging")
         return self.times

@@ -275,10 +275,12 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
     With ``stream``, each piece is copied by streaming stores
     (:func:`hpu.core.streaming.stream_copy`), else by ``numpy.copyto``.
     With ``native`` (and hpu's compiled stager built, both arrays
-    C-contiguous, more than one task), the tasks are threads of that library's own pool
-    (:class:`hpu.core.streaming.NativeStaging`), which take, copy and
-    report the pieces without Python's global lock, woken at once, rather
-    than tasks of the runtime's pool that start one after another.
+    C-contiguous, more than one task), the tasks are the caller and
+    ``tasks - 1`` threads of that library's own pool (at most the
+    runtime's threads in all: :class:`hpu.core.streaming.NativeStaging`),
+    which take, copy and report the pieces without Python's global lock,
+    woken at once, rather than tasks of the runtime's pool that start one
+    after another (and the caller besides them).
 
     Returns
     -------
@@ -368,7 +370,7 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
     if native and workers > 1 and native_staging_available() and all(
             src.flags.c_contiguous and stage.flags.c_contiguous for src, stage, _, _, _ in work):
         job = NativeStaging([(stage[a:b], src[a:b]) for src, stage, a, b, _ in work], [w[4] for w in work],
-                            helpers=workers - 1, stream=stream)
+                            helpers=workers - 1, stream=stream, most_threads=rt.threads)
         return out, tasks, [_OnCaller(functools.partial(_native_staged, job, work, rec))]
     pooled = workers if workers > 1 else 0  # one piece: the caller's alone, no pool task to wake
     staging = _InOrderStaging(work, rec, pooled + bool(workers), stream)
@@ -382,7 +384,7 @@ def _native_staged(job: NativeStaging, work: list, rec: Recorder) -> None:
     ``rec``, each under the thread that copied it."""
     try:
         times = job.finish()
-    except RuntimeError as e:  # every event was set all the same: nothing waits forever
+    except RuntimeError as e:  # the other events were set; the failed one's commands fail or wait (quiesce)
         raise DeviceFailure(str(e)) from e
     caller = f"cpu:{threading.current_thread().name}"
     for (src, _, a, b, _), (t0, t1, who) in zip(work, times):

@@ -239,17 +239,31 @@ def test_native_staging_finish_waits_for_a_helpers_last_piece(stager):
         assert dst[-1] == 1 and times[0, 1] > 0, times
 
 
-def test_native_staging_reports_a_failed_event(stager, rt):
-    """An event that cannot be set (already complete: CL_INVALID_OPERATION) makes finish raise, the copy done."""
+def test_native_staging_reports_a_failed_event(stager, rt, monkeypatch):
+    """An event whose setting fails (a clSetUserEventStatus that returns CL_INVALID_OPERATION for the second of
+    three) makes finish raise, every copy done and the other events set."""
+    import ctypes
+
     import pyopencl as cl
 
-    ev = cl.UserEvent(rt.context)
-    ev.set_status(cl.command_execution_status.COMPLETE)
-    src, dst = np.arange(16), np.zeros(16, np.int64)
-    job = NativeStaging([(dst, src)], [ev], helpers=0, stream=False)
-    with pytest.raises(RuntimeError, match="clSetUserEventStatus failed"):
+    from hpu.core import streaming
+
+    real = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)(streaming._set_user_event_status())
+    events = [cl.UserEvent(rt.context) for _ in range(3)]
+
+    @ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+    def set_status(event, status):
+        return -59 if event == events[1].int_ptr else real(event, status)
+
+    monkeypatch.setattr(streaming, "_set_user_event_status", lambda: ctypes.cast(set_status, ctypes.c_void_p).value)
+    src, dst = np.arange(48), np.zeros(48, np.int64)
+    job = NativeStaging([(dst[k:k + 16], src[k:k + 16]) for k in range(0, 48, 16)], events, helpers=0, stream=False)
+    with pytest.raises(RuntimeError, match=r"clSetUserEventStatus failed \(-59\)"):
         job.finish()
     assert np.array_equal(dst, src)
+    complete = cl.command_execution_status.COMPLETE
+    assert [ev.command_execution_status == complete for ev in events] == [True, False, True]
+    events[1].set_status(complete)
 
 
 def _stage_in_child(queue) -> None:

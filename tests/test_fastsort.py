@@ -371,3 +371,25 @@ def test_cpu_only_runtime(cpu_runtime):
         DeviceSorter(cpu_runtime, np.int32)
     with pytest.raises(NoDeviceError):
         device_sort(np.zeros(3, np.int32), cpu_runtime)
+
+
+class _FakeDevice:
+    """What device_algorithms reads of a device: its type and vendor."""
+
+    def __init__(self, kind, vendor):
+        self.type, self.vendor = kind, vendor
+
+
+def test_fast_algorithm():
+    """The pipeline's device sort: onesweep for 4-byte keys on an NVIDIA GPU, the device's default otherwise (8-byte
+    keys there; any keys on a CPU device or another vendor's GPU)."""
+    from hpu.sorting.device import fast_algorithm
+
+    nvidia = _FakeDevice(cl.device_type.GPU, "NVIDIA Corporation")
+    other, cpu = _FakeDevice(cl.device_type.GPU, "Advanced Micro Devices, Inc."), _FakeDevice(cl.device_type.CPU,
+                                                                                             "NVIDIA Corporation")
+    for dt in (np.int32, np.uint32, np.float32):
+        assert fast_algorithm(nvidia, dt) == "onesweep"
+        assert fast_algorithm(other, dt) == "merge" and fast_algorithm(cpu, dt) == "radix"
+    for dt in (np.int64, np.uint64, np.float64):
+        assert fast_algorithm(nvidia, dt) == "merge"

@@ -126,8 +126,9 @@ class _Job(ctypes.Structure):
 
     _fields_ = [("spans", ctypes.c_void_p), ("events", ctypes.c_void_p), ("set_status", ctypes.c_void_p),
                 ("times", ctypes.c_void_p), ("pieces", ctypes.c_int64), ("stream_from", ctypes.c_int64),
-                ("helpers", ctypes.c_int32), ("most", ctypes.c_int32), ("next", ctypes.c_int64), ("status", ctypes.c_int32),
-                ("joined", ctypes.c_int32), ("left", ctypes.c_int32), ("queued", ctypes.c_void_p)]
+                ("helpers", ctypes.c_int32), ("most", ctypes.c_int32), ("next", ctypes.c_int64),
+                ("status", ctypes.c_int32), ("joined", ctypes.c_int32), ("left", ctypes.c_int32),
+                ("queued", ctypes.c_void_p)]
 
 
 @functools.cache

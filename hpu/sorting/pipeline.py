@@ -67,7 +67,7 @@ from ..core.trace import Recorder, Trace, event_times
 from ..core.util import check_int, wait_all
 from .costs import cpu_sort_method, fast_cost
 from .cpu import multiway_merge, native_partition, parallel_copy, parallel_sort
-from .device import ALGORITHMS, DeviceSorter
+from .device import ALGORITHMS, DeviceSorter, device_algorithms, fast_algorithm
 from .keys import packed_bits
 
 try:
@@ -104,9 +104,10 @@ class PipelineOptions:
         ``"pin"`` where it has none.
     device_sort : {"merge", "radix", "tile-radix", "onesweep"} or None
         The device's sort (:class:`hpu.sorting.device.DeviceSorter`'s
-        ``algorithm``); None (default): the device's
-        (:func:`hpu.sorting.device.default_algorithm`).  No waves with
-        ``"radix"`` (a CPU device's).
+        ``algorithm``); None (default): the pipeline's for the keys
+        (:func:`hpu.sorting.device.fast_algorithm`: the onesweep radix
+        sort for 4-byte keys on NVIDIA GPUs, else the device's default).
+        No waves with ``"radix"`` (a CPU device's).
     staging_tasks : int
         Most pool tasks that stage pieces at once (default 8; never more than
         half the pieces nor the pool's threads).  Staging is bound by host
@@ -512,12 +513,13 @@ def _segments(n: int, t: int, align: int) -> list[tuple[int, int]]:
 def max_device_elements(rt: Runtime, itemsize: int) -> int:
     """Most keys of ``itemsize`` bytes one device run of :func:`device_share` may sort on ``rt``'s device.
 
-    The input buffer, the sorter's output and its scratch: three copies, in
-    :attr:`hpu.Runtime.device_memory_bytes` (the runtime's
-    ``device_memory_limit``), each within the device's largest allocation.
+    The input buffer, the sorter's output and its scratch: three copies, and
+    where the device runs the onesweep radix sort (:func:`hpu.sorting.device.fast_algorithm`) its status words,
+    a byte a 4-byte key, in :attr:`hpu.Runtime.device_memory_bytes` (the runtime's
+    ``device_memory_limit``), each copy within the device's largest allocation.
     """
     dev = rt.device
-    by_total = rt.device_memory_bytes // (3 * itemsize)
+    by_total = rt.device_memory_bytes // (3 * itemsize + ("onesweep" in device_algorithms(dev)))
     by_alloc = int(dev.max_mem_alloc_size) // itemsize
     return max(0, min(by_total, by_alloc))
 
@@ -801,7 +803,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
         cq.flush()
         if row_length is None:
             d_out = lease.buffer("out", nbytes)
-            sorter = DeviceSorter.of_lease(lease, dt, options.device_sort)
+            sorter = DeviceSorter.of_lease(lease, dt, options.device_sort or fast_algorithm(lease.device, dt))
             steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.pieces_per_wave(tasks), n, t, d_in, d_out,
                                         options.sort_waves)
             # One copy down unless copy_out takes the pieces as they land: every copy's event costs the call an

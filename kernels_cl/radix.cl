@@ -265,7 +265,7 @@ void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const u
 /* The same sort in one pass over the keys a digit ("onesweep": Adinets and Merrill, "Onesweep: a faster least
  * significant digit radix sort for GPUs", 2022), for NVIDIA GPUs (inline PTX: warps of 32 and their ballots,
  * sm_70 on).  Before the passes, onesweep_count counts every pass's digits in one read of the keys.  Then each
- * pass is one launch of onesweep_pass over tiles of TILE consecutive keys, one work-group of ONESWEEP_WG
+ * pass is one launch of onesweep_pass (after onesweep_scan turned the counts into each digit's start) over tiles of TILE consecutive keys, one work-group of ONESWEEP_WG
  * work-items a tile, taken in order through an atomic counter (so that a tile's predecessors have started):
  *   the work-group ranks its keys by digit, stably: each warp takes the keys of its stretch of the tile in order,
  *   32 at a time, and finds those of one digit among them by a ballot a bit; a warp's counters per digit, scanned
@@ -366,11 +366,22 @@ void onesweep_count(__global const KEY_T *keys, const uint n, const uint digit, 
             atomic_add(&counts[b], hist[b]);
 }
 
+/* counts[p * 256 + d] turned into where digit d's keys start in pass p: exclusive prefix sums, one work-group. */
+__kernel __attribute__((reqd_work_group_size(ONESWEEP_WG, 1, 1)))
+void onesweep_scan(__global uint *counts, const uint passes)
+{
+    __local uint tmp[ONESWEEP_WG];
+    for (uint p = 0; p < passes; p++) {
+        const uint c = counts[p * 256 + get_local_id(0)];
+        counts[p * 256 + get_local_id(0)] = os_scan(c, tmp);
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(ONESWEEP_WG, 1, 1)))
 void onesweep_pass(__global const KEY_T *src, __global KEY_T *dst, const uint n, const uint shift, const uint bins,
                    const uint pass, const uint passes, __global uint *aux)
 {
-    /* aux: every pass's counts of each digit (onesweep_count's), then every pass's tile counter, then every
+    /* aux: every pass's start of each digit (onesweep_scan's), then every pass's tile counter, then every
      * pass's status word per (tile, digit); the counters and status words start at zero */
     __global const uint *counts = aux + pass * 256;
     __global uint *next_tile = aux + passes * 256 + pass;
@@ -392,16 +403,16 @@ void onesweep_pass(__global const KEY_T *src, __global KEY_T *dst, const uint n,
      * after the ranks before it): its count of each digit so far, and each key's rank among them.  Keys past the
      * end (digit 256) match only each other and get no rank. */
     KEY_T k[ONESWEEP_ITEMS];
-    uint dig[ONESWEEP_ITEMS], rank[ONESWEEP_ITEMS];
+    uint dr[ONESWEEP_ITEMS]; /* digit << 16 | rank: one register a key */
 #pragma unroll
     for (uint j = 0; j < ONESWEEP_ITEMS; j++) {
         const uint i = lo + warp * 32 * ONESWEEP_ITEMS + j * 32 + lane;
         k[j] = i < n ? src[i] : (KEY_T)0;
-        dig[j] = i < n ? (uint)((image(k[j]) >> shift) & (bins - 1)) : 256;
+        dr[j] = (i < n ? (uint)((image(k[j]) >> shift) & (bins - 1)) : 256) << 16;
     }
 #pragma unroll
     for (uint j = 0; j < ONESWEEP_ITEMS; j++) {
-        const uint d = dig[j], valid = d < 256;
+        const uint d = dr[j] >> 16, valid = d < 256;
         const uint peers = peers_of(valid, d, width);
         const uint before = popcount(peers & below);
         const uint base = valid ? warp_counts[warp * 256 + d] : 0;
@@ -409,7 +420,7 @@ void onesweep_pass(__global const KEY_T *src, __global KEY_T *dst, const uint n,
         if (valid && before == 0)
             warp_counts[warp * 256 + d] = base + popcount(peers);
         warp_sync();
-        rank[j] = base + before;
+        dr[j] |= base + before;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -439,16 +450,17 @@ void onesweep_pass(__global const KEY_T *src, __global KEY_T *dst, const uint n,
         }
         atomic_xchg(&status[t * 256 + d], OS_PREFIX | (before_tile + total));
     }
-    const uint in_tile = os_scan(total, tmp);           /* where digit d's run starts in the tile */
-    const uint overall = os_scan(d < bins ? counts[d] : 0, tmp); /* and over all keys */
+    const uint in_tile = os_scan(total, tmp); /* where digit d's run starts in the tile; counts: over all keys */
     start[d] = in_tile;
-    place[d] = overall + before_tile - in_tile;
+    place[d] = counts[d] + before_tile - in_tile;
     barrier(CLK_LOCAL_MEM_FENCE);
 
 #pragma unroll
-    for (uint j = 0; j < ONESWEEP_ITEMS; j++)
-        if (dig[j] < 256)
-            tile[start[dig[j]] + warp_counts[warp * 256 + dig[j]] + rank[j]] = k[j];
+    for (uint j = 0; j < ONESWEEP_ITEMS; j++) {
+        const uint d = dr[j] >> 16;
+        if (d < 256)
+            tile[start[d] + warp_counts[warp * 256 + d] + (dr[j] & 0xffff)] = k[j];
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint len = min(n - lo, (uint)OS_TILE);
     for (uint i = lid; i < len; i += ONESWEEP_WG) {

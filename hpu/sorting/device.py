@@ -371,9 +371,10 @@ class DeviceSorter:
         items = _ONESWEEP_ITEMS[self.dtype.itemsize]
         prg = self.runtime.program("radix", defines={**self._radix_defines(), "ONESWEEP_WG": _ONESWEEP_WG,
                                                      "ONESWEEP_ITEMS": items})
-        kernels = {name: cl.Kernel(prg, name) for name in ("onesweep_count", "onesweep_pass")}
+        kernels = {name: cl.Kernel(prg, name) for name in ("onesweep_count", "onesweep_scan", "onesweep_pass")}
         u32 = np.uint32
         kernels["onesweep_count"].set_scalar_arg_dtypes([None, u32, u32, u32, None])
+        kernels["onesweep_scan"].set_scalar_arg_dtypes([None, u32])
         kernels["onesweep_pass"].set_scalar_arg_dtypes([None, None, u32, u32, u32, u32, u32, None])
         self._onesweep_tile = _ONESWEEP_WG * items
         self._kernels.update(kernels)
@@ -588,16 +589,17 @@ class DeviceSorter:
     def _onesweep(self, buf: Any, n: int, digit: int, bits: int,
                   wait_for: Any) -> tuple[Callable[[Any, Any, int, int, Any], Any], list]:
         """The one-pass-a-digit radix sort of ``n`` keys of ``buf`` by digits of ``digit`` bits, ``bits`` in all:
-        the counts of every pass's digits enqueued (one read of the keys), and one pass as ``(src, dst, shift, width,
-        wait_for) -> event``; with the counts' event to wait for."""
+        the counts of every pass's digits enqueued (one read of the keys) and scanned into each digit's start, and
+        one pass as ``(src, dst, shift, width, wait_for) -> event``; with the scan's event to wait for."""
         queue, k, tile = self.runtime.queue, self._kernels, self._onesweep_tile
         passes, tiles = -(-bits // digit), -(-n // tile)
         words = passes * 257 + passes * tiles * 256  # counts, tile counters, status words (onesweep_pass)
         aux = self._buffer("_counts", 4 * words)
         zero = cl.enqueue_fill_buffer(queue, aux, np.uint32(0), 0, 4 * words, wait_for=wait_for)
         groups = max(1, min(tiles, 4 * int(self.runtime.device.max_compute_units)))
-        counted = k["onesweep_count"](queue, (groups * _ONESWEEP_WG,), (_ONESWEEP_WG,), buf, n, digit, bits, aux,
-                                      wait_for=[zero])
+        k["onesweep_count"](queue, (groups * _ONESWEEP_WG,), (_ONESWEEP_WG,), buf, n, digit, bits, aux,
+                            wait_for=[zero])
+        counted = k["onesweep_scan"](queue, (_ONESWEEP_WG,), (_ONESWEEP_WG,), aux, passes)
 
         def one_pass(src: Any, dst: Any, shift: int, width: int, wait_for: Any) -> Any:
             return k["onesweep_pass"](queue, (tiles * _ONESWEEP_WG,), (_ONESWEEP_WG,), src, dst, n, shift,

@@ -135,8 +135,8 @@ def default_algorithm(device: Any) -> str:
 def fast_algorithm(device: Any, dtype: Any) -> str:
     """The device sort of hpu's pipeline (fast mode) for keys of ``dtype`` on the OpenCL ``device`` where
     :attr:`hpu.PipelineOptions.device_sort` is None: ``"onesweep"`` for 4-byte keys where the device runs it (on
-    the H100 0.47-0.75 times the merge sort's time from 2^16 to 2^26 int32 keys, and the pipeline's sort of 2^24
-    0.2 ms faster: ``experiments/results/h100/onesweep/``), else :func:`default_algorithm` (8-byte keys: the
+    the H100 0.56-0.86 times the merge sort's time from 2^16 to 2^26 int32 keys, and ``hpu.sort`` of 2^24 about
+    0.3 ms faster: ``experiments/results/h100/onesweep/``), else :func:`default_algorithm` (8-byte keys: the
     key-value sort's packed keys gained nothing)."""
     if np.dtype(dtype).itemsize == 4 and "onesweep" in device_algorithms(device):
         return "onesweep"

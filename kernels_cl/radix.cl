@@ -119,6 +119,32 @@ __kernel void radix_scatter(__global const KEY_T *keys, __global KEY_T *out, con
  * scans; the host sizes the blocks' sums by it).
  */
 
+#if defined(RADIX_WG) || defined(ONESWEEP_WG)
+#ifdef RADIX_WG
+#define SCAN_WG RADIX_WG
+#else
+#define SCAN_WG ONESWEEP_WG
+#endif
+/* Exclusive prefix sum of one value per work-item over the work-group of SCAN_WG (Hillis and Steele); *total gets
+ * the sum.  tmp holds SCAN_WG counters; every work-item must call it. */
+static uint group_scan(uint v, __local uint *tmp, uint *total)
+{
+    const uint lid = get_local_id(0), size = SCAN_WG;
+    tmp[lid] = v;
+    for (uint off = 1; off < size; off <<= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const uint add = lid >= off ? tmp[lid - off] : 0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        tmp[lid] += add;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    *total = tmp[size - 1];
+    const uint r = tmp[lid] - v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+#endif
+
 #ifdef RADIX_WG
 
 #define TILE (RADIX_WG * RADIX_ITEMS)
@@ -127,25 +153,6 @@ __kernel void radix_scatter(__global const KEY_T *keys, __global KEY_T *out, con
 /* Counter f of a tile's (4 bits, work-item) counters, one word of padding after every 32: the scan's reads of 16
  * consecutive counters per work-item then fall in distinct banks (unpadded: 16 work-items on one bank). */
 #define CNT(f) ((f) + ((f) >> 5))
-
-/* Exclusive prefix sum of one value per work-item over the work-group (Hillis and Steele); *total gets the sum.
- * tmp holds RADIX_WG counters; every work-item must call it. */
-static uint group_scan(uint v, __local uint *tmp, uint *total)
-{
-    const uint lid = get_local_id(0);
-    tmp[lid] = v;
-    for (uint off = 1; off < RADIX_WG; off <<= 1) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const uint add = lid >= off ? tmp[lid - off] : 0;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        tmp[lid] += add;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    *total = tmp[RADIX_WG - 1];
-    const uint r = tmp[lid] - v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
 
 __kernel __attribute__((reqd_work_group_size(RADIX_WG, 1, 1)))
 void radix_tile_count(__global const KEY_T *keys, const uint n, const uint shift, const uint bins,
@@ -323,24 +330,6 @@ static inline void warp_sync(void)
     asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");
 }
 
-/* Exclusive prefix sum of one value per work-item over the work-group (Hillis and Steele); every work-item calls
- * it. */
-static uint os_scan(uint v, __local uint *tmp)
-{
-    const uint lid = get_local_id(0);
-    tmp[lid] = v;
-    for (uint off = 1; off < ONESWEEP_WG; off <<= 1) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        const uint add = lid >= off ? tmp[lid - off] : 0;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        tmp[lid] += add;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const uint r = tmp[lid] - v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
-
 /* counts[p * 256 + d]: the keys of digit d in pass p (bits [p * digit, min(p * digit + digit, bits)) of the
  * image), for every pass p < ceil(bits / digit); counts start at zero. */
 __kernel __attribute__((reqd_work_group_size(ONESWEEP_WG, 1, 1)))
@@ -373,7 +362,8 @@ void onesweep_scan(__global uint *counts, const uint passes)
     __local uint tmp[ONESWEEP_WG];
     for (uint p = 0; p < passes; p++) {
         const uint c = counts[p * 256 + get_local_id(0)];
-        counts[p * 256 + get_local_id(0)] = os_scan(c, tmp);
+        uint total;
+        counts[p * 256 + get_local_id(0)] = group_scan(c, tmp, &total);
     }
 }
 
@@ -450,7 +440,8 @@ void onesweep_pass(__global const KEY_T *src, __global KEY_T *dst, const uint n,
         }
         atomic_xchg(&status[t * 256 + d], OS_PREFIX | (before_tile + total));
     }
-    const uint in_tile = os_scan(total, tmp); /* where digit d's run starts in the tile; counts: over all keys */
+    uint all;
+    const uint in_tile = group_scan(total, tmp, &all); /* where digit d's run starts in the tile; counts: overall */
     start[d] = in_tile;
     place[d] = counts[d] + before_tile - in_tile;
     barrier(CLK_LOCAL_MEM_FENCE);

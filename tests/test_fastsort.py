@@ -336,6 +336,21 @@ def test_gpu_radix_sorts_of_many_tiles(sorters, runtime, algorithm, dtype, patte
     assert same_bits(read(runtime, buf, a.size, dtype, [event]), expect)
 
 
+@pytest.mark.parametrize("n", [(1 << 24) + 3, 5000])
+def test_onesweep_many_waves_and_past_its_limit(sorters, runtime, monkeypatch, n):
+    """2^24 + 3 keys: thousands of tiles, many waves of work-groups, late tiles looking back on long finished ones;
+    and past the onesweep sort's limit (lowered here to 4096 keys) the merge sort: both equal numpy's."""
+    if (np.dtype(np.float32), "onesweep") not in sorters:
+        pytest.skip(f"{runtime.device_name} does not run 'onesweep'")
+    sorter = DeviceSorter(runtime, np.float32, algorithm="onesweep")  # fresh: which buffers it made tells its path
+    if n == 5000:
+        monkeypatch.setattr(sort_device, "_ONESWEEP_MAX_KEYS", 4096)
+    a = make_keys(np.dtype(np.float32), n, "special" if n == 5000 else "bits", np.random.default_rng(n))
+    assert same_bits(sort_on_device(sorter, a), np.sort(a, kind="stable"))
+    merged = n == 5000  # the merge sort's partitions, not the radix sort's counters
+    assert (sorter._partitions is not None, sorter._counts is not None) == (merged, not merged)
+
+
 def test_default_algorithm(runtime, sorters):
     """The radix sort on CPU devices (work-groups run as loops there), the merge sort on the others."""
     cpu = bool(runtime.device.type & cl.device_type.CPU)
@@ -374,22 +389,29 @@ def test_cpu_only_runtime(cpu_runtime):
 
 
 class _FakeDevice:
-    """What device_algorithms reads of a device: its type and vendor."""
+    """What device_algorithms reads of a device: its type, vendor, platform and (NVIDIA's) compute capability."""
 
-    def __init__(self, kind, vendor):
+    def __init__(self, kind, vendor, platform="NVIDIA CUDA", major=None):
         self.type, self.vendor = kind, vendor
+        self.platform = type("Platform", (), {"name": platform})()
+        if major is not None:
+            self.compute_capability_major_nv = major
 
 
 def test_fast_algorithm():
-    """The pipeline's device sort: onesweep for 4-byte keys on an NVIDIA GPU, the device's default otherwise (8-byte
-    keys there; any keys on a CPU device or another vendor's GPU)."""
+    """The pipeline's device sort: onesweep for 4-byte keys on an NVIDIA GPU of NVIDIA's platform (compute
+    capability 7 or later where reported), the device's default otherwise (8-byte keys there; any keys on a CPU
+    device, another vendor's GPU, an NVIDIA GPU under PoCL or before Volta)."""
     from hpu.sorting.device import fast_algorithm
 
-    nvidia = _FakeDevice(cl.device_type.GPU, "NVIDIA Corporation")
-    other, cpu = _FakeDevice(cl.device_type.GPU, "Advanced Micro Devices, Inc."), _FakeDevice(cl.device_type.CPU,
-                                                                                             "NVIDIA Corporation")
+    gpu, cpu = cl.device_type.GPU, cl.device_type.CPU
+    nvidia, volta = _FakeDevice(gpu, "NVIDIA Corporation"), _FakeDevice(gpu, "NVIDIA Corporation", major=7)
+    others = [_FakeDevice(gpu, "Advanced Micro Devices, Inc.", "AMD Accelerated Parallel Processing"),
+              _FakeDevice(gpu, "NVIDIA Corporation", "Portable Computing Language"),
+              _FakeDevice(gpu, "NVIDIA Corporation", major=6)]
     for dt in (np.int32, np.uint32, np.float32):
-        assert fast_algorithm(nvidia, dt) == "onesweep"
-        assert fast_algorithm(other, dt) == "merge" and fast_algorithm(cpu, dt) == "radix"
+        assert fast_algorithm(nvidia, dt) == "onesweep" == fast_algorithm(volta, dt)
+        assert all(fast_algorithm(d, dt) == "merge" for d in others)
+        assert fast_algorithm(_FakeDevice(cpu, "NVIDIA Corporation"), dt) == "radix"
     for dt in (np.int64, np.uint64, np.float64):
         assert fast_algorithm(nvidia, dt) == "merge"

@@ -145,9 +145,13 @@ def fast_algorithm(device: Any, dtype: Any) -> str:
 
 def device_algorithms(device: Any) -> tuple[str, ...]:
     """The :data:`ALGORITHMS` of :class:`DeviceSorter` that the OpenCL ``device`` runs: all but ``"onesweep"``
-    (inline PTX) on any device but an NVIDIA GPU."""
-    nvidia_gpu = not device.type & cl.device_type.CPU and "NVIDIA" in device.vendor.upper()
-    return ALGORITHMS if nvidia_gpu else tuple(a for a in ALGORITHMS if a != "onesweep")
+    (inline PTX with warp votes: NVIDIA's own OpenCL platform, a GPU of compute capability 7.0 or later, where the
+    device reports it) on any other device."""
+    nvidia = ("NVIDIA" in device.vendor.upper() and "NVIDIA" in device.platform.name.upper()
+              and not device.type & cl.device_type.CPU)
+    if nvidia and getattr(device, "compute_capability_major_nv", 7) >= 7:
+        return ALGORITHMS
+    return tuple(a for a in ALGORITHMS if a != "onesweep")
 
 
 def row_block(m: int, itemsize: int) -> int:

@@ -516,7 +516,8 @@ def max_device_elements(rt: Runtime, itemsize: int) -> int:
     The input buffer, the sorter's output and its scratch: three copies, and
     where the device runs the onesweep radix sort (:func:`hpu.sorting.device.fast_algorithm`) its status words,
     a byte a 4-byte key, in :attr:`hpu.Runtime.device_memory_bytes` (the runtime's
-    ``device_memory_limit``), each copy within the device's largest allocation.
+    ``device_memory_limit``), each copy within the device's largest allocation.  (8-byte keys sorted by
+    ``PipelineOptions(device_sort="onesweep")`` need four bytes a key more than this counts.)
     """
     dev = rt.device
     by_total = rt.device_memory_bytes // (3 * itemsize + ("onesweep" in device_algorithms(dev)))

@@ -271,9 +271,10 @@ void radix_tile_scatter(__global const KEY_T *keys, __global KEY_T *out, const u
 
 /* The same sort in one pass over the keys a digit ("onesweep": Adinets and Merrill, "Onesweep: a faster least
  * significant digit radix sort for GPUs", 2022), for NVIDIA GPUs (inline PTX: warps of 32 and their ballots,
- * sm_70 on).  Before the passes, onesweep_count counts every pass's digits in one read of the keys.  Then each
- * pass is one launch of onesweep_pass (after onesweep_scan turned the counts into each digit's start) over tiles of TILE consecutive keys, one work-group of ONESWEEP_WG
- * work-items a tile, taken in order through an atomic counter (so that a tile's predecessors have started):
+ * sm_70 on).  Before the passes, onesweep_count counts every pass's digits in one read of the keys and
+ * onesweep_scan turns the counts into each digit's start.  Then each pass is one launch of onesweep_pass over tiles
+ * of OS_TILE consecutive keys, one work-group of ONESWEEP_WG work-items a tile, taken in order through an atomic
+ * counter (so that a tile's predecessors have started):
  *   the work-group ranks its keys by digit, stably: each warp takes the keys of its stretch of the tile in order,
  *   32 at a time, and finds those of one digit among them by a ballot a bit; a warp's counters per digit, scanned
  *   across the warps, place each key within its digit's run of the tile;

@@ -226,7 +226,7 @@ int hpu_stage_start(struct hpu_stage_job *job)
 
 /* Copy pieces on the caller until none is left, take the job off the queue (helpers not yet joined never will)
  * and wait until every helper that joined has ended.  Returns the job's status: the first non-zero value
- * set_status returned, else 0 (every event was set, whatever the status). */
+ * set_status returned (every piece was still copied and every other event set), else 0. */
 int32_t hpu_stage_finish(struct hpu_stage_job *job)
 {
     run_pieces(job, 0);

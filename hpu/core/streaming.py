@@ -27,7 +27,6 @@ import ctypes
 import functools
 import logging
 import os
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -157,19 +156,10 @@ def native_staging_available() -> bool:
     return _stager() is not None
 
 
-#: Jobs started and not yet finished: their memory must outlive the pool's threads' use of it.
+#: Jobs started and not yet finished: their memory must outlive the pool's threads' use of it (a set's add and
+#: discard are atomic under the GIL).  A forked child has none of its parent's stager threads, nor their jobs.
 _RUNNING: set[NativeStaging] = set()
-_RUNNING_LOCK = threading.Lock()
-
-
-def _after_fork_in_child() -> None:
-    """A forked child has none of its parent's stager threads, nor their jobs, and a free lock."""
-    global _RUNNING_LOCK
-    _RUNNING_LOCK = threading.Lock()
-    _RUNNING.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(after_in_child=_RUNNING.clear)
 
 
 def _clock_offset() -> float:
@@ -250,8 +240,7 @@ class NativeStaging:
                          pieces=len(pieces), stream_from=STREAM_MIN_BYTES if stream and _library() else -1,
                          helpers=max(0, int(helpers)), most=max(1, min(int(most_threads), 256)))
         self._done = False
-        with _RUNNING_LOCK:
-            _RUNNING.add(self)
+        _RUNNING.add(self)
         funcs[0](ctypes.byref(self._job))
 
     def finish(self) -> np.ndarray:
@@ -268,8 +257,7 @@ class NativeStaging:
         if not self._done:
             status = self._finish(ctypes.byref(self._job))
             self._done = True
-            with _RUNNING_LOCK:
-                _RUNNING.discard(self)
+            _RUNNING.discard(self)
             self.times[:, :2] += _CLOCK_OFFSET
             if status:
                 raise RuntimeError(f"clSetUserEventStatus failed ({status}) while staging")

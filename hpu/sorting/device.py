@@ -429,11 +429,12 @@ class DeviceSorter:
             Events the first launch waits for.
         bits : int, optional
             Unsigned keys only: every key is below ``2**bits`` (``0 <= bits
-            <= 8 * itemsize``), so the radix sorts take
-            ``ceil(bits / RADIX_BITS)`` (``"radix"``) or ``ceil(bits /
-            TILE_RADIX_BITS)`` (``"tile-radix"``, ``"onesweep"``: ``ONESWEEP_BITS``)
-            passes rather than those of the whole width (the merge sort ignores it).  Larger keys are then
-            sorted by their low ``bits`` bits only.
+            <= 8 * itemsize``), so the radix sorts take ``ceil(bits /
+            RADIX_BITS)`` (``"radix"``), ``ceil(bits / TILE_RADIX_BITS)``
+            (``"tile-radix"``) or ``ceil(bits / ONESWEEP_BITS)``
+            (``"onesweep"``) passes rather than those of the whole width
+            (the merge sort ignores it).  Larger keys are then sorted by
+            their low ``bits`` bits only.
 
         Returns
         -------
@@ -464,7 +465,8 @@ class DeviceSorter:
         if n == 0:
             return (buf if out is None else out), cl.enqueue_marker(queue, wait_for=wait_for)
         out = self._new_output(out, n)
-        if self.algorithm != "merge" and n < (_ONESWEEP_MAX_KEYS if self.algorithm == "onesweep" else _RADIX_MAX_KEYS):
+        radix = self._radix_shape()
+        if radix is not None and n < radix[1]:
             return out, self._radix_sort(buf, n, out, wait_for, 8 * size if bits is None else bits)
         tiles = -(-n // self.tile)
         passes = self.passes(n)
@@ -530,10 +532,16 @@ class DeviceSorter:
             return self._kernels["leaf_sort"](self.runtime.queue, (rows * wg,), (wg,), buf, out, start, stop, m,
                                               wait_for=wait_for)
 
+    def _radix_shape(self) -> tuple[int, int] | None:
+        """(widest digit in bits, fewest keys left to the merge sort) of this sorter's radix sort; None for the merge
+        sort."""
+        return {"radix": (RADIX_BITS, _RADIX_MAX_KEYS), "tile-radix": (TILE_RADIX_BITS, _RADIX_MAX_KEYS),
+                "onesweep": (ONESWEEP_BITS, _ONESWEEP_MAX_KEYS)}.get(self.algorithm)
+
     def _radix_sort(self, buf: Any, n: int, out: Any, wait_for: Sequence[Any] | None, bits: int) -> Any:
         """Enqueue the LSD radix sort of ``buf[:n]`` into ``out`` (``kernels_cl/radix.cl``); its last event."""
         queue, size = self.runtime.queue, self.dtype.itemsize
-        passes = -(-bits // {"radix": RADIX_BITS, "tile-radix": TILE_RADIX_BITS}.get(self.algorithm, ONESWEEP_BITS))
+        passes = -(-bits // self._radix_shape()[0])
         if passes == 0:  # every key is 0: already sorted
             if out.int_ptr == buf.int_ptr:
                 return cl.enqueue_marker(queue, wait_for=wait_for)

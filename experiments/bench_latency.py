@@ -16,7 +16,8 @@ steps of :func:`hpu.sorting.pipeline.device_share`, alone, on 4 bytes (``--bytes
 - ``pool task`` / ``8 pool tasks``: tasks that do nothing, submitted to hpu's pool and waited for;
 - ``hpu gpu 2^k``: ``hpu.hybrid_mergesort(strategy="gpu")`` of uniform random int32, with the trace's first
   staging start, last copy's end and wall (ms, medians of as many calls after the pause, each returning its
-  trace) beside it; ``hpu cpu`` and ``numpy.sort`` for scale.
+  trace) beside it, and on the caller's clock (:attr:`hpu.Trace.start`) how long the call ran before its first
+  staging copy began and after its last copy down ended; ``hpu cpu`` and ``numpy.sort`` for scale.
 
 Every probe is timed after the idle pause of :func:`bench_common.shuffled_rounds` (``--pause-ms``) and back to back.
 
@@ -109,10 +110,12 @@ def sort_probes(rt: hpu.Runtime, logs: list[int]) -> tuple[dict[str, Callable[[]
     traced: dict[str, Callable] = {}
     for k in logs:
         def traced_run(a: np.ndarray = keys[k], ref: np.ndarray = np.sort(keys[k])) -> Any:
+            t0 = time.perf_counter()
             r, tr = hpu.hybrid_mergesort(a, strategy="gpu", runtime=rt, return_trace=True)
+            t1 = time.perf_counter()
             if not np.array_equal(r, ref):
                 raise SystemExit(f"wrong result of the device sort of {a.size} keys")
-            return tr
+            return tr, t0, t1
         runs[f"hpu gpu 2^{k}"] = functools.partial(hpu.hybrid_mergesort, keys[k], strategy="gpu", runtime=rt)
         traced[f"hpu gpu 2^{k}"] = traced_run
     small = keys[min(logs)]
@@ -121,15 +124,18 @@ def sort_probes(rt: hpu.Runtime, logs: list[int]) -> tuple[dict[str, Callable[[]
     return runs, traced
 
 
-def trace_marks(traces: list) -> str:
-    """The median first staging start, last copy-down end and wall of ``traces``, in ms."""
+def trace_marks(traces: list) -> dict[str, float]:
+    """The medians (ms) of ``traces`` (each ``(trace, the call's entry, its return)`` on the caller's clock): first
+    staging start, last copy-down end and wall by the trace; from the call's entry to its first staging start and
+    from its last copy down's end to its return."""
     if not traces:
-        return ""
-    first = [min((e.start for e in t.events if e.kind == "stage"), default=np.nan) for t in traces]
-    last = [max((e.end for e in t.events if e.kind == "d2h"), default=np.nan) for t in traces]
-    wall = [t.wall for t in traces]
-    return "stage from {:.3f}, d2h to {:.3f}, wall {:.3f} ms".format(*(1e3 * np.nanmedian(v)
-                                                                        for v in (first, last, wall)))
+        return {}
+    first = [min((e.start for e in t.events if e.kind == "stage"), default=np.nan) for t, _, _ in traces]
+    last = [max((e.end for e in t.events if e.kind == "d2h"), default=np.nan) for t, _, _ in traces]
+    spans = {"stage from": first, "d2h to": last, "wall": [t.wall for t, _, _ in traces],
+             "call entry to staging": [t.start + f - t0 for (t, t0, _), f in zip(traces, first)],
+             "last copy to return": [t1 - t.start - end for (t, _, t1), end in zip(traces, last)]}
+    return {k: 1e3 * float(np.nanmedian(v)) for k, v in spans.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,13 +165,15 @@ def main(argv: list[str] | None = None) -> int:
             "host": host_description(), "threads": rt.threads, "repeats": args.repeats, "pause_ms": args.pause_ms,
             "pyopencl": cl.VERSION_TEXT, "hpu": hpu.__version__}
     print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-    print(f"{'probe':48s} {'after pauses us':>16s} {'back to back us':>16s}   hpu's trace (after pauses)")
+    print(f"{'probe':48s} {'after pauses us':>16s} {'back to back us':>16s}   hpu's trace after pauses (ms)")
     rows = []
     for name in runs:
         med = {mode: 1e6 * float(np.median(samples[mode][name])) for mode in modes}
-        rows.append({"probe": name, **{f"{mode} us": v for mode, v in med.items()}})
         marks = trace_marks(traces.get(name, []))
-        print(f"{name:48s} {med['after pauses']:16.1f} {med['back to back']:16.1f}   {marks}")
+        rows.append({"probe": name, **{f"{mode} us": v for mode, v in med.items()},
+                     **{f"trace {k} ms": v for k, v in marks.items()}})
+        print(f"{name:48s} {med['after pauses']:16.1f} {med['back to back']:16.1f}   "
+              + ", ".join(f"{k} {v:.3f}" for k, v in marks.items()))
     rt.close()
     if args.json:
         print(f"wrote {write_json(args.json, {'meta': meta, 'rows': rows})}")

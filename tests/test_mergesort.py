@@ -1,6 +1,7 @@
 """hybrid_mergesort against numpy.sort(kind="stable"), for every strategy, dtype and forced split."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -145,6 +146,24 @@ def test_trace_records_both_units(runtime):
     assert {e.kind for e in tr.events if e.unit == "bus"} == {"h2d", "d2h"}
     assert sum(e.nbytes for e in tr.events if e.kind == "h2d") == a.nbytes // 2
     assert tr.split is not None and "ms" in tr.summary()
+
+
+@pytest.mark.parametrize("mode,strategy", [("fast", "gpu"), ("fast", "cpu"), ("fast", "keyrange"), ("paper", "advanced")])
+def test_a_trace_starts_on_the_callers_clock(runtime, mode, strategy):
+    """``Trace.start`` is the caller's ``time.perf_counter`` at the trace's zero: within the call, every event of
+    the host's threads (timed on that clock; the device's are mapped onto it) and the wall's end inside it; None for
+    a sort of one element."""
+    if strategy != "cpu" and not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    a = np.random.default_rng(4).integers(0, 10**6, 1 << 16).astype(np.int32)
+    t0 = time.perf_counter()
+    out, tr = hybrid_mergesort(a, mode=mode, strategy=strategy, runtime=runtime, return_trace=True)
+    t1 = time.perf_counter()
+    assert same_bits(out, np.sort(a, kind="stable"))
+    host = [e for e in tr.events if e.unit.startswith("cpu")]
+    assert t0 <= tr.start and tr.start + tr.wall <= t1 and host
+    assert all(t0 <= tr.start + e.start <= tr.start + e.end <= t1 for e in host)
+    assert hybrid_mergesort(a[:1], runtime=runtime, return_trace=True)[1].start is None
 
 
 @pytest.mark.parametrize("strategy", ["gpu", "advanced", "exchange"])

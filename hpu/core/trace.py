@@ -85,6 +85,12 @@ class Trace:
         the model).
     fallback : str
         Non-empty when the device failed and the CPU redid its share (the reason).
+    start : float or None
+        ``time.perf_counter()`` seconds at the trace's zero, from which its
+        events' times and ``wall`` count: lines a trace up with the caller's
+        clock (how long a call ran before its first event, or after its
+        last) or with another call's trace.  None for a trace that kept no
+        clock (a sort of at most one element).
     """
 
     strategy: str
@@ -96,6 +102,7 @@ class Trace:
     events: list[TraceEvent] = dataclasses.field(default_factory=list)
     split: Any = None
     fallback: str = ""
+    start: float | None = None
     _deferred: list = dataclasses.field(default_factory=list, repr=False, compare=False)
 
     def resolve(self) -> Trace:
@@ -174,8 +181,9 @@ class Recorder:
             self.events.append(TraceEvent(*args, **kw))
 
     def finish(self, trace: Trace) -> Trace:
-        """Hand the events (and the deferred device timestamps) to ``trace``, set its wall time; return it."""
-        trace.events, trace.wall, trace._deferred = self.events, self.now(), self.deferred
+        """Hand the events (and the deferred device timestamps) to ``trace``, set its wall time and start; return
+        it."""
+        trace.events, trace.wall, trace._deferred, trace.start = self.events, self.now(), self.deferred, self.t0
         return trace
 
 

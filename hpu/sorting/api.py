@@ -372,14 +372,19 @@ def _prepare(a: Any, axis: int | None, kind: str | None, what: str, order: Any =
 
 def _rows(arr: np.ndarray, axis: int) -> np.ndarray:
     """``arr`` with ``axis`` last, as a C-contiguous ``(rows, m)`` array in native byte order (a view if it can)."""
-    moved = np.moveaxis(arr, axis, -1)
-    m = moved.shape[-1]
-    rows = int(np.prod(moved.shape[:-1], dtype=np.int64))
-    return np.ascontiguousarray(moved.reshape(rows, m), dtype=arr.dtype.newbyteorder("="))
+    # Without numpy's axis moves where the axis is already last, nor a copy where the rows are a view: a call's
+    # code before its sort starts runs cold (its caches cleared by the last call's data).
+    moved = arr if axis == arr.ndim - 1 else np.moveaxis(arr, axis, -1)
+    rows = moved.reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
+    if rows.flags.c_contiguous and rows.dtype.isnative:
+        return rows
+    return np.ascontiguousarray(rows, dtype=arr.dtype.newbyteorder("="))
 
 
 def _unrows(out: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
     """Undo :func:`_rows`: a C-contiguous array of ``shape`` (with ``out``'s dtype)."""
+    if axis == len(shape) - 1:
+        return np.ascontiguousarray(out.reshape(shape))
     moved = shape[:axis] + shape[axis + 1:] + shape[axis:axis + 1]
     return np.ascontiguousarray(np.moveaxis(out.reshape(moved), -1, axis))
 

@@ -65,6 +65,11 @@ def staged_sources(monkeypatch):
             seen.extend((src, kw["stream"], "native") for _, src in pieces)
             super().__init__(pieces, events, **kw)
 
+        @classmethod
+        def of_ranges(cls, arrays, events=None, **kw):
+            seen.extend((src[a:b], kw["stream"], "native") for _, src, ranges in arrays for a, b in ranges)
+            return super().of_ranges(arrays, events, **kw)
+
     monkeypatch.setattr(pipeline, "copy_into", copy)
     monkeypatch.setattr(pipeline, "NativeStaging", Spy)
     return seen

@@ -157,6 +157,49 @@ def test_native_staging_copies_every_piece_once(stager, helpers, stream):
     assert job.finish() is times
 
 
+@pytest.mark.parametrize("helpers", [0, 2, 5])
+def test_native_staging_of_ranges_copies_each_range_in_order(stager, rt, helpers):
+    """``NativeStaging.of_ranges``: ranges of two arrays of other element sizes (one range empty, one past
+    STREAM_MIN_BYTES, parts of the arrays left out) copied equal their sources, nothing else written; the events
+    are the pieces' in order (each complete, the times one row a piece)."""
+    import pyopencl as cl
+
+    rng = np.random.default_rng(helpers)
+    a = rng.integers(-2**31, 2**31, STREAM_MIN_BYTES // 2 + 37, dtype=np.int64)
+    b = rng.integers(0, 256, 5000, dtype=np.uint8)
+    da, db = np.full_like(a, 7), np.full_like(b, 7)
+    ra = [(0, 5), (5, 5), (5, STREAM_MIN_BYTES // 2), (STREAM_MIN_BYTES // 2, a.size - 1)]
+    rb = [(100, 4000), (4000, 4999)]
+    events = [cl.UserEvent(rt.context) for _ in range(len(ra) + len(rb))]
+    before = a.copy(), b.copy()
+    times = NativeStaging.of_ranges([(da, a, ra), (db, b, rb)], events, helpers=helpers, stream=True).finish()
+    assert np.array_equal(da[:-1], a[:-1]) and da[-1] == 7
+    assert np.array_equal(db[100:4999], b[100:4999]) and (db[:100] == 7).all() and db[4999] == 7
+    assert np.array_equal(a, before[0]) and np.array_equal(b, before[1])
+    assert times.shape == (6, 3)
+    complete = cl.command_execution_status.COMPLETE
+    assert all(ev.command_execution_status == complete for ev in events)
+
+
+def test_native_staging_of_ranges_refuses_bad_arrays(stager):
+    """Ranges outside the arrays or reversed, arrays that are not 1-D and C-contiguous, of two lengths or element
+    sizes, or read-only, and events of another count raise ValueError before anything is copied."""
+    a, b = np.arange(8, dtype=np.int64), np.zeros(8, np.int64)
+    frozen = np.zeros(8, np.int64)
+    frozen.flags.writeable = False
+    for arrays, match in (([(b, a, [(0, 9)])], "outside"), ([(b, a, [(4, 3)])], "reversed"),
+                          ([(b, a, [(-1, 3)])], "outside"), ([(b[::2], a[:4], [(0, 4)])], "C-contiguous"),
+                          ([(b.reshape(2, 4), a.reshape(2, 4), [(0, 1)])], "1-D"),
+                          ([(b[:4], a, [(0, 4)])], "one length"),
+                          ([(b.view(np.int32)[:8], a, [(0, 4)])], "element size"),
+                          ([(frozen, a, [(0, 4)])], "read-only")):
+        with pytest.raises(ValueError, match=match):
+            NativeStaging.of_ranges(arrays, helpers=1, stream=False)
+    with pytest.raises(ValueError, match="1 events for 2 pieces"):
+        NativeStaging.of_ranges([(b, a, [(0, 4), (4, 8)])], [object()], helpers=1, stream=False)
+    assert not b.any()
+
+
 def test_native_staging_completes_each_user_event(stager, rt):
     """Each piece's OpenCL user event is complete once finish returns, so that device work behind them runs."""
     import pyopencl as cl
@@ -322,3 +365,4 @@ def test_native_staging_threads_are_capped(stager):
     helpers, right = results.get(timeout=60)
     child.join(60)
     assert right and 1 <= len(helpers) and max(helpers) <= 3, helpers
+

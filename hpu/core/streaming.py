@@ -120,6 +120,11 @@ def copy_into(dst: np.ndarray, src: np.ndarray, stream: bool) -> None:
         np.copyto(dst, src)
 
 
+def _address(a: np.ndarray) -> int:
+    """The address of ``a``'s first element (``a.ctypes.data`` makes an object of its own, several times slower)."""
+    return a.__array_interface__["data"][0]
+
+
 class _Job(ctypes.Structure):
     """``struct hpu_stage_job`` of ``hpu/core/_streamcopy.c``."""
 
@@ -215,29 +220,72 @@ class NativeStaging:
 
     def __init__(self, pieces: Sequence[tuple[np.ndarray, np.ndarray]], events: Sequence[Any] | None = None, *,
                  helpers: int, stream: bool, most_threads: int = 256) -> None:
-        funcs = _stager()
-        if funcs is None:
-            raise RuntimeError("hpu's compiled stager is not available")
-        if events is not None and len(events) != len(pieces):
-            raise ValueError(f"{len(events)} events for {len(pieces)} pieces")
-        spans = np.empty((len(pieces), 3), dtype=np.int64)
+        spans = []
         for k, (dst, src) in enumerate(pieces):
             if not (dst.flags.c_contiguous and src.flags.c_contiguous) or dst.nbytes != src.nbytes:
                 raise ValueError(f"piece {k}: both arrays must be C-contiguous and of one byte length")
             if not dst.flags.writeable:
                 raise ValueError(f"piece {k}: the destination is read-only")
-            spans[k] = src.ctypes.data, dst.ctypes.data, src.nbytes
+            spans += (_address(src), _address(dst), src.nbytes)
+        self._start(spans, list(pieces), events, helpers, stream, most_threads)
+
+    @classmethod
+    def of_ranges(cls, arrays: Sequence[tuple[np.ndarray, np.ndarray, Sequence[tuple[int, int]]]],
+                  events: Sequence[Any] | None = None, *, helpers: int, stream: bool,
+                  most_threads: int = 256) -> NativeStaging:
+        """The staging of element ranges: for each ``(dst, src, ranges)`` of ``arrays`` (1-D arrays), each
+        ``(a, b)`` of ``ranges`` is a piece ``dst[a:b] = src[a:b]``, taken in that order, the arrays' pieces one
+        after another (``events``: one per piece, in that order).  As the constructor's ``pieces``, without an
+        array object a piece, so that the copies start sooner (a call's code before its copies start runs with
+        cold caches).
+
+        Raises
+        ------
+        ValueError
+            ``dst`` and ``src`` not 1-D and C-contiguous, of different lengths or element sizes, ``dst``
+            read-only, a range outside the arrays or reversed; and as the constructor.
+        """
+        spans: list[int] = []
+        keep = []
+        for i, (dst, src, ranges) in enumerate(arrays):
+            if dst.ndim != 1 or not (dst.flags.c_contiguous and src.flags.c_contiguous) or (
+                    dst.shape != src.shape or dst.itemsize != src.itemsize):
+                raise ValueError(f"array {i}: both arrays must be 1-D, C-contiguous, of one length and element size")
+            if not dst.flags.writeable:
+                raise ValueError(f"array {i}: the destination is read-only")
+            n, w, s0, d0 = dst.shape[0], dst.itemsize, _address(src), _address(dst)
+            for a, b in ranges:
+                if not 0 <= a <= b <= n:
+                    raise ValueError(f"array {i}: the range ({a}, {b}) lies outside [0, {n}] or is reversed")
+                spans += (s0 + a * w, d0 + a * w, (b - a) * w)
+            keep += [dst, src]
+        self = cls.__new__(cls)
+        self._start(spans, keep, events, helpers, stream, most_threads)
+        return self
+
+    def _start(self, spans: list[int], keep: list, events: Sequence[Any] | None, helpers: int, stream: bool,
+               most_threads: int) -> None:
+        """Start copying the pieces of ``spans`` (three numbers a piece: source address, destination address,
+        bytes), keeping ``keep`` and ``events`` referenced until :meth:`finish`.  ctypes arrays rather than numpy's:
+        cheaper to make and to take the address of."""
+        funcs = _stager()
+        if funcs is None:
+            raise RuntimeError("hpu's compiled stager is not available")
+        pieces = len(spans) // 3
+        if events is not None and len(events) != pieces:
+            raise ValueError(f"{len(events)} events for {pieces} pieces")
         self._finish = funcs[1]
-        self._keep = (list(pieces), list(events) if events is not None else None)
-        self._spans = spans
-        self.times = np.zeros((len(pieces), 3))  # start, end (seconds of time.perf_counter's clock), thread
+        self._keep = (keep, list(events) if events is not None else None)
+        self._spans = (ctypes.c_int64 * len(spans))(*spans)
+        self._times = (ctypes.c_double * (3 * pieces))()  # start, end (seconds, the C library's clock), thread
         handles = None
         if events is not None:
-            handles = (ctypes.c_void_p * len(events))(*[ev.int_ptr for ev in events])
+            handles = (ctypes.c_void_p * pieces)(*[ev.int_ptr for ev in events])
         self._handles = handles
-        self._job = _Job(spans=spans.ctypes.data, events=ctypes.cast(handles, ctypes.c_void_p) if handles else None,
-                         set_status=_set_user_event_status() if handles else None, times=self.times.ctypes.data,
-                         pieces=len(pieces), stream_from=STREAM_MIN_BYTES if stream and _library() else -1,
+        self._job = _Job(spans=ctypes.addressof(self._spans), events=ctypes.addressof(handles) if handles else None,
+                         set_status=_set_user_event_status() if handles else None,
+                         times=ctypes.addressof(self._times), pieces=pieces,
+                         stream_from=STREAM_MIN_BYTES if stream and _library() else -1,
                          helpers=max(0, int(helpers)), most=max(1, min(int(most_threads), 256)))
         self._done = False
         _RUNNING.add(self)
@@ -258,6 +306,7 @@ class NativeStaging:
             status = self._finish(ctypes.byref(self._job))
             self._done = True
             _RUNNING.discard(self)
+            self.times = np.frombuffer(self._times, dtype=np.float64).reshape(-1, 3)
             self.times[:, :2] += _CLOCK_OFFSET
             if status:
                 raise RuntimeError(f"clSetUserEventStatus failed ({status}) while staging")

@@ -353,7 +353,7 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
     lengths = [_piece_length(src.itemsize, chunk_bytes, align) for src, _ in pairs]
     pieces_in_all = sum(-(-src.shape[0] // length) for (src, _), length in zip(pairs, lengths))
     tasks = _staging_tasks(rt, pieces_in_all, most_tasks)
-    work, out = [], []
+    work, todo, out = [], [], []
     for i, ((src, stage), length) in enumerate(zip(pairs, lengths)):
         pieces = _ramp_pieces(src.shape[0], length, align, tasks if i == 0 and len(pairs) > 1 else 1)
         ready = [cl.UserEvent(lease.context) for _ in pieces]
@@ -366,12 +366,14 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
             raw = np.dtype((np.void, src.itemsize))
             src, stage = src.view(raw), stage.view(raw)
         work += [(src, stage, a, b, ev) for (a, b), ev in zip(pieces, ready)]
+        todo.append((stage, src, pieces))
     workers = min(tasks, len(work))
-    # The compiled stager wakes its helpers at once; with one task (the caller alone) there are none to wake.
+    # The compiled stager wakes its helpers at once; with one task (the caller alone) there are none to wake.  Its
+    # pieces are given as ranges of whole arrays: no array object a piece to make before the copies start.
     if native and workers > 1 and native_staging_available() and all(
-            src.flags.c_contiguous and stage.flags.c_contiguous for src, stage, _, _, _ in work):
-        job = NativeStaging([(stage[a:b], src[a:b]) for src, stage, a, b, _ in work], [w[4] for w in work],
-                            helpers=workers - 1, stream=stream, most_threads=rt.threads)
+            src.ndim == 1 and src.flags.c_contiguous and stage.flags.c_contiguous for stage, src, _ in todo):
+        job = NativeStaging.of_ranges(todo, [w[4] for w in work], helpers=workers - 1, stream=stream,
+                                      most_threads=rt.threads)
         return out, tasks, [_OnCaller(functools.partial(_native_staged, job, work, rec))]
     pooled = workers if workers > 1 else 0  # one piece: the caller's alone, no pool task to wake
     staging = _InOrderStaging(work, rec, pooled + bool(workers), stream)

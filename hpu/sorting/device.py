@@ -44,6 +44,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import operator
 import threading
 from typing import Any, Callable, Sequence
@@ -143,10 +144,12 @@ def fast_algorithm(device: Any, dtype: Any) -> str:
     return default_algorithm(device)
 
 
+@functools.lru_cache(maxsize=64)
 def device_algorithms(device: Any) -> tuple[str, ...]:
     """The :data:`ALGORITHMS` of :class:`DeviceSorter` that the OpenCL ``device`` runs: all but ``"onesweep"``
     (inline PTX with warp votes: NVIDIA's own OpenCL platform, a GPU of compute capability 7.0 or later, where the
-    device reports it) on any other device."""
+    device reports it) on any other device.  Cached: every sort asks, and each of its device queries costs a call
+    into the driver."""
     nvidia = ("NVIDIA" in device.vendor.upper() and "NVIDIA" in device.platform.name.upper()
               and not device.type & cl.device_type.CPU)
     if nvidia and getattr(device, "compute_capability_major_nv", 7) >= 7:

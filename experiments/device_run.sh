@@ -120,7 +120,8 @@
 #           256 MiB.
 # ab: bench_targets and bench_latency with hpu as it is and with AB_PATCH (a git diff, e.g. of one commit against
 #     its parent) reversed, in AB_ROUNDS (default 3) interleaved rounds (each side first in every other round),
-#     after an untimed bench_targets, with the profile.
+#     after an untimed bench_targets, with the profile; bench_latency's device sorts at AB_LATENCY_LOGS (default
+#     10,16,20).
 # loop: bench_loop (loops of LOOP_CALLS calls, default 400, of hpu.sort, hpu.argsort, hpu.sort_by_key and rows at
 #       2^24, results dropped and each kept until the next call returns), with the profile; with AB_PATCH also with
 #       that diff reversed, in AB_ROUNDS (default 2) interleaved rounds.  Then bench_small (the calls on small arrays).
@@ -307,7 +308,8 @@ for stage in "$@"; do
                 echo "## round $round: $side"
                 python3 experiments/bench_targets.py --device gpu --profile "$profile" \
                     --json "$OUT/ab_targets_${side}.json"  # the last round's (a call brings back 8 files)
-                python3 experiments/bench_latency.py --device gpu --profile "$profile" --logs 10,16,20 --repeats 11
+                python3 experiments/bench_latency.py --device gpu --profile "$profile" \
+                    --logs "${AB_LATENCY_LOGS:-10,16,20}" --repeats 11
                 if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi  # not an && list: last in the loop, a false test failed the stage
             done
         done 2>&1 | tee "$OUT/ab.log"

@@ -2,7 +2,6 @@
 
 import concurrent.futures
 import multiprocessing
-import os
 import time
 import warnings
 
@@ -12,7 +11,7 @@ from conftest import same_bits
 
 import hpu
 from hpu.core.streaming import (STREAM_MIN_BYTES, NativeStaging, copy_into, native_staging_available, stream_copy,
-                                streaming_available, warm_stagers)
+                                streaming_available)
 from hpu.sorting import pipeline
 from hpu.sorting.pipeline import fast_keyed_sort, fast_row_sort
 
@@ -367,50 +366,3 @@ def test_native_staging_threads_are_capped(stager):
     child.join(60)
     assert right and 1 <= len(helpers) and max(helpers) <= 3, helpers
 
-
-
-def _stager_states() -> dict[str, str]:
-    """Each of the compiled stager's threads of this process (by name) and its scheduler state (R: running or
-    runnable, S: asleep), from /proc."""
-    states = {}
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/comm") as f:
-                name = f.read().strip()
-            with open(f"/proc/self/task/{task}/stat") as f:
-                stat = f.read()
-        except OSError:  # the thread ended meanwhile
-            continue
-        if name.startswith("hpu-stage_"):
-            states[name] = stat[stat.rindex(")") + 2]
-    return states
-
-
-def _running_within(want: int, seconds: float) -> int:
-    """The most stager threads seen running at once, polled until ``want`` are or ``seconds`` have passed."""
-    seen, end = 0, time.monotonic() + seconds
-    while seen < want and time.monotonic() < end:
-        seen = max(seen, sum(st == "R" for st in _stager_states().values()))
-        time.sleep(0.005)
-    return seen
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux's /proc")
-def test_warmed_stager_threads_spin_until_a_job_starts(stager):
-    """``warm_stagers``: the threads asked for run (spin) rather than sleep; the next job's start ends their spins
-    (the job copies right), after which they sleep; a warming without a job ends by itself
-    after its seconds; no threads asked, nothing runs."""
-    warm_stagers(0, seconds=5.0)
-    assert _running_within(1, 0.2) == 0
-    warm_stagers(2, seconds=5.0)
-    assert _running_within(2, 3.0) >= 2
-    src = np.arange(1 << 20, dtype=np.int64)
-    dst = np.zeros_like(src)
-    NativeStaging([(dst[k:k + 4096], src[k:k + 4096]) for k in range(0, src.size, 4096)], helpers=2,
-                  stream=False).finish()
-    assert np.array_equal(dst, src)
-    time.sleep(0.1)
-    assert _running_within(1, 0.2) == 0
-    warm_stagers(1, seconds=0.05)
-    time.sleep(0.3)
-    assert _running_within(1, 0.2) == 0

@@ -91,30 +91,12 @@ static pthread_cond_t pool_work = PTHREAD_COND_INITIALIZER, pool_done = PTHREAD_
 static struct hpu_stage_job *pool_queue; /* jobs that want more helpers, in start order */
 static int32_t pool_threads, pool_idle;
 static int pool_atfork;
-/* Warming (hpu_stage_warm): spins asked for and not yet begun, threads spinning, when the spins end (monotonic
- * nanoseconds), and the count of jobs started, whose change ends a spin (atomic). */
-static int32_t pool_warm, pool_spinning;
-static int64_t pool_warm_until, pool_started;
 
 static double monotonic(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void relax(void)
-{
-#if defined(__x86_64__) || defined(_M_X64)
-    _mm_pause();
-#endif
 }
 
 static void run_pieces(struct hpu_stage_job *job, int32_t who)
@@ -162,19 +144,6 @@ static void *pool_main(void *arg)
     pthread_mutex_lock(&pool_lock);
     for (;;) {
         while (!pool_queue) {
-            if (pool_warm > 0) { /* spin, without the lock, until a job starts or the warming ends */
-                pool_warm--;
-                pool_spinning++;
-                const int64_t seen = __atomic_load_n(&pool_started, __ATOMIC_RELAXED);
-                pthread_mutex_unlock(&pool_lock);
-                while (__atomic_load_n(&pool_started, __ATOMIC_ACQUIRE) == seen
-                       && monotonic_ns() < __atomic_load_n(&pool_warm_until, __ATOMIC_RELAXED))
-                    for (int i = 0; i < 64; i++)
-                        relax();
-                pthread_mutex_lock(&pool_lock);
-                pool_spinning--;
-                continue;
-            }
             pool_idle++;
             pthread_cond_wait(&pool_work, &pool_lock);
             pool_idle--;
@@ -207,59 +176,7 @@ static void after_fork_in_child(void)
     pthread_cond_init(&pool_work, NULL);
     pthread_cond_init(&pool_done, NULL);
     pool_queue = NULL;
-    pool_threads = pool_idle = pool_warm = pool_spinning = 0;
-}
-
-/* Make pool threads (lock held) until `spare` idle or spinning ones are there, at most `most` (and 256) in all.
- * Returns 0, or the error of pthread_create; `*made`: the threads made (they look for work before they sleep). */
-static int grow(int32_t spare, int32_t most, int32_t *made)
-{
-    int err = 0;
-    *made = 0;
-    if (!pool_atfork)
-        pool_atfork = pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
-    most = most < 256 ? most : 256;
-    for (int32_t have = pool_idle + pool_spinning; have < spare && pool_threads < most; have++) {
-        pthread_t t;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        err = pthread_create(&t, &attr, pool_main, (void *)(intptr_t)(pool_threads + 1));
-        pthread_attr_destroy(&attr);
-        if (err)
-            break;
-#if defined(__GLIBC__)
-        char name[16];
-        snprintf(name, sizeof name, "hpu-stage_%d", (int)pool_threads);
-        pthread_setname_np(t, name);
-#endif
-        pool_threads++;
-        ++*made;
-    }
-    return err;
-}
-
-/* Wake up to `threads` pool threads (made as needed, at most `most` in all) to spin for at most `seconds` rather than
- * sleep, so that the next job's helpers are running when it starts: a thread asleep on an idle core takes a wake-up
- * (and the core its climb out of a sleep state) to join a job, on the job's critical path.  The spins end as soon as
- * any job starts, or when `seconds` have passed. */
-void hpu_stage_warm(int32_t threads, int32_t most, double seconds)
-{
-    if (threads <= 0 || !(seconds > 0))
-        return;
-    pthread_mutex_lock(&pool_lock);
-    int32_t made;
-    grow(threads, most, &made);
-    __atomic_store_n(&pool_warm_until, monotonic_ns() + (int64_t)(seconds * 1e9), __ATOMIC_RELAXED);
-    int32_t wake = threads - pool_spinning; /* those spinning already go on to the new end */
-    if (wake > pool_idle + made)
-        wake = pool_idle + made;
-    if (wake > pool_warm) {
-        for (int32_t i = pool_warm; i < wake; i++)
-            pthread_cond_signal(&pool_work);
-        pool_warm = wake;
-    }
-    pthread_mutex_unlock(&pool_lock);
+    pool_threads = pool_idle = 0;
 }
 
 /* Start the job: queue it for job->helpers pool threads (made as needed, at most job->most and 256 in all) and wake
@@ -275,16 +192,32 @@ int hpu_stage_start(struct hpu_stage_job *job)
     if (job->helpers <= 0)
         return 0;
     pthread_mutex_lock(&pool_lock);
+    if (!pool_atfork)
+        pool_atfork = pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child) == 0;
     struct hpu_stage_job **tail = &pool_queue;
     while (*tail)
         tail = &(*tail)->queued;
     *tail = job;
-    __atomic_add_fetch(&pool_started, 1, __ATOMIC_RELEASE); /* spinning threads come for it */
-    int32_t wanted = 0; /* helpers wanted by every queued job: threads beyond the idle and spinning ones are made */
+    int32_t wanted = 0; /* helpers wanted by every queued job: threads beyond the idle ones are made */
     for (struct hpu_stage_job *j = pool_queue; j; j = j->queued)
         wanted += j->helpers - j->joined;
-    int32_t made;
-    err = grow(wanted, job->most, &made);
+    const int32_t most = job->most < 256 ? job->most : 256;
+    for (int32_t spare = pool_idle; spare < wanted && pool_threads < most; spare++) {
+        pthread_t t;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        err = pthread_create(&t, &attr, pool_main, (void *)(intptr_t)(pool_threads + 1));
+        pthread_attr_destroy(&attr);
+        if (err)
+            break;
+#if defined(__GLIBC__)
+        char name[16];
+        snprintf(name, sizeof name, "hpu-stage_%d", (int)pool_threads);
+        pthread_setname_np(t, name);
+#endif
+        pool_threads++;
+    }
     for (int32_t i = 0; i < job->helpers; i++) /* the idle threads it wants, woken at once (new ones look first) */
         pthread_cond_signal(&pool_work);
     pthread_mutex_unlock(&pool_lock);

@@ -37,8 +37,8 @@ from .util import native_library
 
 log = logging.getLogger("hpu")
 
-__all__ = ["STREAM_MIN_BYTES", "WARM_SECONDS", "NativeStaging", "copy_into", "native_staging_available",
-           "stream_copy", "streaming_available", "warm_stagers"]
+__all__ = ["STREAM_MIN_BYTES", "NativeStaging", "copy_into", "native_staging_available", "stream_copy",
+           "streaming_available"]
 
 #: Copies of fewer bytes go through ``numpy.copyto``: small copies gain nothing, and their destination may be read
 #: again soon (from the cache, which streaming stores bypass).  glibc's own threshold when set low on the H100
@@ -159,34 +159,6 @@ def _set_user_event_status() -> int:
 def native_staging_available() -> bool:
     """Whether :class:`NativeStaging` can run: the compiled library is present with its stager."""
     return _stager() is not None
-
-
-@functools.cache
-def _warmer() -> Any:
-    """The compiled stager's warming function, or None."""
-    fn = getattr(_loaded(), "hpu_stage_warm", None) if _stager() is not None else None
-    if fn is not None:
-        fn.argtypes, fn.restype = [ctypes.c_int32, ctypes.c_int32, ctypes.c_double], None
-    return fn
-
-
-#: How long :func:`warm_stagers`' threads spin at most, seconds: longer than a call's code takes from its choice of
-#: the device to its first staging copy, short enough that a call that never stages wastes little.
-WARM_SECONDS = 2e-3
-
-
-def warm_stagers(threads: int, *, most_threads: int = 256, seconds: float = WARM_SECONDS) -> None:
-    """Have up to ``threads`` of the compiled stager's pool threads (made as needed, at most ``most_threads`` in
-    all) wait for the next :class:`NativeStaging` by spinning for at most ``seconds`` rather than asleep.
-
-    For a call that will stage once its remaining code has run: a thread asleep on an idle core takes a wake-up,
-    and the core its climb out of a sleep state, before it joins a job; warmed, the helpers are running when the
-    job starts.  The spins end as soon as any job starts (or after ``seconds``).  Nothing where the library or its
-    stager is not available, and for ``threads <= 0``.
-    """
-    fn = _warmer()
-    if fn is not None and threads > 0:
-        fn(int(threads), max(1, min(int(most_threads), 256)), float(seconds))
 
 
 #: Jobs started and not yet finished: their memory must outlive the pool's threads' use of it (a set's add and

@@ -62,7 +62,7 @@ import numpy as np
 from ..core.hybrid import DeviceFailure, HybridResult, run_hybrid
 from ..core.kernels import CL_TYPES, cl_type
 from ..core.runtime import DeviceLease, Runtime
-from ..core.streaming import NativeStaging, copy_into, native_staging_available, warm_stagers
+from ..core.streaming import NativeStaging, copy_into, native_staging_available
 from ..core.trace import Recorder, Trace, event_times
 from ..core.util import check_int, wait_all
 from .costs import cpu_sort_method, fast_cost
@@ -254,19 +254,6 @@ def _staging_tasks(rt: Runtime, pieces: int, most: int) -> int:
     """Pool tasks that stage ``pieces`` pieces (:func:`stage_pieces`): half as many, at least one, at most the
     threads and ``most`` (:attr:`PipelineOptions.staging_tasks`)."""
     return max(1, min(rt.threads, (pieces + 1) // 2, most))
-
-
-def warm_staging(rt: Runtime, arrays: Sequence[np.ndarray], chunk_bytes: int, options: PipelineOptions) -> None:
-    """Before a call's code that leads to its staging of ``arrays`` in pieces of about ``chunk_bytes``: the compiled
-    stager's threads that the staging will want spin until it starts (:func:`hpu.core.streaming.warm_stagers`),
-    rather than sleep until it wakes them.  Nothing without ``options.native_staging``, for arrays the device reads
-    unstaged (pinned memory of the runtime's pool) and where one task (the caller alone) stages."""
-    if not options.native_staging:
-        return
-    nbytes = sum(a.nbytes for a in arrays if not rt.host_pool.is_pinned(a))
-    tasks = _staging_tasks(rt, -(-nbytes // max(1, chunk_bytes)), options.staging_tasks)
-    if nbytes and tasks > 1:
-        warm_stagers(tasks - 1, most_threads=rt.threads)
 
 
 def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
@@ -905,8 +892,6 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     if use_device:
         n_cpu = max(n_cpu, n - max_device_elements(rt, dt.itemsize))
     n_dev = n - n_cpu
-    if n_dev:
-        warm_staging(rt, [src[n_cpu:]], options.piece_bytes(), options)
     t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
     # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
     pinned = n_cpu == 0 and t == 0
@@ -1037,8 +1022,6 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
     if not 0 <= cpu_rows <= r:
         raise ValueError(f"cpu_rows must lie in [0, {r}], got {cpu_rows}")
     split, rec = cpu_rows * m, Recorder()
-    if split < n:
-        warm_staging(rt, [keys[split:]], options.piece_bytes(), options)
     out = rt.host_pool.empty_or_new(n, dt, pinned=True,
                                     kept=functools.partial(kept_policy, rt, n - split, dt.itemsize, options),
                                     inputs=(keys,))
@@ -1228,7 +1211,6 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     if m < 1 or n % m or packed_bits(32, m, n // m) > 64:
         raise ValueError(f"row_length {row_length} does not divide {n} keys into rows packed in 64 bits")
     rec = Recorder()
-    warm_staging(rt, [keys, *values], options.piece_bytes(values=bool(values)), options)
     trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n)
     dtypes = [keys.dtype, *(v.dtype for v in values)] if gather else [np.dtype(np.int64)]
     outs = _result_arrays(rt, n, dtypes, options, (keys, *values))

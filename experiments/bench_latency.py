@@ -17,7 +17,9 @@ steps of :func:`hpu.sorting.pipeline.device_share`, alone, on 4 bytes (``--bytes
 - ``hpu gpu 2^k``: ``hpu.hybrid_mergesort(strategy="gpu")`` of uniform random int32, with the trace's first
   staging start, last copy's end and wall (ms, medians of as many calls after the pause, each returning its
   trace) beside it, and on the caller's clock (:attr:`hpu.Trace.start`) how long the call ran before its first
-  staging copy began and after its last copy down ended; ``hpu cpu`` and ``numpy.sort`` for scale.
+  staging copy began and after its last copy down ended (when the host saw it end: the trace puts the device's
+  clock there), this one with the trace's resolution, some 40 reads of the device's event times that a call
+  without a trace does not make; ``hpu cpu`` and ``numpy.sort`` for scale.
 
 Every probe is timed after the idle pause of :func:`bench_common.shuffled_rounds` (``--pause-ms``) and back to back.
 
@@ -135,7 +137,8 @@ def trace_marks(traces: list) -> dict[str, float]:
     spans = {"stage from": first, "d2h to": last, "wall": [t.wall for t, _, _ in traces],
              "call entry to staging": [t.start + f - t0 for (t, t0, _), f in zip(traces, first)],
              "last copy to return": [t1 - t.start - end for (t, _, t1), end in zip(traces, last)]}
-    return {k: 1e3 * float(np.nanmedian(v)) for k, v in spans.items()}
+    medians = {k: 1e3 * float(np.nanmedian(v)) if not np.all(np.isnan(v)) else None for k, v in spans.items()}
+    return {k: v for k, v in medians.items() if v is not None}  # JSON has no NaN
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -148,7 +148,8 @@ def test_trace_records_both_units(runtime):
     assert tr.split is not None and "ms" in tr.summary()
 
 
-@pytest.mark.parametrize("mode,strategy", [("fast", "gpu"), ("fast", "cpu"), ("fast", "keyrange"), ("paper", "advanced")])
+@pytest.mark.parametrize("mode,strategy",
+                         [("fast", "gpu"), ("fast", "cpu"), ("fast", "keyrange"), ("paper", "advanced")])
 def test_a_trace_starts_on_the_callers_clock(runtime, mode, strategy):
     """``Trace.start`` is the caller's ``time.perf_counter`` at the trace's zero: within the call, every event of
     the host's threads (timed on that clock; the device's are mapped onto it) and the wall's end inside it; None for

@@ -172,18 +172,26 @@ def test_native_staging_of_ranges_copies_each_range_in_order(stager, rt, helpers
     rb = [(100, 4000), (4000, 4999)]
     events = [cl.UserEvent(rt.context) for _ in range(len(ra) + len(rb))]
     before = a.copy(), b.copy()
-    times = NativeStaging.of_ranges([(da, a, ra), (db, b, rb)], events, helpers=helpers, stream=True).finish()
+    t0 = time.perf_counter()
+    job = NativeStaging.of_ranges([(da, a, ra), (db, b, rb)], events, helpers=helpers, stream=True)
+    assert job.times is None
+    times = job.finish()
+    t1 = time.perf_counter()
     assert np.array_equal(da[:-1], a[:-1]) and da[-1] == 7
     assert np.array_equal(db[100:4999], b[100:4999]) and (db[:100] == 7).all() and db[4999] == 7
     assert np.array_equal(a, before[0]) and np.array_equal(b, before[1])
     assert times.shape == (6, 3)
+    assert np.all((t0 <= times[:, 0]) & (times[:, 0] <= times[:, 1]) & (times[:, 1] <= t1))
+    if helpers == 0:  # the caller alone: the pieces one after another, in the order given
+        assert np.all(np.diff(times[:, 0]) >= 0) and np.all(times[:, 2] == 0)
     complete = cl.command_execution_status.COMPLETE
     assert all(ev.command_execution_status == complete for ev in events)
 
 
 def test_native_staging_of_ranges_refuses_bad_arrays(stager):
     """Ranges outside the arrays or reversed, arrays that are not 1-D and C-contiguous, of two lengths or element
-    sizes, or read-only, and events of another count raise ValueError before anything is copied."""
+    sizes, or read-only, and events of another count raise ValueError, arrays of Python objects and bounds that are
+    not integers TypeError, before anything is copied; numpy integer bounds are taken."""
     a, b = np.arange(8, dtype=np.int64), np.zeros(8, np.int64)
     frozen = np.zeros(8, np.int64)
     frozen.flags.writeable = False
@@ -195,6 +203,13 @@ def test_native_staging_of_ranges_refuses_bad_arrays(stager):
                           ([(frozen, a, [(0, 4)])], "read-only")):
         with pytest.raises(ValueError, match=match):
             NativeStaging.of_ranges(arrays, helpers=1, stream=False)
+    objects = np.array([object()] * 8)
+    for arrays, match in (([(objects.copy(), objects, [(0, 8)])], "Python objects"), ([(b, a, [(0.0, 4)])], None)):
+        with pytest.raises(TypeError, match=match):
+            NativeStaging.of_ranges(arrays, helpers=1, stream=False)
+    assert NativeStaging.of_ranges([(b, a, [(np.int32(1), np.int64(2))])], helpers=0, stream=False).finish().shape \
+        == (1, 3) and b[1] == a[1] and not b[0] and not b[2:].any()
+    b[1] = 0
     with pytest.raises(ValueError, match="1 events for 2 pieces"):
         NativeStaging.of_ranges([(b, a, [(0, 4), (4, 8)])], [object()], helpers=1, stream=False)
     assert not b.any()
@@ -365,4 +380,3 @@ def test_native_staging_threads_are_capped(stager):
     helpers, right = results.get(timeout=60)
     child.join(60)
     assert right and 1 <= len(helpers) and max(helpers) <= 3, helpers
-

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import logging
+import operator
 import os
 import time
 from collections.abc import Sequence
@@ -121,7 +122,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray, stream: bool) -> None:
 
 
 def _address(a: np.ndarray) -> int:
-    """The address of ``a``'s first element (``a.ctypes.data`` makes an object of its own, several times slower)."""
+    """The address of ``a``'s first element."""
     return a.__array_interface__["data"][0]
 
 
@@ -216,6 +217,14 @@ class NativeStaging:
     ValueError
         A piece's arrays not C-contiguous, of different byte lengths, or
         ``dst`` read-only; ``events`` of another length than ``pieces``.
+    TypeError
+        A piece's arrays holding Python objects (copied as raw bytes, their
+        references would not be counted).
+
+    Attributes
+    ----------
+    times : numpy.ndarray or None
+        :meth:`finish`'s value once it has returned; None before.
     """
 
     def __init__(self, pieces: Sequence[tuple[np.ndarray, np.ndarray]], events: Sequence[Any] | None = None, *,
@@ -226,6 +235,8 @@ class NativeStaging:
                 raise ValueError(f"piece {k}: both arrays must be C-contiguous and of one byte length")
             if not dst.flags.writeable:
                 raise ValueError(f"piece {k}: the destination is read-only")
+            if dst.dtype.hasobject or src.dtype.hasobject:
+                raise TypeError(f"piece {k}: arrays holding Python objects cannot be copied as bytes")
             spans += (_address(src), _address(dst), src.nbytes)
         self._start(spans, list(pieces), events, helpers, stream, most_threads)
 
@@ -234,16 +245,19 @@ class NativeStaging:
                   events: Sequence[Any] | None = None, *, helpers: int, stream: bool,
                   most_threads: int = 256) -> NativeStaging:
         """The staging of element ranges: for each ``(dst, src, ranges)`` of ``arrays`` (1-D arrays), each
-        ``(a, b)`` of ``ranges`` is a piece ``dst[a:b] = src[a:b]``, taken in that order, the arrays' pieces one
-        after another (``events``: one per piece, in that order).  As the constructor's ``pieces``, without an
-        array object a piece, so that the copies start sooner (a call's code before its copies start runs with
-        cold caches).
+        ``(a, b)`` of ``ranges`` (integers) is a piece ``dst[a:b] = src[a:b]``, taken in that order, the arrays'
+        pieces one after another (``events``: one per piece, in that order).  As the constructor's ``pieces``
+        (no piece may overlap another's destination or any source), without an array object a piece, so that the
+        copies start sooner (a call's code before its copies start runs with cold caches).
 
         Raises
         ------
         ValueError
             ``dst`` and ``src`` not 1-D and C-contiguous, of different lengths or element sizes, ``dst``
             read-only, a range outside the arrays or reversed; and as the constructor.
+        TypeError
+            Arrays holding Python objects (copied as raw bytes, their references would not be counted), or a
+            range's bounds not integers.
         """
         spans: list[int] = []
         keep = []
@@ -253,8 +267,11 @@ class NativeStaging:
                 raise ValueError(f"array {i}: both arrays must be 1-D, C-contiguous, of one length and element size")
             if not dst.flags.writeable:
                 raise ValueError(f"array {i}: the destination is read-only")
+            if dst.dtype.hasobject or src.dtype.hasobject:
+                raise TypeError(f"array {i}: arrays holding Python objects cannot be copied as bytes")
             n, w, s0, d0 = dst.shape[0], dst.itemsize, _address(src), _address(dst)
             for a, b in ranges:
+                a, b = operator.index(a), operator.index(b)
                 if not 0 <= a <= b <= n:
                     raise ValueError(f"array {i}: the range ({a}, {b}) lies outside [0, {n}] or is reversed")
                 spans += (s0 + a * w, d0 + a * w, (b - a) * w)
@@ -278,6 +295,7 @@ class NativeStaging:
         self._keep = (keep, list(events) if events is not None else None)
         self._spans = (ctypes.c_int64 * len(spans))(*spans)
         self._times = (ctypes.c_double * (3 * pieces))()  # start, end (seconds, the C library's clock), thread
+        self.times: np.ndarray | None = None  # finish's
         handles = None
         if events is not None:
             handles = (ctypes.c_void_p * pieces)(*[ev.int_ptr for ev in events])

@@ -212,7 +212,8 @@ def test_bad_options(runtime):
     with pytest.raises(ValueError, match="transfer_level"):
         hybrid_mergesort(a, transfer_level=-1, runtime=runtime)
     for field, bad in (("chunk_bytes", float("inf")), ("wave_pieces", float("inf")), ("staging_tasks", None),
-                       ("staging_tasks", float("nan")), ("chunk_bytes", 1.5), ("chunk_bytes", True), ("chunk_bytes", "1")):
+                       ("staging_tasks", float("nan")), ("chunk_bytes", 1.5), ("chunk_bytes", True),
+                       ("chunk_bytes", "1")):
         with pytest.raises(ValueError, match=f"{field} must be an integer >= 1"):
             hpu.PipelineOptions(**{field: bad})
     opts = hpu.PipelineOptions(chunk_bytes=np.int64(4096), staging_tasks=np.int32(3))

@@ -482,8 +482,8 @@ class _SlowSlices(np.ndarray):
 
 def test_keyed_gathers_wait_for_the_values_copies(fresh):
     """The values' copies run on the copy queue while the device sorts: each gather waits for its array's copies.
-    Staged by the Python pool's tasks, which slice each piece as they copy it (the compiled stager's pieces are
-    sliced before it starts)."""
+    Staged by the Python pool's tasks, which slice each piece as they copy it (the compiled stager reads the
+    arrays by address, slicing none)."""
     from hpu.sorting.pipeline import fast_keyed_sort
 
     keys = make("int32", (100_000,), "random", 4)

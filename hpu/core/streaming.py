@@ -121,6 +121,18 @@ def copy_into(dst: np.ndarray, src: np.ndarray, stream: bool) -> None:
         np.copyto(dst, src)
 
 
+def _check_pair(dst: np.ndarray, src: np.ndarray, what: str) -> None:
+    """Raise as :class:`NativeStaging` does for ``what``'s arrays (a piece, or an array and its destination) that
+    are not C-contiguous, whose destination is read-only, or that hold Python objects (copied as raw bytes, their
+    references would not be counted)."""
+    if not (dst.flags.c_contiguous and src.flags.c_contiguous):
+        raise ValueError(f"{what}: both arrays must be C-contiguous")
+    if not dst.flags.writeable:
+        raise ValueError(f"{what}: the destination is read-only")
+    if dst.dtype.hasobject or src.dtype.hasobject:
+        raise TypeError(f"{what}: arrays holding Python objects cannot be copied as bytes")
+
+
 def _address(a: np.ndarray) -> int:
     """The address of ``a``'s first element."""
     return a.__array_interface__["data"][0]
@@ -231,12 +243,9 @@ class NativeStaging:
                  helpers: int, stream: bool, most_threads: int = 256) -> None:
         spans = []
         for k, (dst, src) in enumerate(pieces):
-            if not (dst.flags.c_contiguous and src.flags.c_contiguous) or dst.nbytes != src.nbytes:
-                raise ValueError(f"piece {k}: both arrays must be C-contiguous and of one byte length")
-            if not dst.flags.writeable:
-                raise ValueError(f"piece {k}: the destination is read-only")
-            if dst.dtype.hasobject or src.dtype.hasobject:
-                raise TypeError(f"piece {k}: arrays holding Python objects cannot be copied as bytes")
+            _check_pair(dst, src, f"piece {k}")
+            if dst.nbytes != src.nbytes:
+                raise ValueError(f"piece {k}: both arrays must be of one byte length")
             spans += (_address(src), _address(dst), src.nbytes)
         self._start(spans, list(pieces), events, helpers, stream, most_threads)
 
@@ -262,13 +271,9 @@ class NativeStaging:
         spans: list[int] = []
         keep = []
         for i, (dst, src, ranges) in enumerate(arrays):
-            if dst.ndim != 1 or not (dst.flags.c_contiguous and src.flags.c_contiguous) or (
-                    dst.shape != src.shape or dst.itemsize != src.itemsize):
-                raise ValueError(f"array {i}: both arrays must be 1-D, C-contiguous, of one length and element size")
-            if not dst.flags.writeable:
-                raise ValueError(f"array {i}: the destination is read-only")
-            if dst.dtype.hasobject or src.dtype.hasobject:
-                raise TypeError(f"array {i}: arrays holding Python objects cannot be copied as bytes")
+            _check_pair(dst, src, f"array {i}")
+            if dst.ndim != 1 or dst.shape != src.shape or dst.itemsize != src.itemsize:
+                raise ValueError(f"array {i}: both arrays must be 1-D, of one length and element size")
             n, w, s0, d0 = dst.shape[0], dst.itemsize, _address(src), _address(dst)
             for a, b in ranges:
                 a, b = operator.index(a), operator.index(b)

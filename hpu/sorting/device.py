@@ -26,7 +26,12 @@ and Blelloch 1991).  The same radix sort in a GPU's shape
 tile of work-group size times 23 keys (7 of 8 bytes), a scan of the counts
 in (digit, tile) order, and a scatter of each tile sorted by its digit in
 local memory (Satish, Harris and Garland, "Designing efficient sorting
-algorithms for manycore GPUs", IPDPS 2009, section 4).  Merges use the
+algorithms for manycore GPUs", IPDPS 2009, section 4).  On NVIDIA GPUs
+(:func:`device_algorithms`) the same digits in one pass over the keys a
+digit (``algorithm="onesweep"``, the pipeline's sort of 4-byte keys there:
+:func:`fast_algorithm`): one read counts every pass's digits, then each
+pass ranks a tile of keys stably by warp ballots and finds the counts of the
+tiles before it by a decoupled look-back [4]_, [5]_.  Merges use the
 merge kernels on every device.
 
 The order is numpy's: integers by value; floats by value with -0.0 == +0.0
@@ -40,6 +45,10 @@ References
 .. [2] S. Odeh, O. Green, Z. Mwassi, O. Shmueli and Y. Birk, "Merge path -
    parallel merging made simple", IEEE IPDPS Workshops, 2012.
 .. [3] S. Baxter, "moderngpu: Mergesort", NVIDIA Research, 2013.
+.. [4] A. Adinets and D. Merrill, "Onesweep: a faster least significant digit
+   radix sort for GPUs", arXiv:2206.01784, 2022.
+.. [5] D. Merrill and M. Garland, "Single-pass parallel prefix scan with
+   decoupled look-back", NVIDIA Technical Report NVR-2016-002, 2016.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ from ..core.kernels import CL_TYPES
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
 from .cpu import parallel_sort
-from .device import DeviceSorter, fast_algorithm
+from .device import DeviceSorter
 from .keyrange import check_shares, choose_splitters
 from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, cpu_method, defer_record, dma_reads,
                        download_pieces, enqueue_sorts, kept_policy, max_device_elements, merge_tree, quiesce,
@@ -309,7 +309,7 @@ class _Exchange:
 
     def _device(self, j: int, lease: DeviceLease, unit: str) -> None:
         dt = self.out.dtype
-        sorter = DeviceSorter.of_lease(lease, dt, self.options.device_sort or fast_algorithm(lease.device, dt))
+        sorter = DeviceSorter.of_lease(lease, dt, self.options.device_algorithm(lease.device, dt))
         merger = sorter if sorter.algorithm == "merge" else DeviceSorter.of_lease(lease, dt, "merge")
         direct = self.rt.host_pool.is_pinned(self.out) and lease.context is self.rt.context  # out pinned for it
         d_run, h2d, steps = self._sort_run(j, lease, sorter, merger, direct)

@@ -183,6 +183,11 @@ class PipelineOptions:
             return int(self.chunk_bytes)
         return (8 if values else 4) << 20
 
+    def device_algorithm(self, device: Any, dtype: Any) -> str:
+        """The device sort (:class:`DeviceSorter`'s ``algorithm``) for keys of ``dtype`` on the OpenCL ``device``:
+        ``device_sort`` when set, else :func:`hpu.sorting.device.fast_algorithm`'s."""
+        return self.device_sort or fast_algorithm(device, dtype)
+
     def pieces_per_wave(self, tasks: int) -> int:
         """Staged pieces per sort wave (:func:`enqueue_sorts`): ``wave_pieces`` when set, else ``tasks``, the pool
         tasks that stage them (a wave is then the pieces staged at once, the caller joining once it has enqueued the
@@ -806,7 +811,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
         cq.flush()
         if row_length is None:
             d_out = lease.buffer("out", nbytes)
-            sorter = DeviceSorter.of_lease(lease, dt, options.device_sort or fast_algorithm(lease.device, dt))
+            sorter = DeviceSorter.of_lease(lease, dt, options.device_algorithm(lease.device, dt))
             steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.pieces_per_wave(tasks), n, t, d_in, d_out,
                                         options.sort_waves)
             # One copy down unless copy_out takes the pieces as they land: every copy's event costs the call an
@@ -1267,7 +1272,7 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     col_bits, i64 = np.int32((m - 1).bit_length()), np.int64
     mask = np.uint64((1 << int(col_bits)) - 1)
     prg = _keyed_kernels(lease, keys.dtype, "ulong")
-    sorter = DeviceSorter.of_lease(lease, np.uint64, options.device_sort)
+    sorter = DeviceSorter.of_lease(lease, np.uint64, options.device_algorithm(lease.device, np.uint64))
     d_src = [lease.buffer(f"keyed-in{i}", a.nbytes) for i, a in enumerate(arrays)]
     d_in, d_out = lease.buffer("in", 8 * n), lease.buffer("out", 8 * n)
     q, cq = lease.queue, lease.copy_queue

@@ -1,5 +1,6 @@
 """hybrid_mergesort against numpy.sort(kind="stable"), for every strategy, dtype and forced split."""
 
+import itertools
 import threading
 import time
 
@@ -212,6 +213,7 @@ def test_bad_options(runtime):
     with pytest.raises(ValueError, match="transfer_level"):
         hybrid_mergesort(a, transfer_level=-1, runtime=runtime)
     for field, bad in (("chunk_bytes", float("inf")), ("wave_pieces", float("inf")), ("staging_tasks", None),
+                       ("staging_slices", 0), ("staging_slices", 2.0),
                        ("staging_tasks", float("nan")), ("chunk_bytes", 1.5), ("chunk_bytes", True),
                        ("chunk_bytes", "1")):
         with pytest.raises(ValueError, match=f"{field} must be an integer >= 1"):
@@ -362,12 +364,12 @@ def test_device_sort_in_waves(runtime, monkeypatch, dtype, n, device_sort):
     assert [e.kind for e in tr.events if e.unit == "device"] == ["sort"]
 
 
-@pytest.mark.parametrize("waves", range(1, 40))
-def test_wave_merges_join_adjacent_runs_as_soon_as_they_are_sorted(waves):
-    """Against a replay: every merge joins two adjacent runs present at that point, no earlier than its last wave
-    is sorted, in order; one run of every wave is left; each wave's depth counts the merges that take it in; after
-    the last wave, at most about log2(waves) merges remain."""
-    merges, depth = wave_merges(waves)
+def _replay_wave_merges(sizes: list[int]) -> list[tuple[int, int, int, int]]:
+    """``wave_merges(sizes)``'s merges, checked against a replay: every merge joins two adjacent runs present at that
+    point, no earlier than its last wave is sorted, in order; one run of every wave is left; each wave's depth counts
+    the merges that take it in."""
+    waves = len(sizes)
+    merges, depth = wave_merges(sizes)
     runs, arrived, last_after = {}, 0, 0  # runs: start wave -> end wave
     for i, j, k, after in merges:
         assert after >= last_after and after >= k - 1
@@ -378,9 +380,36 @@ def test_wave_merges_join_adjacent_runs_as_soon_as_they_are_sorted(waves):
         runs[i] = k
     if not merges:
         runs = {w: w + 1 for w in range(waves)}
-    assert runs == {0: waves}
+    assert runs == ({0: waves} if waves else {})
     assert depth == [sum(i <= w < k for i, _, k, _ in merges) for w in range(waves)]
+    return merges
+
+
+@pytest.mark.parametrize("waves", range(1, 40))
+def test_wave_merges_join_adjacent_runs_as_soon_as_they_are_sorted(waves):
+    """Waves of one size: a binary counter; after the last wave at most about log2(waves) merges remain."""
+    merges = _replay_wave_merges([3] * waves)
     assert sum(after == waves - 1 for *_, after in merges) <= int(np.log2(waves)) + 1 if waves > 1 else not merges
+    assert [(i, j, k) for i, j, k, _ in merges if k - i == 2][:2] == ([(0, 1, 2), (2, 3, 4)][:waves // 2])
+
+
+@given(st.lists(st.integers(1, 9), max_size=30))
+@settings(max_examples=200, deadline=None)
+def test_wave_merges_of_waves_of_any_sizes(sizes):
+    """Waves of other sizes (a last wave of the pieces left): adjacent runs, each merge at the earliest wave it can
+    follow; two runs are merged before the next wave exactly when the later holds at least as many pieces."""
+    merges = _replay_wave_merges(sizes)
+    pieces = [0, *itertools.accumulate(sizes)]
+    runs: dict[int, int] = {}
+    for w in range(len(sizes) - 1):  # the runs once wave w's merges are enqueued
+        runs[w] = w + 1
+        for i, j, k, after in merges:
+            if after == w:
+                assert pieces[k] - pieces[j] >= pieces[j] - pieces[i]
+                del runs[j]
+                runs[i] = k
+        *_, (a, b), (c, d) = [(0, 0), (0, 0), *sorted(runs.items())]
+        assert not (a < b and pieces[d] - pieces[c] >= pieces[b] - pieces[a]), "two runs left unmerged"
 
 
 @pytest.mark.parametrize("wave_pieces", [1, 2, 3, 5])

@@ -124,6 +124,46 @@ def test_pipeline_with_and_without_streaming(runtime, staged_sources, stream, na
     assert {by for _, _, by in staged_sources} == {"native" if native and native_staging_available() else "pool"}
 
 
+@pytest.mark.parametrize("slices", [None, 1, 2, 7])
+def test_pipeline_stages_in_slices(runtime, monkeypatch, slices):
+    """``staging_slices``: the compiled stager copies each piece in that many slices (None: as many as the staging
+    tasks; 1: a piece a thread), and a device sort, a row sort and a key-value sort staged so equal numpy's."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    if not native_staging_available():
+        pytest.skip("the compiled stager was not built here")
+    from hpu.sorting import pipeline
+
+    asked: list = []
+    real = pipeline.NativeStaging.of_ranges
+
+    def spy(arrays, events=None, **kw):
+        asked.append(kw["slice_bytes"])
+        return real(arrays, events, **kw)
+
+    monkeypatch.setattr(pipeline.NativeStaging, "of_ranges", spy)
+    chunk = 2 * STREAM_MIN_BYTES + 100
+    opts = hpu.PipelineOptions(chunk_bytes=chunk, staging_tasks=3, staging_slices=slices)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(9 * STREAM_MIN_BYTES // 4 + 3).astype(np.float32)  # 5 pieces
+    a[::89] = -0.0
+    out = hpu.hybrid_mergesort(a, strategy="gpu", runtime=runtime, options=opts, on_device_error="raise")
+    assert same_bits(out, np.sort(a, kind="stable"))
+    rows = rng.integers(-9, 9, (8 * STREAM_MIN_BYTES // 256, 64)).astype(np.int32)
+    got, _ = fast_row_sort(rows.reshape(-1), 64, runtime, options=opts, on_device_error="raise",
+                           sort_into=lambda b, o: o.__setitem__(Ellipsis, np.sort(b, axis=-1, kind="stable")))
+    assert np.array_equal(got.reshape(rows.shape), np.sort(rows, axis=-1, kind="stable"))
+    keys = rng.integers(-50, 50, STREAM_MIN_BYTES).astype(np.int32)
+    values = rng.integers(-2**62, 2**62, keys.size)
+    order = np.argsort(keys, kind="stable")
+    (got_keys, got_values), _ = fast_keyed_sort(keys, [values], runtime, gather=True, redo=None,
+                                                on_device_error="raise", options=opts)
+    assert same_bits(got_keys, keys[order]) and same_bits(got_values, values[order])
+    k = slices or min(3, runtime.threads)  # slices a piece
+    want = 0 if k == 1 else -(-(-(-chunk // k)) // 64) * 64  # whole cache lines
+    assert len(asked) == 3 and set(asked) == {want}
+
+
 @pytest.fixture
 def stager():
     if not native_staging_available():
@@ -230,6 +270,80 @@ def test_native_staging_completes_each_user_event(stager, rt):
     assert all(ev.command_execution_status == complete for ev in events)
     marker.wait()
     assert np.array_equal(dst, src)
+
+
+@pytest.mark.parametrize("helpers", [0, 1, 3, 7])
+@pytest.mark.parametrize("slice_bytes", [64, 1000, STREAM_MIN_BYTES, 10 * STREAM_MIN_BYTES])
+def test_native_staging_in_slices(stager, helpers, slice_bytes):
+    """``slice_bytes``: each piece copied in slices by whichever threads take them (slices not a multiple of the
+    element size or of a cache line, longer than a piece, an empty piece) equals its source, nothing else is
+    written; each piece's times run from its start to its end within the call, and the pieces end in order when the
+    caller copies alone."""
+    rng = np.random.default_rng(slice_bytes + helpers)
+    src = rng.integers(-2**31, 2**31, STREAM_MIN_BYTES + 12345, dtype=np.int64)
+    dst = np.full(src.size + 1, 7, np.int64)
+    cuts = [0, 3, 3, 5000, STREAM_MIN_BYTES // 2 + 1, src.size]
+    t0 = time.perf_counter()
+    job = NativeStaging.of_ranges([(dst[:-1], src, list(zip(cuts[:-1], cuts[1:])))], helpers=helpers, stream=True,
+                                  slice_bytes=slice_bytes)
+    times = job.finish()
+    t1 = time.perf_counter()
+    assert np.array_equal(dst[:-1], src) and dst[-1] == 7
+    assert times.shape == (5, 3) and np.all((t0 <= times[:, 0]) & (times[:, 0] <= times[:, 1]) & (times[:, 1] <= t1))
+    threads = set(times[:, 2].astype(int)) - {0}
+    assert len(threads) <= helpers and all(t >= 1 for t in threads)
+    if helpers == 0:
+        assert np.all(np.diff(times[:, 1]) >= 0) and np.all(times[:, 2] == 0)
+
+
+@pytest.mark.parametrize("slice_bytes", [0, 4096])
+def test_native_staging_takes_its_events_late(stager, rt, slice_bytes):
+    """Events given after the copies began (``set_events``): each piece's event completes once it is copied and its
+    event given, whichever comes first, so that device work behind the events runs; events given twice, of another
+    count, or after ``finish`` are refused."""
+    import pyopencl as cl
+
+    src = np.arange(1 << 18, dtype=np.int32)
+    dst = np.zeros_like(src)
+    ranges = [(k << 14, (k + 1) << 14) for k in range(16)]
+    job = NativeStaging.of_ranges([(dst, src, ranges)], helpers=3, stream=True, slice_bytes=slice_bytes)
+    time.sleep(0.05)  # the helpers copy (most of) the pieces before their events are given
+    events = [cl.UserEvent(rt.context) for _ in ranges]
+    marker = cl.enqueue_marker(rt.queue, wait_for=events)
+    rt.queue.flush()
+    with pytest.raises(ValueError, match="15 events for 16 pieces"):
+        job.set_events(events[1:])
+    job.set_events(events)
+    with pytest.raises(ValueError, match="given already"):
+        job.set_events(events)
+    job.finish()
+    complete = cl.command_execution_status.COMPLETE
+    assert all(ev.command_execution_status == complete for ev in events)
+    marker.wait()
+    assert np.array_equal(dst, src)
+    with pytest.raises(RuntimeError, match="finished"):
+        job.set_events(events)
+    # Every piece copied before its event is given (the caller copies alone, in finish): given, each completes.
+    dst[:] = 0
+    job = NativeStaging.of_ranges([(dst, src, ranges)], helpers=0, stream=False, slice_bytes=slice_bytes)
+    events = [cl.UserEvent(rt.context) for _ in ranges]
+    job.set_events(events)
+    assert all(ev.command_execution_status != complete for ev in events)
+    job.finish()
+    assert all(ev.command_execution_status == complete for ev in events) and np.array_equal(dst, src)
+    with pytest.raises(ValueError, match="given already"):  # at construction
+        NativeStaging.of_ranges([(dst, src, ranges[:1])], events[:1], helpers=0, stream=False).set_events(events[:1])
+
+
+def test_native_staging_refuses_bad_slices(stager):
+    """A negative ``slice_bytes`` raises ValueError, one that is not an integer TypeError, before anything is
+    copied."""
+    a, b = np.arange(8, dtype=np.int64), np.zeros(8, np.int64)
+    with pytest.raises(ValueError, match="slice_bytes"):
+        NativeStaging([(b, a)], helpers=1, stream=False, slice_bytes=-1)
+    with pytest.raises(TypeError):
+        NativeStaging.of_ranges([(b, a, [(0, 8)])], helpers=1, stream=False, slice_bytes=64.0)
+    assert not b.any()
 
 
 def test_native_staging_refuses_bad_pieces(stager):

@@ -61,7 +61,11 @@ void hpu_stream_copy(void *dst, const void *src, size_t n)
  * after another, a thread's wake-up apart.  Here a job's pieces are taken, copied and their events completed by
  * threads that never hold it: hpu_stage_start wakes up to `helpers` threads of the pool at once and returns;
  * hpu_stage_finish copies pieces on the caller until none is left, then waits until every helper that joined has
- * ended.  Each piece is taken once (an atomic counter), so the pieces start in order.
+ * ended.  Each piece is taken once (an atomic counter), so the pieces start in order; or, with a job's `slice`, each
+ * slice of each piece, so that all threads copy one piece after another and the pieces also end in order, the copy
+ * up of each following right behind its staging (with a piece a thread, the threads' pieces end at about one time
+ * and their copies up queue behind each other).  A piece's event is set by the thread that copies its last byte,
+ * or, where the events are made after the copies began (hpu_stage_events), by whichever of the two comes second.
  *
  * A job lives from hpu_stage_start to the return of hpu_stage_finish; its memory (the job, its arrays, the bytes
  * copied) belongs to the caller, who must call hpu_stage_finish exactly once.  After a fork the child's pool is
@@ -72,15 +76,23 @@ typedef int32_t (*hpu_set_status)(void *event, int32_t status); /* clSetUserEven
 
 struct hpu_stage_job {
     const int64_t *spans;  /* piece k: spans[3k + 2] bytes copied from address spans[3k] to address spans[3k + 1] */
-    void *const *events;   /* per piece, an OpenCL user event set CL_COMPLETE (0) once copied; NULL: none */
+    void *const *events;   /* per piece, an OpenCL user event set CL_COMPLETE (0) once copied; NULL: none, or given
+                            * later by hpu_stage_events */
     hpu_set_status set_status;
-    double *times;         /* per piece: start and end (CLOCK_MONOTONIC seconds), and the thread (0: the caller) */
+    double *times;         /* per piece: start and end (CLOCK_MONOTONIC seconds), and the thread (0: the caller) that
+                            * ended it */
     int64_t pieces;
-    int64_t stream_from;   /* pieces of at least this many bytes copied by streaming stores, others by memcpy */
+    int64_t stream_from;   /* copies of at least this many bytes by streaming stores, others by memcpy */
     int32_t helpers;       /* pool threads wanted */
     int32_t most;          /* the most threads the pool may hold for it (it makes no more than the largest asked) */
+    int64_t slice;         /* > 0: each piece copied in slices of this many bytes (the last shorter), each slice by
+                            * whichever thread takes it, so that the threads copy a piece together and the pieces
+                            * end one after another, in order; <= 0: each piece by one thread */
+    int64_t *first;        /* pieces + 1 entries, the caller's memory: the stager's own (a piece's first slice) */
+    int32_t *state;        /* 2 * pieces entries, the caller's memory: the stager's own (a piece's slices left to
+                            * copy, and whether it is copied (1) and its event given (2)) */
     /* the stager's own */
-    int64_t next;          /* the next piece to take (atomic) */
+    int64_t next;          /* the next piece or slice to take (atomic) */
     int32_t status;        /* the first non-zero status of set_status, else 0 */
     int32_t joined, left;  /* helpers that joined it, that ended */
     struct hpu_stage_job *queued; /* the next job of the pool's queue */
@@ -99,33 +111,60 @@ static double monotonic(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static void set_event(struct hpu_stage_job *job, int64_t k)
+{
+    const int32_t st = job->set_status(job->events[k], 0);
+    if (st != 0) {
+        int32_t zero = 0;
+        __atomic_compare_exchange_n(&job->status, &zero, st, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
+}
+
+static void copied(struct hpu_stage_job *job, int64_t k, double t1, int32_t who) /* piece k's last byte is copied */
+{
+    if (job->times) {
+        job->times[3 * k + 1] = t1;
+        job->times[3 * k + 2] = who;
+    }
+    /* The event is set by whichever comes second: this thread, or hpu_stage_events giving it.  Acquire and release:
+     * the events' array is read only once given, and every slice's streamed stores (each copy ends with a fence)
+     * are visible before the event says the piece is in. */
+    if (__atomic_fetch_or(&job->state[2 * k + 1], 1, __ATOMIC_ACQ_REL) & 2)
+        set_event(job, k);
+}
+
+static void copy(const struct hpu_stage_job *job, void *dst, const void *src, size_t n)
+{
+    if (job->stream_from >= 0 && n >= (size_t)job->stream_from)
+        hpu_stream_copy(dst, src, n);
+    else
+        memcpy(dst, src, n);
+}
+
 static void run_pieces(struct hpu_stage_job *job, int32_t who)
 {
+    const int64_t units = job->slice > 0 ? job->first[job->pieces] : job->pieces;
+    int64_t k = 0; /* the piece of the last slice taken: slices are taken in order, so it only grows */
     for (;;) {
-        const int64_t k = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
-        if (k >= job->pieces)
+        const int64_t u = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+        if (u >= units)
             return;
-        const void *src = (const void *)(intptr_t)job->spans[3 * k];
-        void *dst = (void *)(intptr_t)job->spans[3 * k + 1];
-        const size_t n = (size_t)job->spans[3 * k + 2];
-        const double t0 = monotonic();
-        if (job->stream_from >= 0 && n >= (size_t)job->stream_from)
-            hpu_stream_copy(dst, src, n);
+        if (job->slice <= 0)
+            k = u;
         else
-            memcpy(dst, src, n);
-        const double t1 = monotonic();
-        if (job->times) {
+            while (job->first[k + 1] <= u)
+                k++;
+        const int64_t s = job->slice > 0 ? u - job->first[k] : 0;
+        const int64_t n = job->spans[3 * k + 2];
+        const int64_t off = s * (job->slice > 0 ? job->slice : 0);
+        const int64_t len = job->slice > 0 && n - off > job->slice ? job->slice : n - off;
+        const double t0 = monotonic();
+        if (s == 0 && job->times)
             job->times[3 * k] = t0;
-            job->times[3 * k + 1] = t1;
-            job->times[3 * k + 2] = who;
-        }
-        if (job->events && job->set_status) {
-            const int32_t st = job->set_status(job->events[k], 0);
-            if (st != 0) {
-                int32_t zero = 0;
-                __atomic_compare_exchange_n(&job->status, &zero, st, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-            }
-        }
+        copy(job, (char *)(intptr_t)job->spans[3 * k + 1] + off, (const char *)(intptr_t)job->spans[3 * k] + off,
+             (size_t)len);
+        if (__atomic_sub_fetch(&job->state[2 * k], 1, __ATOMIC_ACQ_REL) == 0)
+            copied(job, k, monotonic(), who);
     }
 }
 
@@ -180,7 +219,8 @@ static void after_fork_in_child(void)
 }
 
 /* Start the job: queue it for job->helpers pool threads (made as needed, at most job->most and 256 in all) and wake
- * them; helpers busy with other jobs join it when free, if it still wants them.
+ * them; helpers busy with other jobs join it when free, if it still wants them.  With job->events NULL (and a
+ * set_status), the events are given later by hpu_stage_events.
  * Returns 0, or the error of pthread_create when not one helper could be made (then no helper will join: the
  * caller's hpu_stage_finish copies every piece). */
 int hpu_stage_start(struct hpu_stage_job *job)
@@ -189,6 +229,18 @@ int hpu_stage_start(struct hpu_stage_job *job)
     job->next = 0;
     job->status = job->joined = job->left = 0;
     job->queued = NULL;
+    if (job->slice > 0)
+        job->first[0] = 0;
+    for (int64_t k = 0; k < job->pieces; k++) {
+        int64_t slices = 1;
+        if (job->slice > 0) {
+            slices = (job->spans[3 * k + 2] + job->slice - 1) / job->slice;
+            slices = slices > 0 ? slices : 1; /* an empty piece is one empty slice: it too is ended, its event set */
+            job->first[k + 1] = job->first[k] + slices;
+        }
+        job->state[2 * k] = (int32_t)slices;
+        job->state[2 * k + 1] = job->events && job->set_status ? 2 : 0;
+    }
     if (job->helpers <= 0)
         return 0;
     pthread_mutex_lock(&pool_lock);
@@ -222,6 +274,17 @@ int hpu_stage_start(struct hpu_stage_job *job)
         pthread_cond_signal(&pool_work);
     pthread_mutex_unlock(&pool_lock);
     return err && pool_threads == 0 ? err : 0;
+}
+
+/* Give the job the events of its pieces (once, and only if hpu_stage_start had none): each piece already copied has
+ * its event set now, each other piece as soon as it is copied.  Returns the job's status so far. */
+int32_t hpu_stage_events(struct hpu_stage_job *job, void *const *events)
+{
+    __atomic_store_n(&job->events, events, __ATOMIC_RELEASE);
+    for (int64_t k = 0; k < job->pieces; k++)
+        if (__atomic_fetch_or(&job->state[2 * k + 1], 2, __ATOMIC_ACQ_REL) & 1)
+            set_event(job, k);
+    return __atomic_load_n(&job->status, __ATOMIC_RELAXED);
 }
 
 /* Copy pieces on the caller until none is left, take the job off the queue (helpers not yet joined never will)

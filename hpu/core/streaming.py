@@ -143,22 +143,24 @@ class _Job(ctypes.Structure):
 
     _fields_ = [("spans", ctypes.c_void_p), ("events", ctypes.c_void_p), ("set_status", ctypes.c_void_p),
                 ("times", ctypes.c_void_p), ("pieces", ctypes.c_int64), ("stream_from", ctypes.c_int64),
-                ("helpers", ctypes.c_int32), ("most", ctypes.c_int32), ("next", ctypes.c_int64),
+                ("helpers", ctypes.c_int32), ("most", ctypes.c_int32), ("slice", ctypes.c_int64),
+                ("first", ctypes.c_void_p), ("state", ctypes.c_void_p), ("next", ctypes.c_int64),
                 ("status", ctypes.c_int32), ("joined", ctypes.c_int32), ("left", ctypes.c_int32),
                 ("queued", ctypes.c_void_p)]
 
 
 @functools.cache
-def _stager() -> tuple[Any, Any] | None:
-    """The compiled stager's start and finish functions, or None."""
+def _stager() -> tuple[Any, Any, Any] | None:
+    """The compiled stager's start, finish and events functions, or None."""
     lib = _loaded()
     try:
-        start, finish = lib.hpu_stage_start, lib.hpu_stage_finish
+        start, finish, events = lib.hpu_stage_start, lib.hpu_stage_finish, lib.hpu_stage_events
     except AttributeError:  # not built, or an older build
         return None
     start.argtypes, start.restype = [ctypes.POINTER(_Job)], ctypes.c_int
     finish.argtypes, finish.restype = [ctypes.POINTER(_Job)], ctypes.c_int32
-    return start, finish
+    events.argtypes, events.restype = [ctypes.POINTER(_Job), ctypes.c_void_p], ctypes.c_int32
+    return start, finish, events
 
 
 @functools.cache
@@ -197,9 +199,14 @@ class NativeStaging:
 
     The pieces are taken in order, each once, by up to ``helpers`` pool
     threads (woken at once) from construction on, and by the caller in
-    :meth:`finish`, which returns when every piece is copied.  Each piece's
-    OpenCL user event, if given, is set complete (``CL_COMPLETE``) as soon as
-    its copy is done, by the thread that copied it.
+    :meth:`finish`, which returns when every piece is copied; with
+    ``slice_bytes``, each piece's slices of that many bytes are taken in
+    order instead, so that the threads copy each piece together and the
+    pieces end one after another, in order (each piece by one thread, the
+    threads' pieces end at about one time).  Each piece's OpenCL user event,
+    if given (here, or later by :meth:`set_events`), is set complete
+    (``CL_COMPLETE``) as soon as its copy is done and the event given, by
+    the thread that copied its last byte or by :meth:`set_events`.
 
     Parameters
     ----------
@@ -214,12 +221,16 @@ class NativeStaging:
         as needed, at most ``most_threads`` and 256 in all; threads busy
         with another job join this one when free).
     stream : bool
-        Copy pieces of at least :data:`STREAM_MIN_BYTES` by streaming
-        stores, as :func:`stream_copy` does (where the library was built
-        for them), rather than all by ``memcpy``.
+        Copy pieces (or slices) of at least :data:`STREAM_MIN_BYTES` by
+        streaming stores, as :func:`stream_copy` does (where the library
+        was built for them), rather than all by ``memcpy``.
     most_threads : int
         The most threads the pool may hold for this job (default 256), so
         that concurrent jobs of a runtime of ``k`` threads share ``k``.
+    slice_bytes : int
+        > 0: copy each piece in slices of this many bytes (the last one
+        shorter), each slice by whichever thread takes it; 0 (default):
+        each piece by one thread.
 
     Raises
     ------
@@ -228,10 +239,11 @@ class NativeStaging:
         (:func:`native_staging_available`).
     ValueError
         A piece's arrays not C-contiguous, of different byte lengths, or
-        ``dst`` read-only; ``events`` of another length than ``pieces``.
+        ``dst`` read-only; ``events`` of another length than ``pieces``;
+        ``slice_bytes`` negative.
     TypeError
         A piece's arrays holding Python objects (copied as raw bytes, their
-        references would not be counted).
+        references would not be counted); ``slice_bytes`` not an integer.
 
     Attributes
     ----------
@@ -240,19 +252,19 @@ class NativeStaging:
     """
 
     def __init__(self, pieces: Sequence[tuple[np.ndarray, np.ndarray]], events: Sequence[Any] | None = None, *,
-                 helpers: int, stream: bool, most_threads: int = 256) -> None:
+                 helpers: int, stream: bool, most_threads: int = 256, slice_bytes: int = 0) -> None:
         spans = []
         for k, (dst, src) in enumerate(pieces):
             _check_pair(dst, src, f"piece {k}")
             if dst.nbytes != src.nbytes:
                 raise ValueError(f"piece {k}: both arrays must be of one byte length")
             spans += (_address(src), _address(dst), src.nbytes)
-        self._start(spans, list(pieces), events, helpers, stream, most_threads)
+        self._start(spans, list(pieces), events, helpers, stream, most_threads, slice_bytes)
 
     @classmethod
     def of_ranges(cls, arrays: Sequence[tuple[np.ndarray, np.ndarray, Sequence[tuple[int, int]]]],
                   events: Sequence[Any] | None = None, *, helpers: int, stream: bool,
-                  most_threads: int = 256) -> NativeStaging:
+                  most_threads: int = 256, slice_bytes: int = 0) -> NativeStaging:
         """The staging of element ranges: for each ``(dst, src, ranges)`` of ``arrays`` (1-D arrays), each
         ``(a, b)`` of ``ranges`` (integers) is a piece ``dst[a:b] = src[a:b]``, taken in that order, the arrays'
         pieces one after another (``events``: one per piece, in that order).  As the constructor's ``pieces``
@@ -266,7 +278,7 @@ class NativeStaging:
             read-only, a range outside the arrays or reversed; and as the constructor.
         TypeError
             Arrays holding Python objects (copied as raw bytes, their references would not be counted), or a
-            range's bounds not integers.
+            range's bounds not integers; and as the constructor.
         """
         spans: list[int] = []
         keep = []
@@ -282,42 +294,79 @@ class NativeStaging:
                 spans += (s0 + a * w, d0 + a * w, (b - a) * w)
             keep += [dst, src]
         self = cls.__new__(cls)
-        self._start(spans, keep, events, helpers, stream, most_threads)
+        self._start(spans, keep, events, helpers, stream, most_threads, slice_bytes)
         return self
 
     def _start(self, spans: list[int], keep: list, events: Sequence[Any] | None, helpers: int, stream: bool,
-               most_threads: int) -> None:
+               most_threads: int, slice_bytes: int) -> None:
         """Start copying the pieces of ``spans`` (three numbers a piece: source address, destination address,
         bytes), keeping ``keep`` and ``events`` referenced until :meth:`finish`.  ctypes arrays rather than numpy's:
         cheaper to make and to take the address of."""
         funcs = _stager()
         if funcs is None:
             raise RuntimeError("hpu's compiled stager is not available")
+        slice_bytes = operator.index(slice_bytes)
+        if slice_bytes < 0:
+            raise ValueError(f"slice_bytes must be >= 0, got {slice_bytes}")
         pieces = len(spans) // 3
         if events is not None and len(events) != pieces:
             raise ValueError(f"{len(events)} events for {pieces} pieces")
-        self._finish = funcs[1]
+        self._finish, self._set_events = funcs[1], funcs[2]
         self._keep = (keep, list(events) if events is not None else None)
         self._spans = (ctypes.c_int64 * len(spans))(*spans)
         self._times = (ctypes.c_double * (3 * pieces))()  # start, end (seconds, the C library's clock), thread
+        self._first = (ctypes.c_int64 * (pieces + 1))()  # the stager's own: each piece's first slice, its state
+        self._state = (ctypes.c_int32 * (2 * pieces))()
         self.times: np.ndarray | None = None  # finish's
-        handles = None
-        if events is not None:
-            handles = (ctypes.c_void_p * pieces)(*[ev.int_ptr for ev in events])
-        self._handles = handles
-        self._job = _Job(spans=ctypes.addressof(self._spans), events=ctypes.addressof(handles) if handles else None,
-                         set_status=_set_user_event_status() if handles else None,
-                         times=ctypes.addressof(self._times), pieces=pieces,
+        self._handles = self._event_handles(events) if events is not None else None
+        self._job = _Job(spans=ctypes.addressof(self._spans),
+                         events=ctypes.addressof(self._handles) if self._handles else None,
+                         set_status=_set_user_event_status(), times=ctypes.addressof(self._times), pieces=pieces,
                          stream_from=STREAM_MIN_BYTES if stream and _library() else -1,
-                         helpers=max(0, int(helpers)), most=max(1, min(int(most_threads), 256)))
+                         helpers=max(0, int(helpers)), most=max(1, min(int(most_threads), 256)), slice=slice_bytes,
+                         first=ctypes.addressof(self._first), state=ctypes.addressof(self._state))
         self._done = False
         _RUNNING.add(self)
         funcs[0](ctypes.byref(self._job))
 
+    @staticmethod
+    def _event_handles(events: Sequence[Any]) -> Any:
+        """The OpenCL handles of ``events`` as a C array (None for no pieces)."""
+        return (ctypes.c_void_p * len(events))(*[ev.int_ptr for ev in events]) if len(events) else None
+
+    def set_events(self, events: Sequence[Any]) -> None:
+        """Give the pieces' user events after the copies began (when none were given at construction): each piece
+        already copied has its event set now, each other as soon as it is copied.  For a caller that starts the
+        copies before it makes the events (making an event costs a call into the OpenCL driver).
+
+        Raises
+        ------
+        ValueError
+            Events given before, at construction or by an earlier call, or not one per piece.
+        RuntimeError
+            :meth:`finish` has returned; or ``clSetUserEventStatus`` failed for a piece copied already (every
+            other event is still set; :meth:`finish` raises it again).
+        """
+        if self._done:
+            raise RuntimeError("the staging has finished: its events can no longer be given")
+        if self._keep[1] is not None:
+            raise ValueError("the pieces' events were given already")
+        pieces = len(self._times) // 3
+        if len(events) != pieces:
+            raise ValueError(f"{len(events)} events for {pieces} pieces")
+        self._keep = (self._keep[0], list(events))
+        self._handles = self._event_handles(events)
+        if self._handles is None:
+            return
+        status = self._set_events(ctypes.byref(self._job), ctypes.addressof(self._handles))
+        if status:
+            raise RuntimeError(f"clSetUserEventStatus failed ({status}) while staging")
+
     def finish(self) -> np.ndarray:
         """Copy pieces on the calling thread until none is left, wait for the pool's threads; return ``times``,
-        shape ``(pieces, 3)`` float64: each piece's start and end (``time.perf_counter``'s seconds) and its thread
-        (0: the caller, ``k``: the pool's thread ``hpu-stage_{k - 1}``).  A second call returns at once.
+        shape ``(pieces, 3)`` float64: each piece's start (its first slice's) and end (its last byte copied;
+        ``time.perf_counter``'s seconds) and the thread that copied its last byte (0: the caller, ``k``: the pool's
+        thread ``hpu-stage_{k - 1}``).  A second call returns at once.
 
         Raises
         ------

@@ -347,12 +347,12 @@ class _Exchange:
         h_splitters = lease.pinned("splitters", (self.starts.size - 2) * w)
         pieces, ready, tasks, staging = stage_pieces(rt, lease, src, up, self.rec, opts.piece_bytes(),
                                                      most_tasks=opts.staging_tasks, stream=opts.stream_copies,
-                                                     native=opts.native_staging)
+                                                     native=opts.native_staging, slices=opts.staging_slices)
         try:
             h2d = upload_pieces(cq, d_in, up, pieces, ready)
             cq.flush()
-            steps, _ = enqueue_sorts(lease, sorter, h2d, pieces, opts.pieces_per_wave(tasks), m, 0, d_in, d_run,
-                                     opts.sort_waves)
+            steps, _ = enqueue_sorts(lease, sorter, h2d, pieces, opts.waves(len(pieces), tasks), m, 0, d_in,
+                                     d_run, opts.sort_waves)
             keys = self.splitters.result()
             got = np.zeros(2 * keys.size, np.int64)
             last = [steps[-1][-1]]

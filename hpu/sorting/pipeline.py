@@ -49,6 +49,7 @@ are shared with the exchange sort of several devices
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -124,7 +125,15 @@ class PipelineOptions:
         0.6 ms slower on the other.
     wave_pieces : int or None
         Staged pieces per sort wave (``sort_waves``); None (default): as
-        many as the staging tasks (:meth:`pieces_per_wave`).
+        many as the staging tasks (:meth:`waves`).
+    staging_slices : int or None
+        The compiled stager (``native_staging``) copies each piece in this
+        many slices, each by whichever of its threads takes it, so that the
+        threads copy the pieces together, one after another, and each
+        piece's copy up follows right behind its staging; None (default):
+        as many as the staging tasks; 1: each piece by one thread (whose
+        pieces then all end at about one time, their copies up queued
+        behind each other).
     stream_copies : bool
         The host's copies into and out of pinned staging memory use
         streaming stores (:func:`hpu.core.streaming.stream_copy`; default
@@ -143,7 +152,8 @@ class PipelineOptions:
     Raises
     ------
     ValueError
-        ``chunk_bytes``, ``staging_tasks`` or ``wave_pieces`` not an integer >= 1 (numpy integers are taken as
+        ``chunk_bytes``, ``staging_tasks``, ``wave_pieces`` or ``staging_slices`` not an integer >= 1 (numpy
+        integers are taken as
         the Python integers they hold; floats, bools and strings are refused), or an unknown ``device_sort``,
         ``result_memory`` or ``cpu_sort``.
     """
@@ -154,12 +164,14 @@ class PipelineOptions:
     device_sort: str | None = None
     staging_tasks: int = 8
     wave_pieces: int | None = None
+    staging_slices: int | None = None
     stream_copies: bool = True
     native_staging: bool = True
     cpu_sort: str = "auto"
 
     def __post_init__(self) -> None:
-        for name, optional in (("chunk_bytes", True), ("staging_tasks", False), ("wave_pieces", True)):
+        for name, optional in (("chunk_bytes", True), ("staging_tasks", False), ("wave_pieces", True),
+                               ("staging_slices", True)):
             value = getattr(self, name)
             if value is not None or not optional:  # as a Python int (a float, a bool or a string refused)
                 object.__setattr__(self, name, check_int(name, value, 1, what=" (or None)" if optional else ""))
@@ -188,11 +200,12 @@ class PipelineOptions:
         ``device_sort`` when set, else :func:`hpu.sorting.device.fast_algorithm`'s."""
         return self.device_sort or fast_algorithm(device, dtype)
 
-    def pieces_per_wave(self, tasks: int) -> int:
-        """Staged pieces per sort wave (:func:`enqueue_sorts`): ``wave_pieces`` when set, else ``tasks``, the pool
-        tasks that stage them (a wave is then the pieces staged at once, the caller joining once it has enqueued the
-        device's work; ``experiments/results/h100/pipeline_waves.log``: smaller waves were slower)."""
-        return int(self.wave_pieces) if self.wave_pieces is not None else tasks
+    def waves(self, pieces: int, tasks: int) -> list[int]:
+        """The staged pieces of each sort wave (:func:`enqueue_sorts`), in order, ``pieces`` in all: ``wave_pieces``
+        a wave when set, else ``tasks``, the tasks that stage them (``experiments/results/h100/pipeline_waves.log``:
+        smaller waves were slower), the last wave what is left."""
+        per = int(self.wave_pieces) if self.wave_pieces is not None else max(1, tasks)
+        return [per] * (pieces // per) + ([pieces % per] if pieces % per else [])
 
 
 DEFAULT_OPTIONS = PipelineOptions()
@@ -262,8 +275,8 @@ def _staging_tasks(rt: Runtime, pieces: int, most: int) -> int:
 
 
 def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
-                 chunk_bytes: int, row_length: int | None = None, *,
-                 most_tasks: int, stream: bool = True, native: bool = True) -> tuple[list, list, int, list]:
+                 chunk_bytes: int, row_length: int | None = None, *, most_tasks: int, stream: bool = True,
+                 native: bool = True, slices: int | None = 1) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
 
     Pieces of ``chunk_bytes`` (rounded down to whole multiples of the
@@ -286,7 +299,10 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
     runtime's threads in all: :class:`hpu.core.streaming.NativeStaging`),
     which take, copy and report the pieces without Python's global lock,
     woken at once, rather than tasks of the runtime's pool that start one
-    after another (and the caller besides them).
+    after another (and the caller besides them); those threads copy each
+    piece in ``slices`` slices (:attr:`PipelineOptions.staging_slices`;
+    None: as many as the tasks; 1: a piece a thread), so that the pieces end
+    one after another, in order.
 
     Returns
     -------
@@ -299,7 +315,7 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
         every remaining event (the device then copies stale data, which the
         caller discards): no command waits forever.
     tasks : int
-        The staging tasks (:meth:`PipelineOptions.pieces_per_wave` makes them the pieces per wave of
+        The staging tasks (:meth:`PipelineOptions.waves` makes them the pieces per wave of
         :func:`enqueue_sorts` by default).
     futures : list of concurrent.futures.Future
         The tasks; their exceptions are the staging errors.  The first is
@@ -309,8 +325,18 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
         before (with one piece, no pool task stages it).
     """
     [(pieces, ready)], tasks, futures = _stage_arrays(rt, lease, [(src, stage)], rec, chunk_bytes, most_tasks,
-                                                      row_length, stream=stream, native=native)
+                                                      row_length, stream=stream, native=native, slices=slices)
     return pieces, ready, tasks, futures
+
+
+def _slice_bytes(piece_bytes: int, slices: int) -> int:
+    """Bytes the compiled stager's threads copy at a time to copy a piece of ``piece_bytes`` in ``slices`` slices
+    (:class:`NativeStaging`'s ``slice_bytes``): rounded up to whole cache lines of 64 bytes; 0 (a piece a thread)
+    for one slice."""
+    if slices <= 1:
+        return 0
+    per = -(-piece_bytes // slices)
+    return -(-per // 64) * 64
 
 
 def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int, int]]:
@@ -334,8 +360,8 @@ def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int,
 
 
 def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray, np.ndarray]], rec: Recorder,
-                  chunk_bytes: int, most_tasks: int, row_length: int | None = None, *,
-                  stream: bool = True, native: bool = True) -> tuple[list[tuple[list, list]], int, list]:
+                  chunk_bytes: int, most_tasks: int, row_length: int | None = None, *, stream: bool = True,
+                  native: bool = True, slices: int | None = 1) -> tuple[list[tuple[list, list]], int, list]:
     """:func:`stage_pieces` of several arrays (each ``(src, stage)``) by one set of tasks, as many as for the
     pieces of all arrays, each task taking the next piece in order as soon as it is free: the first array's
     pieces all before the second's, and with several arrays the first array's growing
@@ -358,27 +384,45 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
     lengths = [_piece_length(src.itemsize, chunk_bytes, align) for src, _ in pairs]
     pieces_in_all = sum(-(-src.shape[0] // length) for (src, _), length in zip(pairs, lengths))
     tasks = _staging_tasks(rt, pieces_in_all, most_tasks)
-    work, todo, out = [], [], []
+    layout, todo = [], []  # per array (src, stage, pieces, staged); the arrays to copy, as NativeStaging takes them
     for i, ((src, stage), length) in enumerate(zip(pairs, lengths)):
         pieces = _ramp_pieces(src.shape[0], length, align, tasks if i == 0 and len(pairs) > 1 else 1)
-        ready = [cl.UserEvent(lease.context) for _ in pieces]
-        out.append((pieces, ready))
-        if src.__array_interface__["data"][0] == stage.__array_interface__["data"][0]:  # already in place
-            for ev in ready:
-                ev.set_status(complete)
-            continue
-        if src.dtype.names:  # structured elements as raw bytes (numpy copies fields, not the padding between them)
+        copied = src.__array_interface__["data"][0] != stage.__array_interface__["data"][0]  # else in place already
+        if copied and src.dtype.names:  # structured elements as raw bytes (numpy copies fields, not the padding)
             raw = np.dtype((np.void, src.itemsize))
             src, stage = src.view(raw), stage.view(raw)
-        work += [(src, stage, a, b, ev) for (a, b), ev in zip(pieces, ready)]
-        todo.append((stage, src, pieces))
-    workers = min(tasks, len(work))
-    # The compiled stager wakes its helpers at once; with one task (the caller alone) there are none to wake.  Its
-    # pieces are given as ranges of whole arrays: no array object a piece to make before the copies start.
+        layout.append((src, stage, pieces, copied))
+        if copied:
+            todo.append((stage, src, pieces))
+    workers = min(tasks, sum(len(pieces) for _, _, pieces in todo))
+    # The compiled stager wakes its helpers at once, and starts before the pieces' events are made (each a call
+    # into the OpenCL driver); with one task (the caller alone) there are none to wake.  Its pieces are given as
+    # ranges of whole arrays: no array object a piece to make before the copies start.
+    job = None
     if native and workers > 1 and native_staging_available() and all(
             src.ndim == 1 and src.flags.c_contiguous and stage.flags.c_contiguous for stage, src, _ in todo):
-        job = NativeStaging.of_ranges(todo, [w[4] for w in work], helpers=workers - 1, stream=stream,
-                                      most_threads=rt.threads)
+        job = NativeStaging.of_ranges(todo, helpers=workers - 1, stream=stream, most_threads=rt.threads,
+                                      slice_bytes=_slice_bytes(chunk_bytes, tasks if slices is None else slices))
+    try:
+        work, out = [], []
+        for src, stage, pieces, copied in layout:
+            ready = [cl.UserEvent(lease.context) for _ in pieces]
+            out.append((pieces, ready))
+            if copied:
+                work += [(src, stage, a, b, ev) for (a, b), ev in zip(pieces, ready)]
+            else:
+                for ev in ready:
+                    ev.set_status(complete)
+        if job is not None:
+            job.set_events([w[4] for w in work])
+    except BaseException as e:
+        if job is not None:  # its threads let go of the caller's array and the staging memory before this returns
+            with contextlib.suppress(RuntimeError):
+                job.finish()
+        if isinstance(e, RuntimeError) and job is not None:  # an event's setting failed; nothing waits for it yet
+            raise DeviceFailure(str(e)) from e
+        raise
+    if job is not None:
         return out, tasks, [_OnCaller(functools.partial(_native_staged, job, work, rec))]
     pooled = workers if workers > 1 else 0  # one piece: the caller's alone, no pool task to wake
     staging = _InOrderStaging(work, rec, pooled + bool(workers), stream)
@@ -532,21 +576,22 @@ def max_device_elements(rt: Runtime, itemsize: int) -> int:
     return max(0, min(by_total, by_alloc))
 
 
-def wave_merges(waves: int) -> tuple[list[tuple[int, int, int, int]], list[int]]:
-    """The merges that join ``waves`` sorted runs, in arrival order, as soon as they can run.
+def wave_merges(sizes: Sequence[int]) -> tuple[list[tuple[int, int, int, int]], list[int]]:
+    """The merges that join the sorted runs of waves of ``sizes`` pieces, in arrival order, as soon as they can run.
 
-    A binary counter over the runs as they arrive: after wave ``w`` is
-    sorted, the last two runs are merged while they hold as many waves each;
-    after the last wave, the runs left are merged from the last one back.
-    Every merge but those of the last waves thus runs while later waves are
-    still being copied up, and after the last copy only the last wave's
-    sort and the merges that take it in remain (about log2 of the wave
-    count, the last one over every key), not every merge level.
+    A stack of runs as they arrive: after wave ``w`` is sorted, the last two
+    runs are merged while the last holds at least as many pieces as the one
+    before it (waves of one size: a binary counter); after the last wave,
+    the runs left are merged from the last one back.  Every merge but those
+    of the last waves thus runs while later waves are still being copied
+    up, and after the last copy only the last wave's sort and the merges
+    that take it in remain (about log2 of the wave count, the last one over
+    every key), not every merge level.
 
     Parameters
     ----------
-    waves : int
-        Sorted runs, >= 0, in input order.
+    sizes : sequence of int
+        Each wave's pieces (>= 1), in input order.
 
     Returns
     -------
@@ -556,30 +601,33 @@ def wave_merges(waves: int) -> tuple[list[tuple[int, int, int, int]], list[int]]
     depth : list of int
         For each wave, how many merges its keys go through.
     """
+    waves = len(sizes)
     merges: list[tuple[int, int, int, int]] = []
-    stack: list[tuple[int, int]] = []
-    for w in range(waves):
-        stack.append((w, w + 1))
-        while len(stack) > 1 and stack[-1][1] - stack[-1][0] == stack[-2][1] - stack[-2][0]:
-            (i, j), (_, k) = stack[-2], stack.pop()
-            stack[-1] = (i, k)
+    stack: list[tuple[int, int, int]] = []  # (first wave, end wave, pieces)
+    for w, size in enumerate(sizes):
+        stack.append((w, w + 1, int(size)))
+        while len(stack) > 1 and stack[-1][2] >= stack[-2][2]:
+            (i, j, p), (_, k, q) = stack[-2], stack.pop()
+            stack[-1] = (i, k, p + q)
             merges.append((i, j, k, w))
     while len(stack) > 1:
-        (i, j), (_, k) = stack[-2], stack.pop()
-        stack[-1] = (i, k)
+        (i, j, p), (_, k, q) = stack[-2], stack.pop()
+        stack[-1] = (i, k, p + q)
         merges.append((i, j, k, waves - 1))
     depth = [sum(i <= w < k for i, _, k, _ in merges) for w in range(waves)]
     return merges, depth
 
 
-def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: list, tasks: int, n: int, t: int,
+def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: list, waves: Sequence[int], n: int,
+                  t: int,
                    d_in: Any, d_out: Any, sort_waves: bool,
                    prepare: Callable[[int, int, list], Any] | None = None,
                    bits: int | None = None) -> tuple[list, list]:
     """Enqueue the device sort of ``d_in`` into ``d_out`` behind the copies ``h2d``.
 
     With one segment (``t == 0``), ``sort_waves`` and a GPU's sort (not ``"radix"``), each
-    wave of ``tasks`` pieces is sorted as soon as its copies are in, and the
+    wave (of ``waves[i]`` pieces, in order: :meth:`PipelineOptions.waves`) is sorted as soon as its copies are in,
+    and the
     waves' runs are merged as they come (:func:`wave_merges`); each wave is
     sorted into ``d_in`` (in place) or ``d_out`` by the parity of the merges
     its keys go through, so that the last merge writes ``d_out``.
@@ -601,11 +649,13 @@ def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: l
         return copies if prepare is None else [prepare(a, b, copies)]
 
     if t == 0 and sort_waves and sorter.algorithm != "radix":
-        waves = [(i, min(i + tasks, len(pieces))) for i in range(0, len(pieces), tasks)]
-        bounds = [(pieces[i][0], pieces[j - 1][1]) for i, j in waves]
-        merges, depth = wave_merges(len(waves))
+        ends = list(itertools.accumulate(waves))
+        assert sum(waves) == len(pieces), "the waves hold every piece"
+        spans = list(zip([0, *ends[:-1]], ends))
+        bounds = [(pieces[i][0], pieces[j - 1][1]) for i, j in spans]
+        merges, depth = wave_merges(waves)
         where = [d_out if d % 2 == 0 else d_in for d in depth]  # each run's buffer, from its wave's
-        for v, ((i, j), (a, b)) in enumerate(zip(waves, bounds)):
+        for v, ((i, j), (a, b)) in enumerate(zip(spans, bounds)):
             sub_in = d_in.get_sub_region(a * w, (b - a) * w)
             sub_out = sub_in if where[v] is d_in else d_out.get_sub_region(a * w, (b - a) * w)
             ev = sorter.sort(sub_in, b - a, out=sub_out, wait_for=ready(a, b, h2d[i:j]), bits=bits)[1]
@@ -802,7 +852,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     queues = (cq, q) if row_length is None else (cq, q, lease.download_queue)  # made before anything can fail
     pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, up, rec, options.piece_bytes(), row_length,
                                                        most_tasks=options.staging_tasks, stream=options.stream_copies,
-                                                       native=options.native_staging)
+                                                       native=options.native_staging, slices=options.staging_slices)
     try:
         if staged is not None:
             staged()
@@ -812,8 +862,8 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
         if row_length is None:
             d_out = lease.buffer("out", nbytes)
             sorter = DeviceSorter.of_lease(lease, dt, options.device_algorithm(lease.device, dt))
-            steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.pieces_per_wave(tasks), n, t, d_in, d_out,
-                                        options.sort_waves)
+            steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.waves(len(pieces), tasks), n, t, d_in,
+                                        d_out, options.sort_waves)
             # One copy down unless copy_out takes the pieces as they land: every copy's event costs the call an
             # enqueue and, freed, a wait.  Into a named list (download_pieces says why).
             d2h: list = []
@@ -1305,15 +1355,15 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
     try:  # the keys staged first (the sort waits for them), then the values
         staged, tasks, futures = _stage_arrays(rt, lease, list(zip(arrays, stages)), rec, chunk,
                                                options.staging_tasks, stream=options.stream_copies,
-                                               native=options.native_staging)
+                                               native=options.native_staging, slices=options.staging_slices)
         h2d: list[list] = []  # a named list, as device_share's copies down
         for d, (pieces, ready), stage in zip(d_src, staged, stages):
             h2d.append(upload_pieces(cq, d, stage, pieces, ready))
         cq.flush()
         pieces = staged[0][0]
         bits = packed_bits(32, m, n // m)
-        steps, _ = enqueue_sorts(lease, sorter, h2d[0], pieces, options.pieces_per_wave(tasks), n, 0, d_in, d_out,
-                                 options.sort_waves, prepare=packed, bits=bits)
+        steps, _ = enqueue_sorts(lease, sorter, h2d[0], pieces, options.waves(len(pieces), tasks), n, 0, d_in,
+                                 d_out, options.sort_waves, prepare=packed, bits=bits)
         order = d_out
         if keys.itemsize == 8:  # the high digits, in the low digits' order: the positions end in d_in
             order = _high_digits(prg, sorter, q, d_src[0], d_out, d_in, n, m, col_bits, mask, steps, bits)

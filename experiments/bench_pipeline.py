@@ -12,17 +12,19 @@ with the transfer chunk size, the most staging tasks at once and the pieces per 
 device sorting each staging wave on arrival or the whole array after the
 last copy, with the host's copies by streaming stores or ``numpy.copyto``, with the pieces staged by hpu's
 compiled stager or by its Python thread pool, and with the device's sort
-(``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., sort_waves=..., stream_copies=...,
-native_staging=..., device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's
+(``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., staging_slices=...,
+sort_waves=..., stream_copies=..., native_staging=..., device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's
 pinned memory (``--memory``: not staged), with a share of the rows sorted by the CPU pool beside the device
 (``--cpu-rows``, rows only), each call back to back or after an idle pause (``--pause-ms``), with Python's switch
 interval set (``--switch-interval``); the settings in turn,
-call by call, so that each median is of calls interleaved with the others'; then each device step of that run.  The host's ``GLIBC_TUNABLES`` are printed in the header.
+call by call, so that each median is of calls interleaved with the others'; then each device step of that run
+(``--pieces``: and below it each staged piece's copy into pinned memory, by which thread, and its copy up).  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
-        [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--waves on,off] [--streams on,off]
+        [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--slices auto,1]
+        [--waves on,off] [--streams on,off]
         [--native on,off] [--device-sorts auto,merge,tile-radix] [--memory pageable,pinned] [--cpu-rows 0,0.1]
-        [--pause-ms 0] [--switch-interval SECONDS] [--json PATH]
+        [--pause-ms 0] [--switch-interval SECONDS] [--pieces] [--json PATH]
 """
 
 from __future__ import annotations
@@ -62,6 +64,19 @@ def spans(trace: hpu.Trace) -> dict[str, float]:
     return out
 
 
+def piece_lines(trace: hpu.Trace) -> list[str]:
+    """One line a staged piece of one run's trace, in staging order: the thread that staged it, its staging copy and
+    its copy up (ms since the call began; pieces staged by no copy, such as pinned input, show the copy up alone)."""
+    stage = [e for e in trace.events if e.unit.startswith("cpu") and e.kind == "stage"]
+    h2d = [e for e in trace.events if e.unit.startswith("bus") and e.kind == "h2d"]
+    lines = []
+    for k in range(max(len(stage), len(h2d))):
+        s = f"{stage[k].unit[4:]:>16} {stage[k].start * 1e3:6.2f}-{stage[k].end * 1e3:6.2f}" if k < len(stage) else ""
+        u = f"{h2d[k].start * 1e3:6.2f}-{h2d[k].end * 1e3:6.2f}" if k < len(h2d) else ""
+        lines.append(f"    piece {k:>3}  {s:>30}   up {u:>13}")
+    return lines
+
+
 def cpu_rows_into(block: np.ndarray, out: np.ndarray) -> None:
     """The CPU's sort of a block of rows, as ``hpu.sort``'s: 256 KiB of rows copied into ``out`` and sorted there
     by numpy's default sort at a time (the same bits as its stable sort for these keys, which hold no -0.0 or NaN)."""
@@ -86,7 +101,7 @@ def run_part(part: str, a: np.ndarray, values: np.ndarray | None, rt: hpu.Runtim
 
 
 def setting(v: str) -> int | None:
-    """A --tasks or --wave-pieces value: None for "auto" (the default)."""
+    """A --tasks, --wave-pieces or --slices value: None for "auto" (the default)."""
     return None if v == "auto" else int(v)
 
 
@@ -154,6 +169,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="PipelineOptions.staging_tasks settings to compare (auto: the default, 8; default auto)")
     ap.add_argument("--wave-pieces", default="auto",
                     help="PipelineOptions.wave_pieces settings to compare (auto: the default; default auto)")
+    ap.add_argument("--slices", default="auto",
+                    help="PipelineOptions.staging_slices settings to compare (auto: the default; 1: a piece a thread; "
+                         "default auto)")
     ap.add_argument("--waves", default="on,off",
                     help="PipelineOptions.sort_waves settings to compare (default on,off)")
     ap.add_argument("--streams", default="on,off",
@@ -172,6 +190,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--switch-interval", type=float, default=None,
                     help="sys.setswitchinterval for the run: seconds a thread waits for Python's global lock before "
                          "it asks the holder to drop it (default: Python's, 0.005)")
+    ap.add_argument("--pieces", action="store_true",
+                    help="print each staged piece of the fastest run: its staging copy (thread, ms) and its copy up")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -196,17 +216,20 @@ def main(argv: list[str] | None = None) -> int:
                 "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available(),
                 "pause_ms": args.pause_ms, "switch_interval": sys.getswitchinterval()}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'memory':>8} {'cpu':>4} {'chunk':>6} {'tasks':>5} {'wave':>4} {'algorithm':>10} "
+        print(f"{'n':>10} {'memory':>8} {'cpu':>4} {'chunk':>6} {'tasks':>5} {'wave':>4} {'slc':>4} "
+              f"{'algorithm':>10} "
               f"{'waves':>5} "
               f"{'strm':>4} {'ntv':>3} {'median':>7} {'call':>7} {'wall':>7} {'stage':>13} "
               f"{'h2d':>13} {'sort':>13} {'d2h':>13} {'cpu sort':>13}   ms (start-end of the fastest run)")
         configs = [(hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",
                                         wave_pieces=setting(p), stream_copies=st == "on",
+                                        staging_slices=setting(sl),
                                         native_staging=nt == "on", device_sort=None if ds == "auto" else ds,
                                         **({} if setting(k) is None else {"staging_tasks": setting(k)})), mem,
                     float(c))
                    for x in args.chunks_mib.split(",") for k in args.tasks.split(",")
                    for p in args.wave_pieces.split(",") for w in args.waves.split(",")
+                   for sl in args.slices.split(",")
                    for st in args.streams.split(",") for nt in args.native.split(",")
                    for ds in args.device_sorts.split(",") for mem in memories
                    for c in (args.cpu_rows.split(",") if args.part == "rows" else ["0"])]
@@ -222,13 +245,16 @@ def main(argv: list[str] | None = None) -> int:
                 s = spans(best)
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
                 rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "staging_tasks": options.staging_tasks,
-                             "wave_pieces": wave, "waves": options.sort_waves, "stream_copies": options.stream_copies,
+                             "wave_pieces": wave, "staging_slices": options.staging_slices,
+                             "waves": options.sort_waves,
+                             "stream_copies": options.stream_copies,
                              "native_staging": options.native_staging, "device_sort": options.device_sort,
                              "memory": memory, "cpu_rows": share,
                              "median_wall": median, "median_call": call, **s, "device_steps": steps})
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h", "cpu")]
                 print(f"{n:>10} {memory:>8} {share:4.2f} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} "
+                      f"{options.staging_slices or 'auto':>4} "
                       f"{options.device_sort or 'auto':>10} "
                       f"{'on' if options.sort_waves else 'off':>5} {'on' if options.stream_copies else 'off':>4} "
                       f"{'on' if options.native_staging else 'off':>3} "
@@ -236,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{s['wall']:7.2f} " + " ".join(cells) + "   device: "
                       + ", ".join(f"{k} {a:.2f}-{b:.2f}" for k, a, b in steps),
                       flush=True)
+                if args.pieces:
+                    print("\n".join(piece_lines(best)), flush=True)
     if args.json:
         write_json(args.json, {"meta": meta, "rows": rows})
     return 0

@@ -10,7 +10,7 @@
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
 #                                            review-tests | model-large | bus-gpus | floors |
 #                                            staging-floor | call-gap | latency | ab | loop |
-#                                            upload-chain | host-ptr | native-staging | onesweep)
+#                                            upload-chain | host-ptr | native-staging | onesweep | slices)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -25,6 +25,9 @@
 # native-staging: bench_pipeline's sort, rows and key-value parts at 2^24 with the pieces staged by hpu's compiled
 #                 stager (hpu.core.streaming.NativeStaging) and by its Python pool's tasks, back to back and after
 #                 20 ms idle.
+# slices: bench_pipeline's sort (8 and 12 pieces a sort wave), rows and key-value parts at 2^24 with each staged piece
+#         copied by all the compiled stager's threads in slices (PipelineOptions.staging_slices, the default) and by
+#         one thread a piece (staging_slices=1), after 20 ms idle, each fastest call's pieces listed.
 # onesweep: the one-pass-a-digit radix sort (DeviceSorter(algorithm="onesweep")): tests/test_fastsort.py on the GPU,
 #           bench_fastsort (resident, 2^16-2^26) against the merge and tile radix sorts, bench_pipeline's sort and
 #           key-value parts at 2^24 with it and the merge sort.
@@ -185,6 +188,16 @@ for stage in "$@"; do
                     --repeats 15
             done 2>&1 | tee "$OUT/pipeline_tasks${nt:+_nt}.log"
         done
+        ;;
+    slices)  # each staged piece copied by all the stager's threads in slices (ending in order) against a piece a
+             # thread: a sort (8 and 12 pieces a sort wave), rows and a key-value sort at 2^24, medians of 15
+             # interleaved calls after 20 ms idle, the fastest call's pieces listed
+        for part in sort rows kv; do
+            python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 --waves on \
+                --streams on --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" --slices auto,1 --repeats 15 \
+                --pause-ms 20 --pieces --wave-pieces "$([ $part = sort ] && echo auto,12 || echo auto)" \
+                --json "$OUT/pipeline_slices_$part.json"
+        done 2>&1 | tee "$OUT/slices.log"
         ;;
     native-staging)  # the pieces staged by hpu's compiled stager against its Python pool's tasks: a sort, rows and a
                      # key-value sort at 2^24, medians of 15 interleaved calls, back to back and after 20 ms idle

@@ -412,6 +412,32 @@ def test_wave_merges_of_waves_of_any_sizes(sizes):
         assert not (a < b and pieces[d] - pieces[c] >= pieces[b] - pieces[a]), "two runs left unmerged"
 
 
+@given(st.integers(0, 200), st.integers(1, 16), st.sampled_from([None, 1, 3, 8]), st.floats(0.01, 0.5))
+def test_pipeline_waves(pieces, tasks, wave_pieces, last_wave):
+    """Waves of ``wave_pieces`` (or ``tasks``) pieces in order, every piece in one; the last two waves' pieces shared
+    out again so that the last holds ``floor(last_wave * k)`` of their ``k`` (at least one, no more than before);
+    0.5 leaves equal waves as they are."""
+    opts = hpu.PipelineOptions(wave_pieces=wave_pieces, last_wave=last_wave)
+    per = wave_pieces or tasks
+    even = [per] * (pieces // per) + [pieces % per] * bool(pieces % per)
+    sizes = opts.waves(pieces, tasks)
+    assert sum(sizes) == pieces and all(w >= 1 for w in sizes) and len(sizes) == len(even)
+    assert sizes[:-2] == even[:-2]
+    if len(sizes) >= 2:
+        k = even[-1] + even[-2]
+        assert sizes[-1] == min(even[-1], max(1, int(last_wave * k))) and sizes[-2] == k - sizes[-1]
+    assert hpu.PipelineOptions(wave_pieces=wave_pieces, last_wave=0.5).waves(pieces, tasks) == even
+
+
+def test_pipeline_last_wave_refused():
+    """``last_wave`` outside (0, 0.5], not a number, or a bool raises ValueError; numpy numbers are taken."""
+    for bad in (0, 0.51, -0.1, float("nan"), True, "0.25", None):
+        with pytest.raises(ValueError, match="last_wave"):
+            hpu.PipelineOptions(last_wave=bad)
+    assert hpu.PipelineOptions(last_wave=np.float32(0.5)).last_wave == 0.5
+    assert hpu.PipelineOptions().waves(16, 8) == [12, 4]
+
+
 @pytest.mark.parametrize("wave_pieces", [1, 2, 3, 5])
 @pytest.mark.parametrize("device_sort", ["merge", "tile-radix"])
 def test_device_sort_in_waves_of_any_size(runtime, wave_pieces, device_sort):

@@ -126,6 +126,14 @@ class PipelineOptions:
     wave_pieces : int or None
         Staged pieces per sort wave (``sort_waves``); None (default): as
         many as the staging tasks (:meth:`waves`).
+    last_wave : float
+        In (0, 0.5]: the last two sort waves' pieces are shared out again so
+        that the last holds this fraction of them (at least one piece, no
+        more than it held; :meth:`waves`), so that after the last copy up the device sorts
+        fewer keys while the wave before, larger, is sorted as the last
+        pieces are staged (the pieces staged in order: ``staging_slices``);
+        0.5 leaves them as they are.  Default 0.25 (16 pieces: waves of 12
+        and 4).
     staging_slices : int or None
         The compiled stager (``native_staging``) copies each piece in this
         many slices, each by whichever of its threads takes it, so that the
@@ -164,6 +172,7 @@ class PipelineOptions:
     device_sort: str | None = None
     staging_tasks: int = 8
     wave_pieces: int | None = None
+    last_wave: float = 0.25
     staging_slices: int | None = None
     stream_copies: bool = True
     native_staging: bool = True
@@ -175,6 +184,10 @@ class PipelineOptions:
             value = getattr(self, name)
             if value is not None or not optional:  # as a Python int (a float, a bool or a string refused)
                 object.__setattr__(self, name, check_int(name, value, 1, what=" (or None)" if optional else ""))
+        if not (isinstance(self.last_wave, (int, float, np.floating, np.integer)) and not isinstance(
+                self.last_wave, (bool, np.bool_)) and 0 < self.last_wave <= 0.5):
+            raise ValueError(f"last_wave must be a number in (0, 0.5], got {self.last_wave!r}")
+        object.__setattr__(self, "last_wave", float(self.last_wave))
         if self.device_sort not in (None, *ALGORITHMS):
             raise ValueError(f"device_sort must be None or one of {', '.join(ALGORITHMS)}, got {self.device_sort!r}")
         if self.result_memory not in ("auto", "pin", "plain"):
@@ -203,9 +216,16 @@ class PipelineOptions:
     def waves(self, pieces: int, tasks: int) -> list[int]:
         """The staged pieces of each sort wave (:func:`enqueue_sorts`), in order, ``pieces`` in all: ``wave_pieces``
         a wave when set, else ``tasks``, the tasks that stage them (``experiments/results/h100/pipeline_waves.log``:
-        smaller waves were slower), the last wave what is left."""
+        smaller waves were slower), the last wave what is left; then the last two waves' ``k`` pieces shared out
+        again as ``k - m`` and ``m = max(1, floor(last_wave * k))`` (no more than the last wave held)."""
         per = int(self.wave_pieces) if self.wave_pieces is not None else max(1, tasks)
-        return [per] * (pieces // per) + ([pieces % per] if pieces % per else [])
+        sizes = [per] * (pieces // per) + ([pieces % per] if pieces % per else [])
+        if len(sizes) >= 2:
+            last = sizes.pop()
+            k = last + sizes.pop()
+            m = min(last, max(1, int(self.last_wave * k)))
+            sizes += [k - m, m]
+        return sizes
 
 
 DEFAULT_OPTIONS = PipelineOptions()

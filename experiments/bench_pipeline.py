@@ -12,7 +12,7 @@ with the transfer chunk size, the most staging tasks at once and the pieces per 
 device sorting each staging wave on arrival or the whole array after the
 last copy, with the host's copies by streaming stores or ``numpy.copyto``, with the pieces staged by hpu's
 compiled stager or by its Python thread pool, and with the device's sort
-(``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., staging_slices=...,
+(``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., staging_slices=..., last_wave=...,
 sort_waves=..., stream_copies=..., native_staging=..., device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's
 pinned memory (``--memory``: not staged), with a share of the rows sorted by the CPU pool beside the device
 (``--cpu-rows``, rows only), each call back to back or after an idle pause (``--pause-ms``), with Python's switch
@@ -21,7 +21,7 @@ call by call, so that each median is of calls interleaved with the others'; then
 (``--pieces``: and below it each staged piece's copy into pinned memory, by which thread, and its copy up).  The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
-        [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--slices auto,1]
+        [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--slices auto,1] [--last-wave 0.5,0.25]
         [--waves on,off] [--streams on,off]
         [--native on,off] [--device-sorts auto,merge,tile-radix] [--memory pageable,pinned] [--cpu-rows 0,0.1]
         [--pause-ms 0] [--switch-interval SECONDS] [--pieces] [--json PATH]
@@ -172,6 +172,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--slices", default="auto",
                     help="PipelineOptions.staging_slices settings to compare (auto: the default; 1: a piece a thread; "
                          "default auto)")
+    ap.add_argument("--last-wave", default="auto",
+                    help="PipelineOptions.last_wave settings to compare (auto: the default; default auto)")
     ap.add_argument("--waves", default="on,off",
                     help="PipelineOptions.sort_waves settings to compare (default on,off)")
     ap.add_argument("--streams", default="on,off",
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                 "GLIBC_TUNABLES": os.environ.get("GLIBC_TUNABLES", ""), "streaming": streaming_available(),
                 "pause_ms": args.pause_ms, "switch_interval": sys.getswitchinterval()}
         print("# " + "  ".join(f"{k}: {v}" for k, v in meta.items()))
-        print(f"{'n':>10} {'memory':>8} {'cpu':>4} {'chunk':>6} {'tasks':>5} {'wave':>4} {'slc':>4} "
+        print(f"{'n':>10} {'memory':>8} {'cpu':>4} {'chunk':>6} {'tasks':>5} {'wave':>4} {'slc':>4} {'last':>5} "
               f"{'algorithm':>10} "
               f"{'waves':>5} "
               f"{'strm':>4} {'ntv':>3} {'median':>7} {'call':>7} {'wall':>7} {'stage':>13} "
@@ -224,12 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         configs = [(hpu.PipelineOptions(chunk_bytes=int(float(x) * (1 << 20)), sort_waves=w == "on",
                                         wave_pieces=setting(p), stream_copies=st == "on",
                                         staging_slices=setting(sl),
+                                        **({} if lw == "auto" else {"last_wave": float(lw)}),
                                         native_staging=nt == "on", device_sort=None if ds == "auto" else ds,
                                         **({} if setting(k) is None else {"staging_tasks": setting(k)})), mem,
                     float(c))
                    for x in args.chunks_mib.split(",") for k in args.tasks.split(",")
                    for p in args.wave_pieces.split(",") for w in args.waves.split(",")
-                   for sl in args.slices.split(",")
+                   for sl in args.slices.split(",") for lw in args.last_wave.split(",")
                    for st in args.streams.split(",") for nt in args.native.split(",")
                    for ds in args.device_sorts.split(",") for mem in memories
                    for c in (args.cpu_rows.split(",") if args.part == "rows" else ["0"])]
@@ -246,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 steps = [(e.kind, e.start * 1e3, e.end * 1e3) for e in best.events if e.unit == "device"]
                 rows.append({"n": n, "chunk_bytes": options.chunk_bytes, "staging_tasks": options.staging_tasks,
                              "wave_pieces": wave, "staging_slices": options.staging_slices,
+                             "last_wave": options.last_wave,
                              "waves": options.sort_waves,
                              "stream_copies": options.stream_copies,
                              "native_staging": options.native_staging, "device_sort": options.device_sort,
@@ -254,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                 cells = [f"{s.get(p + '_start', float('nan')):6.2f}-{s.get(p + '_end', float('nan')):6.2f}"
                          for p in ("stage", "h2d", "sort", "d2h", "cpu")]
                 print(f"{n:>10} {memory:>8} {share:4.2f} {mib:6.1f} {options.staging_tasks:>5} {wave or 'auto':>4} "
-                      f"{options.staging_slices or 'auto':>4} "
+                      f"{options.staging_slices or 'auto':>4} {options.last_wave:5.3f} "
                       f"{options.device_sort or 'auto':>10} "
                       f"{'on' if options.sort_waves else 'off':>5} {'on' if options.stream_copies else 'off':>4} "
                       f"{'on' if options.native_staging else 'off':>3} "

@@ -10,7 +10,8 @@
 #                                            pause | steady | keyrange-tests | ring | rows-share-trace | large |
 #                                            review-tests | model-large | bus-gpus | floors |
 #                                            staging-floor | call-gap | latency | ab | loop |
-#                                            upload-chain | host-ptr | native-staging | onesweep | slices)
+#                                            upload-chain | host-ptr | native-staging | onesweep | slices |
+#                                            last-wave)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -28,6 +29,9 @@
 # slices: bench_pipeline's sort (8 and 12 pieces a sort wave), rows and key-value parts at 2^24 with each staged piece
 #         copied by all the compiled stager's threads in slices (PipelineOptions.staging_slices, the default) and by
 #         one thread a piece (staging_slices=1), after 20 ms idle, each fastest call's pieces listed.
+# last-wave: bench_pipeline's sort and key-value parts at 2^24 with the last two sort waves' pieces shared out as they
+#            come (PipelineOptions.last_wave 0.5) and with the last a quarter (0.25, the default) and an eighth of
+#            them, after 20 ms idle and back to back.
 # onesweep: the one-pass-a-digit radix sort (DeviceSorter(algorithm="onesweep")): tests/test_fastsort.py on the GPU,
 #           bench_fastsort (resident, 2^16-2^26) against the merge and tile radix sorts, bench_pipeline's sort and
 #           key-value parts at 2^24 with it and the merge sort.
@@ -198,6 +202,16 @@ for stage in "$@"; do
                 --pause-ms 20 --pieces --wave-pieces "$([ $part = sort ] && echo auto,12 || echo auto)" \
                 --json "$OUT/pipeline_slices_$part.json"
         done 2>&1 | tee "$OUT/slices.log"
+        ;;
+    last-wave)  # the last two sort waves' pieces shared out again (PipelineOptions.last_wave): a sort and a key-value
+                # sort at 2^24, medians of 15 interleaved calls after 20 ms idle and back to back
+        for pause in 20 0; do
+            for part in sort kv; do
+                python3 experiments/bench_pipeline.py --device gpu --part $part --min-log 24 --max-log 24 --waves on \
+                    --streams on --chunks-mib "$([ $part = kv ] && echo 8 || echo 4)" --last-wave 0.5,0.25,0.125 \
+                    --repeats 15 --pause-ms $pause --json "$OUT/pipeline_last_wave_${part}_p$pause.json"
+            done
+        done 2>&1 | tee "$OUT/last_wave.log"
         ;;
     native-staging)  # the pieces staged by hpu's compiled stager against its Python pool's tasks: a sort, rows and a
                      # key-value sort at 2^24, medians of 15 interleaved calls, back to back and after 20 ms idle

@@ -1,6 +1,7 @@
 """Copies by streaming stores (hpu.core.streaming) against numpy.copyto, and the pipeline with and without them."""
 
 import concurrent.futures
+import itertools
 import multiprocessing
 import time
 import warnings
@@ -132,6 +133,8 @@ def test_pipeline_stages_in_slices(runtime, monkeypatch, slices):
         pytest.skip("no OpenCL device")
     if not native_staging_available():
         pytest.skip("the compiled stager was not built here")
+    if runtime.threads < 2:
+        pytest.skip("one thread: the caller stages alone, not the compiled stager")
     from hpu.sorting import pipeline
 
     asked: list = []
@@ -293,6 +296,9 @@ def test_native_staging_in_slices(stager, helpers, slice_bytes):
     t1 = time.perf_counter()
     assert np.array_equal(dst[:-1], src) and dst[-1] == 7
     assert times.shape == (5, 3) and np.all((t0 <= times[:, 0]) & (times[:, 0] <= times[:, 1]) & (times[:, 1] <= t1))
+    # The stager's plan: each piece in ceil(bytes / slice_bytes) slices (an empty one in one), every slice taken.
+    slices = [max(1, -(-(b - a) * 8 // slice_bytes)) for a, b in zip(cuts[:-1], cuts[1:])]
+    assert list(job._first) == [0, *itertools.accumulate(slices)] and job._job.next > job._first[-1]
     threads = set(times[:, 2].astype(int)) - {0}
     assert len(threads) <= helpers and all(t >= 1 for t in threads)
     if helpers == 0:
@@ -338,15 +344,45 @@ def test_native_staging_takes_its_events_late(stager, rt, slice_bytes):
         NativeStaging.of_ranges([(dst, src, ranges[:1])], events[:1], helpers=0, stream=False).set_events(events[:1])
 
 
+def test_native_staging_in_slices_of_one_byte(stager):
+    """Slices of one byte (as many slices as bytes, taken by four threads at once) copy every byte once."""
+    src = np.random.default_rng(3).integers(0, 256, 50_001, dtype=np.uint8)
+    dst = np.zeros_like(src)
+    job = NativeStaging.of_ranges([(dst, src, [(0, 20_000), (20_000, 50_001)])], helpers=3, stream=False,
+                                  slice_bytes=1)
+    job.finish()
+    assert np.array_equal(dst, src) and list(job._first) == [0, 20_000, 50_001]
+
+
 def test_native_staging_refuses_bad_slices(stager):
-    """A negative ``slice_bytes`` raises ValueError, one that is not an integer TypeError, before anything is
-    copied."""
+    """A negative ``slice_bytes`` or one from 2**63 on raises ValueError, one that is not an integer (a bool
+    included) TypeError, before anything is copied; events that are not pyopencl's are refused by ``set_events``
+    (AttributeError) without being given, so that the right ones can be given after."""
     a, b = np.arange(8, dtype=np.int64), np.zeros(8, np.int64)
-    with pytest.raises(ValueError, match="slice_bytes"):
-        NativeStaging([(b, a)], helpers=1, stream=False, slice_bytes=-1)
-    with pytest.raises(TypeError):
-        NativeStaging.of_ranges([(b, a, [(0, 8)])], helpers=1, stream=False, slice_bytes=64.0)
+    for bad in (-1, 1 << 63):
+        with pytest.raises(ValueError, match="slice_bytes"):
+            NativeStaging([(b, a)], helpers=1, stream=False, slice_bytes=bad)
+    for bad in (64.0, True):
+        with pytest.raises(TypeError):
+            NativeStaging.of_ranges([(b, a, [(0, 8)])], helpers=1, stream=False, slice_bytes=bad)
     assert not b.any()
+
+
+def test_native_staging_keeps_no_bad_events(stager, rt):
+    """``set_events`` with an object that is no event raises AttributeError and gives nothing: the events given
+    next are set."""
+    import pyopencl as cl
+
+    src = np.arange(1 << 12, dtype=np.int32)
+    dst = np.zeros_like(src)
+    job = NativeStaging.of_ranges([(dst, src, [(0, 2048), (2048, 4096)])], helpers=0, stream=False)
+    events = [cl.UserEvent(rt.context) for _ in range(2)]
+    with pytest.raises(AttributeError):
+        job.set_events([events[0], object()])
+    job.set_events(events)
+    job.finish()
+    assert all(ev.command_execution_status == cl.command_execution_status.COMPLETE for ev in events)
+    assert np.array_equal(dst, src)
 
 
 def test_native_staging_refuses_bad_pieces(stager):

@@ -89,7 +89,7 @@ struct hpu_stage_job {
                             * whichever thread takes it, so that the threads copy a piece together and the pieces
                             * end one after another, in order; <= 0: each piece by one thread */
     int64_t *first;        /* pieces + 1 entries, the caller's memory: the stager's own (a piece's first slice) */
-    int32_t *state;        /* 2 * pieces entries, the caller's memory: the stager's own (a piece's slices left to
+    int64_t *state;        /* 2 * pieces entries, the caller's memory: the stager's own (a piece's slices left to
                             * copy, and whether it is copied (1) and its event given (2)) */
     /* the stager's own */
     int64_t next;          /* the next piece or slice to take (atomic) */
@@ -234,11 +234,12 @@ int hpu_stage_start(struct hpu_stage_job *job)
     for (int64_t k = 0; k < job->pieces; k++) {
         int64_t slices = 1;
         if (job->slice > 0) {
-            slices = (job->spans[3 * k + 2] + job->slice - 1) / job->slice;
+            const int64_t n = job->spans[3 * k + 2];
+            slices = n / job->slice + (n % job->slice != 0);
             slices = slices > 0 ? slices : 1; /* an empty piece is one empty slice: it too is ended, its event set */
             job->first[k + 1] = job->first[k] + slices;
         }
-        job->state[2 * k] = (int32_t)slices;
+        job->state[2 * k] = slices;
         job->state[2 * k + 1] = job->events && job->set_status ? 2 : 0;
     }
     if (job->helpers <= 0)
@@ -276,10 +277,13 @@ int hpu_stage_start(struct hpu_stage_job *job)
     return err && pool_threads == 0 ? err : 0;
 }
 
-/* Give the job the events of its pieces (once, and only if hpu_stage_start had none): each piece already copied has
- * its event set now, each other piece as soon as it is copied.  Returns the job's status so far. */
+/* Give the job the events of its pieces (once, and only if hpu_stage_start had none; with a set_status): each piece
+ * already copied has its event set now, each other piece as soon as it is copied.  Returns the job's status so far.
+ * */
 int32_t hpu_stage_events(struct hpu_stage_job *job, void *const *events)
 {
+    if (!events || !job->set_status)
+        return 0;
     __atomic_store_n(&job->events, events, __ATOMIC_RELEASE);
     for (int64_t k = 0; k < job->pieces; k++)
         if (__atomic_fetch_or(&job->state[2 * k + 1], 2, __ATOMIC_ACQ_REL) & 1)

@@ -202,8 +202,9 @@ class NativeStaging:
     :meth:`finish`, which returns when every piece is copied; with
     ``slice_bytes``, each piece's slices of that many bytes are taken in
     order instead, so that the threads copy each piece together and the
-    pieces end one after another, in order (each piece by one thread, the
-    threads' pieces end at about one time).  Each piece's OpenCL user event,
+    pieces end one after another, about in order (a thread slowed on a
+    piece's last slice may end it after the next; each piece by one
+    thread, the threads' pieces end at about one time).  Each piece's OpenCL user event,
     if given (here, or later by :meth:`set_events`), is set complete
     (``CL_COMPLETE``) as soon as its copy is done and the event given, by
     the thread that copied its last byte or by :meth:`set_events`.
@@ -240,10 +241,11 @@ class NativeStaging:
     ValueError
         A piece's arrays not C-contiguous, of different byte lengths, or
         ``dst`` read-only; ``events`` of another length than ``pieces``;
-        ``slice_bytes`` negative.
+        ``slice_bytes`` negative or from ``2**63`` on.
     TypeError
         A piece's arrays holding Python objects (copied as raw bytes, their
-        references would not be counted); ``slice_bytes`` not an integer.
+        references would not be counted); ``slice_bytes`` not an integer
+        (a bool included).
 
     Attributes
     ----------
@@ -305,9 +307,11 @@ class NativeStaging:
         funcs = _stager()
         if funcs is None:
             raise RuntimeError("hpu's compiled stager is not available")
+        if isinstance(slice_bytes, (bool, np.bool_)):
+            raise TypeError(f"slice_bytes must be an integer, got {slice_bytes!r}")
         slice_bytes = operator.index(slice_bytes)
-        if slice_bytes < 0:
-            raise ValueError(f"slice_bytes must be >= 0, got {slice_bytes}")
+        if not 0 <= slice_bytes < 1 << 63:
+            raise ValueError(f"slice_bytes must lie in [0, 2**63), got {slice_bytes}")
         pieces = len(spans) // 3
         if events is not None and len(events) != pieces:
             raise ValueError(f"{len(events)} events for {pieces} pieces")
@@ -316,7 +320,7 @@ class NativeStaging:
         self._spans = (ctypes.c_int64 * len(spans))(*spans)
         self._times = (ctypes.c_double * (3 * pieces))()  # start, end (seconds, the C library's clock), thread
         self._first = (ctypes.c_int64 * (pieces + 1))()  # the stager's own: each piece's first slice, its state
-        self._state = (ctypes.c_int32 * (2 * pieces))()
+        self._state = (ctypes.c_int64 * (2 * pieces))()
         self.times: np.ndarray | None = None  # finish's
         self._handles = self._event_handles(events) if events is not None else None
         self._job = _Job(spans=ctypes.addressof(self._spans),
@@ -343,9 +347,11 @@ class NativeStaging:
         ------
         ValueError
             Events given before, at construction or by an earlier call, or not one per piece.
+        AttributeError
+            An event that is not a pyopencl event (no ``int_ptr``); nothing is given then.
         RuntimeError
-            :meth:`finish` has returned; or ``clSetUserEventStatus`` failed for a piece copied already (every
-            other event is still set; :meth:`finish` raises it again).
+            :meth:`finish` has returned; or ``clSetUserEventStatus`` failed for a piece so far (every other event
+            is still set; :meth:`finish` raises it again).
         """
         if self._done:
             raise RuntimeError("the staging has finished: its events can no longer be given")
@@ -354,9 +360,9 @@ class NativeStaging:
         pieces = len(self._times) // 3
         if len(events) != pieces:
             raise ValueError(f"{len(events)} events for {pieces} pieces")
-        self._keep = (self._keep[0], list(events))
-        self._handles = self._event_handles(events)
-        if self._handles is None:
+        handles = self._event_handles(events)  # before anything is kept: an object that is no event fails here
+        self._keep, self._handles = (self._keep[0], list(events)), handles
+        if handles is None:
             return
         status = self._set_events(ctypes.byref(self._job), ctypes.addressof(self._handles))
         if status:

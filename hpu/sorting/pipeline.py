@@ -147,7 +147,9 @@ class PipelineOptions:
         piece's copy up follows right behind its staging; None (default):
         as many as the staging tasks; 1: each piece by one thread (whose
         pieces then all end at about one time, their copies up queued
-        behind each other).  On the H100 machine
+        behind each other).  Slices shorter than
+        :data:`hpu.core.streaming.STREAM_MIN_BYTES` are copied by
+        ``memcpy``, not streaming stores.  On the H100 machine
         (``experiments/results/h100/session28/slices/slices.log``, medians
         of 15 calls of 2^24 keys after 20 ms idle): a sort 4.99 ms against
         5.28 with a piece a thread, rows 4.13 against 4.51, a key-value
@@ -360,9 +362,10 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
 
 
 def _slice_bytes(piece_bytes: int, slices: int) -> int:
-    """Bytes the compiled stager's threads copy at a time to copy a piece of ``piece_bytes`` in ``slices`` slices
-    (:class:`NativeStaging`'s ``slice_bytes``): rounded up to whole cache lines of 64 bytes; 0 (a piece a thread)
-    for one slice."""
+    """Bytes the compiled stager's threads copy at a time to copy a piece of ``piece_bytes`` (the pipeline's
+    ``chunk_bytes``: a piece of whole rows may be longer, one of :func:`_ramp_pieces` shorter) in ``slices``
+    slices (:class:`NativeStaging`'s ``slice_bytes``): rounded up to whole cache lines of 64 bytes; 0 (a piece a
+    thread) for one slice."""
     if slices <= 1:
         return 0
     per = -(-piece_bytes // slices)
@@ -444,13 +447,14 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
                 for ev in ready:
                     ev.set_status(complete)
         if job is not None:
-            job.set_events([w[4] for w in work])
-    except BaseException as e:
+            try:
+                job.set_events([w[4] for w in work])
+            except RuntimeError as e:  # an event's setting failed (nothing waits for the events yet)
+                raise DeviceFailure(str(e)) from e
+    except BaseException:
         if job is not None:  # its threads let go of the caller's array and the staging memory before this returns
             with contextlib.suppress(RuntimeError):
                 job.finish()
-        if isinstance(e, RuntimeError) and job is not None:  # an event's setting failed; nothing waits for it yet
-            raise DeviceFailure(str(e)) from e
         raise
     if job is not None:
         return out, tasks, [_OnCaller(functools.partial(_native_staged, job, work, rec))]

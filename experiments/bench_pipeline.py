@@ -1,24 +1,21 @@
 """Where a device-only fast sort spends its time: staging, the two DMA directions and the device sort.
 
-For each n, sorts uniform random int32 host to host with ``strategy="gpu"``
-(``--part sort``; ``--part kv``: the key-value sort of
-:func:`hpu.sorting.pipeline.fast_keyed_sort`, int32 keys with int64 values;
-``--part rows``: :func:`hpu.sorting.pipeline.fast_row_sort` of float32 rows
-of 1024 keys) several times and prints, from the best run's trace (milliseconds since the
-call began): the span of the CPU staging copies, of the host-to-device and
+For each n, sorts uniform random int32 host to host with ``strategy="gpu"`` (``--part sort``; ``--part kv``: the
+key-value sort of :func:`hpu.sorting.pipeline.fast_keyed_sort`, int32 keys with int64 values; ``--part rows``:
+:func:`hpu.sorting.pipeline.fast_row_sort` of float32 rows of 1024 keys) several times and prints, from the best
+run's trace (milliseconds since the call began): the span of the CPU staging copies, of the host-to-device and
 device-to-host copies, of the device sort, and the wall time, beside the median wall time of the runs (by their
-traces, and by the caller's clock around the whole call);
-with the transfer chunk size, the most staging tasks at once and the pieces per sort wave varied, with the
-device sorting each staging wave on arrival or the whole array after the
-last copy, with the host's copies by streaming stores or ``numpy.copyto``, with the pieces staged by hpu's
-compiled stager or by its Python thread pool, and with the device's sort
-(``hpu.PipelineOptions(chunk_bytes=..., staging_tasks=..., wave_pieces=..., staging_slices=..., last_wave=...,
-sort_waves=..., stream_copies=..., native_staging=..., device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's
+traces, and by the caller's clock around the whole call); with the transfer chunk size, the most staging tasks at
+once and the pieces per sort wave varied, with the device sorting each staging wave on arrival or the whole array
+after the last copy, with the host's copies by streaming stores or ``numpy.copyto``, with the pieces staged by hpu's
+compiled stager or by its Python thread pool, and with the device's sort (``hpu.PipelineOptions(chunk_bytes=...,
+staging_tasks=..., wave_pieces=..., staging_slices=..., last_wave=..., sort_waves=..., stream_copies=...,
+native_staging=..., device_sort=...)``, passed as ``options=``), and with the input in pageable memory or in hpu's
 pinned memory (``--memory``: not staged), with a share of the rows sorted by the CPU pool beside the device
 (``--cpu-rows``, rows only), each call back to back or after an idle pause (``--pause-ms``), with Python's switch
-interval set (``--switch-interval``); the settings in turn,
-call by call, so that each median is of calls interleaved with the others'; then each device step of that run
-(``--pieces``: and below it each staged piece's copy into pinned memory, by which thread, and its copy up).  The host's ``GLIBC_TUNABLES`` are printed in the header.
+interval set (``--switch-interval``); the settings in turn, call by call, so that each median is of calls
+interleaved with the others'; then each device step of that run (``--pieces``: and below it each staged piece's copy
+into pinned memory, by which thread, and its copy up). The host's ``GLIBC_TUNABLES`` are printed in the header.
 
     python experiments/bench_pipeline.py [--device gpu] [--part sort|kv|rows] [--min-log 22] [--max-log 25]
         [--chunks-mib 2,4,8] [--tasks auto,4,8] [--wave-pieces auto,2] [--slices auto,1] [--last-wave 0.5,0.25]
@@ -108,12 +105,12 @@ def setting(v: str) -> int | None:
 def best_traces(part: str, ins: dict[str, tuple[np.ndarray, np.ndarray | None]], refs: list[np.ndarray],
                 rt: hpu.Runtime, configs: list[tuple[hpu.PipelineOptions, str, float]],
                 repeats: int, pause: float = 0.0) -> list[tuple[hpu.Trace, float, float]]:
-    """For each of ``configs`` (options, the input's memory: a key of ``ins``, whose values are the keys and the
-    values, and the CPU's share of rows): the trace of the fastest of ``repeats + 1`` device-only calls (each result checked against ``refs``),
-    the median wall time (ms) of the last ``repeats`` (the first warms up) by their traces, and by the caller's
-    clock around the whole call (the trace's wall starts once the call has checked its input and chosen its path,
-    and ends before it returns), the settings called in turn in each
-    round, each call ``pause`` seconds after the one before (idle)."""
+    """For each of ``configs`` (options, the input's memory: a key of ``ins``, whose values are the keys and the values,
+    and the CPU's share of rows): the trace of the fastest of ``repeats + 1`` device-only calls (each result checked
+    against ``refs``), the median wall time (ms) of the last ``repeats`` (the first warms up) by their traces, and
+    by the caller's clock around the whole call (the trace's wall starts once the call has checked its input and
+    chosen its path, and ends before it returns), the settings called in turn in each round, each call ``pause``
+    seconds after the one before (idle)."""
     best: list = [None] * len(configs)
     walls: list[list[float]] = [[] for _ in configs]
     calls: list[list[float]] = [[] for _ in configs]

@@ -96,16 +96,9 @@ def test_copy_into_with_and_without_streaming(monkeypatch):
     assert len(calls) == (1 if streaming_available() else 2)
 
 
-@pytest.mark.parametrize("native", [True, False])
-@pytest.mark.parametrize("stream", [True, False])
-def test_pipeline_with_and_without_streaming(runtime, staged_sources, stream, native):
-    """A device sort, a row sort and a key-value sort staged in pieces past STREAM_MIN_BYTES equal numpy's, the
-    inputs untouched; every staging copy is made the way ``stream_copies`` asks, by the compiled stager where
-    ``native_staging`` asks for it and it was built, else by the Python pool's tasks."""
-    if not runtime.has_device:
-        pytest.skip("no OpenCL device")
-    opts = hpu.PipelineOptions(chunk_bytes=2 * STREAM_MIN_BYTES, stream_copies=stream, native_staging=native)
-    rng = np.random.default_rng(5)
+def _three_sorts(runtime: hpu.Runtime, opts: hpu.PipelineOptions, rng: np.random.Generator) -> None:
+    """A device sort (5 pieces of 2 * STREAM_MIN_BYTES), a row sort (4 pieces) and a key-value sort (6 pieces)
+    with ``opts`` equal numpy's stable sorts bit for bit (-0.0 among the floats), the inputs untouched."""
     a = rng.standard_normal(9 * STREAM_MIN_BYTES // 4 + 3).astype(np.float32)  # 5 pieces: 2 tasks or more
     a[::97] = -0.0
     before = a.copy()
@@ -121,6 +114,18 @@ def test_pipeline_with_and_without_streaming(runtime, staged_sources, stream, na
     (got_keys, got_values), _ = fast_keyed_sort(keys, [values], runtime, gather=True, redo=None,
                                                 on_device_error="raise", options=opts)
     assert same_bits(got_keys, keys[order]) and same_bits(got_values, values[order])
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize("stream", [True, False])
+def test_pipeline_with_and_without_streaming(runtime, staged_sources, stream, native):
+    """A device sort, a row sort and a key-value sort staged in pieces past STREAM_MIN_BYTES equal numpy's, the
+    inputs untouched; every staging copy is made the way ``stream_copies`` asks, by the compiled stager where
+    ``native_staging`` asks for it and it was built, else by the Python pool's tasks."""
+    if not runtime.has_device:
+        pytest.skip("no OpenCL device")
+    opts = hpu.PipelineOptions(chunk_bytes=2 * STREAM_MIN_BYTES, stream_copies=stream, native_staging=native)
+    _three_sorts(runtime, opts, np.random.default_rng(5))
     assert len(staged_sources) >= 8 and {st for _, st, _ in staged_sources} == {stream}
     assert {by for _, _, by in staged_sources} == {"native" if native and native_staging_available() else "pool"}
 
@@ -146,22 +151,9 @@ def test_pipeline_stages_in_slices(runtime, monkeypatch, slices):
 
     monkeypatch.setattr(pipeline.NativeStaging, "of_ranges", spy)
     chunk = 2 * STREAM_MIN_BYTES + 100
-    opts = hpu.PipelineOptions(chunk_bytes=chunk, staging_tasks=3, staging_slices=slices)
-    rng = np.random.default_rng(7)
-    a = rng.standard_normal(9 * STREAM_MIN_BYTES // 4 + 3).astype(np.float32)  # 5 pieces
-    a[::89] = -0.0
-    out = hpu.hybrid_mergesort(a, strategy="gpu", runtime=runtime, options=opts, on_device_error="raise")
-    assert same_bits(out, np.sort(a, kind="stable"))
-    rows = rng.integers(-9, 9, (8 * STREAM_MIN_BYTES // 256, 64)).astype(np.int32)
-    got, _ = fast_row_sort(rows.reshape(-1), 64, runtime, options=opts, on_device_error="raise",
-                           sort_into=lambda b, o: o.__setitem__(Ellipsis, np.sort(b, axis=-1, kind="stable")))
-    assert np.array_equal(got.reshape(rows.shape), np.sort(rows, axis=-1, kind="stable"))
-    keys = rng.integers(-50, 50, STREAM_MIN_BYTES).astype(np.int32)
-    values = rng.integers(-2**62, 2**62, keys.size)
-    order = np.argsort(keys, kind="stable")
-    (got_keys, got_values), _ = fast_keyed_sort(keys, [values], runtime, gather=True, redo=None,
-                                                on_device_error="raise", options=opts)
-    assert same_bits(got_keys, keys[order]) and same_bits(got_values, values[order])
+    _three_sorts(runtime, hpu.PipelineOptions(chunk_bytes=chunk, staging_tasks=3, staging_slices=slices),
+                 np.random.default_rng(7))
+
     def want(k: int) -> int:  # bytes of one of k slices of a piece, in whole cache lines; 0: a piece a thread
         return 0 if k == 1 else -(-(-(-chunk // k)) // 64) * 64
 

@@ -467,7 +467,9 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
 
 def _native_staged(job: NativeStaging, work: list, rec: Recorder) -> None:
     """Finish a :class:`NativeStaging` of ``work`` (:func:`_stage_arrays`) on the caller and note its pieces in
-    ``rec``, each under the thread that copied it."""
+    ``rec``, each under the thread that copied it (staged in slices, several threads copy a piece: it is noted
+    under the one that copied its last slice, from its first slice's start to its end, so that a thread's lane of a
+    Gantt chart may show pieces overlapping)."""
     try:
         times = job.finish()
     except RuntimeError as e:  # the other events were set; the failed one's commands fail or wait (quiesce)

@@ -62,8 +62,8 @@ void hpu_stream_copy(void *dst, const void *src, size_t n)
  * threads that never hold it: hpu_stage_start wakes up to `helpers` threads of the pool at once and returns;
  * hpu_stage_finish copies pieces on the caller until none is left, then waits until every helper that joined has
  * ended.  Each piece is taken once (an atomic counter), so the pieces start in order; or, with a job's `slice`, each
- * slice of each piece, so that all threads copy one piece after another and the pieces also end in order, the copy
- * up of each following right behind its staging (with a piece a thread, the threads' pieces end at about one time
+ * slice of each piece, so that all threads copy one piece after another and the pieces also end about in order, the
+ * copy up of each following right behind its staging (with a piece a thread, the threads' pieces end at about one time
  * and their copies up queue behind each other).  A piece's event is set by the thread that copies its last byte,
  * or, where the events are made after the copies began (hpu_stage_events), by whichever of the two comes second.
  *
@@ -87,8 +87,9 @@ struct hpu_stage_job {
     int32_t most;          /* the most threads the pool may hold for it (it makes no more than the largest asked) */
     int64_t slice;         /* > 0: each piece copied in slices of this many bytes (the last shorter), each slice by
                             * whichever thread takes it, so that the threads copy a piece together and the pieces
-                            * end one after another, in order; <= 0: each piece by one thread */
-    int64_t *first;        /* pieces + 1 entries, the caller's memory: the stager's own (a piece's first slice) */
+                            * end one after another, about in order; <= 0: each piece by one thread (one slice) */
+    int64_t *first;        /* pieces + 1 entries, the caller's memory: the stager's own (a piece's first slice, the
+                            * slices in all last) */
     int64_t *state;        /* 2 * pieces entries, the caller's memory: the stager's own (a piece's slices left to
                             * copy, and whether it is copied (1) and its event given (2)) */
     /* the stager's own */
@@ -143,20 +144,15 @@ static void copy(const struct hpu_stage_job *job, void *dst, const void *src, si
 
 static void run_pieces(struct hpu_stage_job *job, int32_t who)
 {
-    const int64_t units = job->slice > 0 ? job->first[job->pieces] : job->pieces;
     int64_t k = 0; /* the piece of the last slice taken: slices are taken in order, so it only grows */
     for (;;) {
         const int64_t u = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
-        if (u >= units)
+        if (u >= job->first[job->pieces])
             return;
-        if (job->slice <= 0)
-            k = u;
-        else
-            while (job->first[k + 1] <= u)
-                k++;
-        const int64_t s = job->slice > 0 ? u - job->first[k] : 0;
-        const int64_t n = job->spans[3 * k + 2];
-        const int64_t off = s * (job->slice > 0 ? job->slice : 0);
+        while (job->first[k + 1] <= u)
+            k++;
+        const int64_t s = u - job->first[k], n = job->spans[3 * k + 2]; /* s > 0 only with slices */
+        const int64_t off = s * job->slice;
         const int64_t len = job->slice > 0 && n - off > job->slice ? job->slice : n - off;
         const double t0 = monotonic();
         if (s == 0 && job->times)
@@ -229,16 +225,11 @@ int hpu_stage_start(struct hpu_stage_job *job)
     job->next = 0;
     job->status = job->joined = job->left = 0;
     job->queued = NULL;
-    if (job->slice > 0)
-        job->first[0] = 0;
-    for (int64_t k = 0; k < job->pieces; k++) {
-        int64_t slices = 1;
-        if (job->slice > 0) {
-            const int64_t n = job->spans[3 * k + 2];
-            slices = n / job->slice + (n % job->slice != 0);
-            slices = slices > 0 ? slices : 1; /* an empty piece is one empty slice: it too is ended, its event set */
-            job->first[k + 1] = job->first[k] + slices;
-        }
+    job->first[0] = 0;
+    for (int64_t k = 0; k < job->pieces; k++) { /* an empty piece is one empty slice: it too is ended, its event set */
+        const int64_t n = job->spans[3 * k + 2];
+        const int64_t slices = job->slice > 0 && n > 0 ? n / job->slice + (n % job->slice != 0) : 1;
+        job->first[k + 1] = job->first[k] + slices;
         job->state[2 * k] = slices;
         job->state[2 * k + 1] = job->events && job->set_status ? 2 : 0;
     }

@@ -199,12 +199,12 @@ class NativeStaging:
 
     The pieces are taken in order, each once, by up to ``helpers`` pool
     threads (woken at once) from construction on, and by the caller in
-    :meth:`finish`, which returns when every piece is copied; with
+    :meth:`finish`, which returns when every piece is copied.  With
     ``slice_bytes``, each piece's slices of that many bytes are taken in
     order instead, so that the threads copy each piece together and the
     pieces end one after another, about in order (a thread slowed on a
-    piece's last slice may end it after the next; each piece by one
-    thread, the threads' pieces end at about one time).  Each piece's OpenCL user event,
+    piece's last slice may end it after the next); a piece a thread, the
+    threads' pieces end at about one time.  Each piece's OpenCL user event,
     if given (here, or later by :meth:`set_events`), is set complete
     (``CL_COMPLETE``) as soon as its copy is done and the event given, by
     the thread that copied its last byte or by :meth:`set_events`.
@@ -319,7 +319,7 @@ class NativeStaging:
         self._keep = (keep, list(events) if events is not None else None)
         self._spans = (ctypes.c_int64 * len(spans))(*spans)
         self._times = (ctypes.c_double * (3 * pieces))()  # start, end (seconds, the C library's clock), thread
-        self._first = (ctypes.c_int64 * (pieces + 1))()  # the stager's own: each piece's first slice, its state
+        self._first = (ctypes.c_int64 * (pieces + 1))()  # the stager's own: each piece's first slice, and state
         self._state = (ctypes.c_int64 * (2 * pieces))()
         self.times: np.ndarray | None = None  # finish's
         self._handles = self._event_handles(events) if events is not None else None

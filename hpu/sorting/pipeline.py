@@ -53,6 +53,7 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import numbers
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
@@ -173,9 +174,8 @@ class PipelineOptions:
     ------
     ValueError
         ``chunk_bytes``, ``staging_tasks``, ``wave_pieces`` or ``staging_slices`` not an integer >= 1 (numpy
-        integers are taken as
-        the Python integers they hold; floats, bools and strings are refused), or an unknown ``device_sort``,
-        ``result_memory`` or ``cpu_sort``.
+        integers are taken as the Python integers they hold; floats, bools and strings are refused), ``last_wave``
+        not a real number in (0, 0.5], or an unknown ``device_sort``, ``result_memory`` or ``cpu_sort``.
     """
 
     chunk_bytes: int | None = None
@@ -196,8 +196,8 @@ class PipelineOptions:
             value = getattr(self, name)
             if value is not None or not optional:  # as a Python int (a float, a bool or a string refused)
                 object.__setattr__(self, name, check_int(name, value, 1, what=" (or None)" if optional else ""))
-        if not (isinstance(self.last_wave, (int, float, np.floating, np.integer)) and not isinstance(
-                self.last_wave, (bool, np.bool_)) and 0 < self.last_wave <= 0.5):
+        if isinstance(self.last_wave, (bool, np.bool_)) or not (
+                isinstance(self.last_wave, numbers.Real) and 0 < self.last_wave <= 0.5):
             raise ValueError(f"last_wave must be a number in (0, 0.5], got {self.last_wave!r}")
         object.__setattr__(self, "last_wave", float(self.last_wave))
         if self.device_sort not in (None, *ALGORITHMS):
@@ -334,7 +334,7 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
     after another (and the caller besides them); those threads copy each
     piece in ``slices`` slices (:attr:`PipelineOptions.staging_slices`;
     None: as many as the tasks; 1: a piece a thread), so that the pieces end
-    one after another, in order.
+    one after another, about in order.
 
     Returns
     -------
@@ -655,16 +655,14 @@ def wave_merges(sizes: Sequence[int]) -> tuple[list[tuple[int, int, int, int]], 
 
 
 def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: list, waves: Sequence[int], n: int,
-                  t: int,
-                   d_in: Any, d_out: Any, sort_waves: bool,
-                   prepare: Callable[[int, int, list], Any] | None = None,
-                   bits: int | None = None) -> tuple[list, list]:
+                  t: int, d_in: Any, d_out: Any, sort_waves: bool,
+                  prepare: Callable[[int, int, list], Any] | None = None,
+                  bits: int | None = None) -> tuple[list, list]:
     """Enqueue the device sort of ``d_in`` into ``d_out`` behind the copies ``h2d``.
 
     With one segment (``t == 0``), ``sort_waves`` and a GPU's sort (not ``"radix"``), each
     wave (of ``waves[i]`` pieces, in order: :meth:`PipelineOptions.waves`) is sorted as soon as its copies are in,
-    and the
-    waves' runs are merged as they come (:func:`wave_merges`); each wave is
+    and the waves' runs are merged as they come (:func:`wave_merges`); each wave is
     sorted into ``d_in`` (in place) or ``d_out`` by the parity of the merges
     its keys go through, so that the last merge writes ``d_out``.
 
@@ -685,8 +683,8 @@ def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: l
         return copies if prepare is None else [prepare(a, b, copies)]
 
     if t == 0 and sort_waves and sorter.algorithm != "radix":
-        ends = list(itertools.accumulate(waves))
         assert sum(waves) == len(pieces), "the waves hold every piece"
+        ends = list(itertools.accumulate(waves))
         spans = list(zip([0, *ends[:-1]], ends))
         bounds = [(pieces[i][0], pieces[j - 1][1]) for i, j in spans]
         merges, depth = wave_merges(waves)

@@ -7,7 +7,8 @@ machine and versions.  Host array in, host array out.  The strategies and
 numpy.sort run in shuffled rounds, each call after the same idle pause
 (``hpu.core.calibrate.IDLE_PAUSE``; ``--back-to-back``: each one's calls one after another instead, the
 steady state), and each median is reported.  When importable,
-cupy.sort host to host (pageable and pinned host buffers) is timed too.
+cupy.sort host to host (pageable and pinned host buffers) is timed too
+(``--no-cupy``: not, so that no other GPU context's work runs between hpu's calls).
 ``--variants`` adds other key distributions and dtypes at one size.
 A strategy ``keyrange@A`` is the key-range split with the CPU's share forced
 to ``A`` (``hybrid_mergesort(strategy="keyrange", alpha=A)``); a strategy
@@ -120,6 +121,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--back-to-back", action="store_true",
                     help="time each strategy's calls one after another (steady state), after one untimed call, "
                          "rather than in shuffled rounds after idle pauses (the default)")
+    ap.add_argument("--no-cupy", action="store_true",
+                    help="leave out cupy's baselines (their CUDA context's work between hpu's calls)")
     add_runtime_arguments(ap)
     args = ap.parse_args(argv)
     args.strategies = [s for s in args.strategies.split(",") if s]
@@ -195,7 +198,8 @@ def time_strategies(a: np.ndarray, strategies: list[str], args: argparse.Namespa
     runs = {s: (lambda s=s: hpu.hybrid_mergesort(ins[s], **_strategy(s), mode=args.mode, runtime=rt))
             for s in strategies}
     runs["numpy"] = lambda: np.sort(a)
-    runs.update(_cupy_baselines(a))
+    if not args.no_cupy:
+        runs.update(_cupy_baselines(a))
     # Sub-millisecond sorts scatter by 10-20%: more rounds there (numpy's warm-up time as the yardstick).
     np.sort(a)
     t0 = time.perf_counter()

@@ -11,7 +11,7 @@
 #                                            review-tests | model-large | bus-gpus | floors |
 #                                            staging-floor | call-gap | latency | ab | loop |
 #                                            upload-chain | host-ptr | native-staging | onesweep | slices |
-#                                            last-wave)
+#                                            last-wave | model-rounds)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -45,6 +45,9 @@
 # glibc: glibc's memcpy thresholds and the cache sizes it derives them from (ld.so --list-tunables, getconf).
 # pipeline-waves: bench_pipeline's sort (2^24, 2^26) and key-value part (2^24) with the pieces per sort wave varied.
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
+# model-rounds: a fresh calibration up to 2^CAL_MAX_LOG (28), then bench_mergesort's default and device alone
+#               2^22-2^28 without cupy's baselines in the rounds (--no-cupy), 2^22-2^24 with them, each against
+#               the model (model_vs_measured.py).
 # sort-check: bench_mergesort at 2^24 only (the README's figure), with the same profile.
 # keyrange: bench_mergesort 2^22-2^28 with the key-range split (the model's shares and forced CPU shares) beside the
 #           device alone and the default, after tests/test_keyrange.py on the GPU; then 2^30 int32 with the device
@@ -296,6 +299,21 @@ for stage in "$@"; do
         for prof in "$OUT/profile_large.json" "${PROFILE:-experiments/results/h100/profile_direct.json}"; do
             python3 experiments/model_vs_measured.py "$OUT/bench_mergesort_large.json" "$prof"
         done 2>&1 | tee "$OUT/model_vs_measured_large.log"
+        ;;
+    model-rounds)  # the model against measurement with cupy's baselines left out of the rounds and kept in them
+        t0=$(date +%s)
+        python3 -m hpu.calibrate --device gpu --no-progress --force --max-log "${CAL_MAX_LOG:-28}" \
+            --out "$OUT/profile_large.json" 2>&1 | tee "$OUT/calibrate_large.log"
+        echo "calibration: $(($(date +%s) - t0)) s" | tee -a "$OUT/calibrate_large.log"
+        python3 experiments/bench_mergesort.py --device gpu --profile "$OUT/profile_large.json" --min-log 22 \
+            --max-log 28 --strategies auto,gpu --repeats 5 --slow 2 --no-cupy \
+            --json "$OUT/bench_mergesort_nocupy.json" 2>&1 | tee "$OUT/bench_mergesort_nocupy.log"
+        python3 experiments/bench_mergesort.py --device gpu --profile "$OUT/profile_large.json" --min-log 22 \
+            --max-log 24 --strategies auto,gpu --repeats 5 --json "$OUT/bench_mergesort_cupy.json" 2>&1 \
+            | tee "$OUT/bench_mergesort_cupy.log"
+        for run in nocupy cupy; do
+            python3 experiments/model_vs_measured.py "$OUT/bench_mergesort_$run.json" "$OUT/profile_large.json"
+        done 2>&1 | tee "$OUT/model_vs_measured.log"
         ;;
     pinned)
         calibrate

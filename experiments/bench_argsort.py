@@ -21,7 +21,11 @@ each call after the same idle pause (``hpu.core.calibrate.IDLE_PAUSE``, as in
   ``hpu.sort(X)`` (axis -1), from a pinned copy, forced to the CPU, to the device alone, and with
   CPU shares of the rows (``--row-alphas``) forced beside the device's,
   against ``numpy.sort(X, axis=-1)`` (stable, the baseline, and default kind)
-  on one core, and ``cupy.sort`` / ``torch.sort`` pageable where importable.
+  on one core, and ``cupy.sort`` / ``torch.sort`` pageable where importable; then a line of ``hpu.sort`` against
+  ``numpy.sort``'s default kind (issue 16's yardstick).
+
+``--no-gpu-libs`` leaves cupy and torch out (so that no other CUDA context's work runs between hpu's calls: in
+the same rounds it adds to hpu's calls, ``device_run.sh model-rounds`` for the sort).
 
 Each variant is timed in shuffled rounds, every call after an idle pause (the first call of a program that does
 other work between sorts), or with ``--back-to-back`` in a run of calls one after another (steady state).
@@ -451,6 +455,15 @@ def run_config(cfg: Config, args: argparse.Namespace, state: State, seed: int) -
             print(f"# {name} {cfg.dtype}: {t:.3g} s > --slow {args.slow:g} s: skipped at larger n", flush=True)
 
 
+def print_rows_ratio(state: State) -> None:
+    """Print the default ``hpu.sort`` of the rows against ``np.sort(axis=-1)`` of numpy's default kind (issue 16's
+    yardstick, where the table's ratios are to the stable kind), from the rows part's medians just recorded."""
+    t = {r["variant"]: r["seconds"] for r in state.rows if r["part"] == "rows" and r.get("seconds")}
+    if "hpu.sort" in t and "np.sort" in t:
+        print(f"# rows: hpu.sort {t['hpu.sort'] * 1e3:.2f} ms, {t['np.sort'] / t['hpu.sort']:.1f}x np.sort's "
+              f"{t['np.sort'] * 1e3:.2f} ms (numpy's default kind, one core)", flush=True)
+
+
 # -- sizes, memory and the command line -----------------------------------------------
 
 
@@ -507,6 +520,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     timing.add_argument("--max-gib", type=float, default=None,
                         help="skip sizes whose rough host-memory need exceeds this (default 90%% of available memory)")
     timing.add_argument("--seed", type=int, default=0, help="random seed of the keys (default 0)")
+    timing.add_argument("--no-gpu-libs", action="store_true",
+                        help="leave out cupy's and torch's baselines (their CUDA contexts' work between hpu's calls)")
     args = ap.parse_args(argv)
     args.dtypes = [np.dtype(d) for d in args.dtypes.split(",") if d]
     args.parts = [p for p in args.parts.split(",") if p]
@@ -568,7 +583,7 @@ def run_1d_parts(args: argparse.Namespace, rt: hpu.Runtime, gpu: dict, state: St
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    gpu = gpu_libraries()
+    gpu = {} if args.no_gpu_libs else gpu_libraries()
     state = State()
     with hpu.Runtime(args.device, profile=args.profile, threads=args.threads) as rt:
         meta = machine_meta(rt, args, argv, gpu)
@@ -578,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                   dtype=np.float32)
             if fits("rows", x.size, x.dtype, args):
                 run_config(rows_config(x, rt, gpu, args.row_alphas), args, state, seed=args.rows_log)
+                print_rows_ratio(state)
             del x
             release_gpu(gpu)
     if state.wrong:

@@ -716,34 +716,25 @@ def enqueue_sorts(lease: DeviceLease, sorter: DeviceSorter, h2d: list, pieces: l
     return steps, segs
 
 
-def _enqueue_rows(lease: DeviceLease, d_buf: Any, up: np.ndarray, stage: np.ndarray, pieces: list, ready: list,
-                  m: int, steps: list, h2d: list, d2h: list) -> None:
-    """Enqueue, piece by piece of whole rows, the copy of ``up[a:b]`` into ``d_buf`` once ``ready`` says it is
-    staged and the sort of each row of ``m`` keys of it in place, both on the lease's queue, then the piece's copy
-    back into ``stage`` once its sort ends, on the lease's download queue: each copy back overlaps the next pieces'
-    copies up and sorts.  The sorts, copies up and copies back are appended to ``steps``, ``h2d`` and ``d2h`` as
-    they are enqueued, lists the caller names (:func:`download_pieces` says why).
+def _enqueue_rows(lease: DeviceLease, d_buf: Any, stage: np.ndarray, pieces: list, h2d: list,
+                  m: int) -> tuple[list, list]:
+    """Enqueue, piece by piece of whole rows, the sort of each row of ``m`` keys of ``d_buf`` in place as soon as
+    the piece's copy ``h2d[k]`` is in (on the lease's queue), then the piece's copy back into ``stage`` once its
+    sort ends, on the lease's download queue: each copy back overlaps the next pieces' sorts and copies up.
+    ``(steps, copies back)``.
 
-    A piece's copy up and sort share one in-order queue, so that the sort waits for no event of another queue.
-    With the copies up on a queue of their own (as a sort's, :func:`upload_pieces`) and each sort waiting for its
-    copy's event, the copies up came late on the H100 machine (2^14 rows of 2^10 float32 in 16 pieces,
-    ``experiments/results/h100/session28/slices/slices.log``): the first piece staged by 0.64 ms into the call and
-    copied up from 0.96 ms, the last staged by 2.85 and copied up from 3.16 (a sort's: 0.61 and 0.68, 2.67 and 2.69).
     With the copies back on the sorts' queue, each sort waited for the copy back before it: on the H100 machine
-    (``experiments/results/h100/pipeline_streaming_rows.json``) the sorts and copies back then ran one after
-    another at 0.11-0.15 ms a piece of 4 MiB, as slow as the staging.
+    (2^14 rows of 2^10 float32 in 16 pieces, ``experiments/results/h100/pipeline_streaming_rows.json``) the
+    sorts and copies back then ran one after another at 0.11-0.15 ms a piece of 4 MiB, as slow as the staging.
     """
     sorter = DeviceSorter.for_rows(lease, stage.dtype, m)
-    q = lease.queue
-    for (a, b), r in zip(pieces, ready):
-        h = cl.enqueue_copy(q, d_buf, _bytes(up, a, b), dst_offset=a * up.itemsize, is_blocking=False, wait_for=[r])
-        h2d.append(h)
-        ev = sorter.sort_rows(d_buf, a, b, m)
+    steps, d2h = [], []
+    for (a, b), h in zip(pieces, h2d):
+        ev = sorter.sort_rows(d_buf, a, b, m, wait_for=[h])
         steps.append(("sort", -(-(b - a) // m), b - a, [h], ev))
         d2h.append(cl.enqueue_copy(lease.download_queue, stage[a:b], d_buf, src_offset=a * stage.itemsize,
                                    is_blocking=False, wait_for=[ev]))
-        if len(h2d) == 1:
-            q.flush()
+    return steps, d2h
 
 
 def wait_staged(staging_tasks: list) -> None:
@@ -900,9 +891,9 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
         if staged is not None:
             staged()
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
+        h2d = upload_pieces(cq, d_in, up, pieces, ready)
+        cq.flush()
         if row_length is None:
-            h2d = upload_pieces(cq, d_in, up, pieces, ready)
-            cq.flush()
             d_out = lease.buffer("out", nbytes)
             sorter = DeviceSorter.of_lease(lease, dt, options.device_algorithm(lease.device, dt))
             steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.waves(len(pieces), tasks), n, t, d_in,
@@ -912,8 +903,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
             d2h: list = []
             download_pieces(q, stage, d_out, pieces if dst is not None and not in_place else [(0, n)], d2h)
         else:
-            steps, h2d, d2h, segs = [], [], [], [(0, n)]
-            _enqueue_rows(lease, d_in, up, stage, pieces, ready, row_length, steps, h2d, d2h)
+            (steps, d2h), segs = _enqueue_rows(lease, d_in, stage, pieces, h2d, row_length), [(0, n)]
             lease.download_queue.flush()
         q.flush()
         wait_staged(staging_tasks)

@@ -8,7 +8,8 @@ numpy.sort run in shuffled rounds, each call after the same idle pause
 (``hpu.core.calibrate.IDLE_PAUSE``; ``--back-to-back``: each one's calls one after another instead, the
 steady state), and each median is reported.  When importable,
 cupy.sort host to host (pageable and pinned host buffers) is timed too
-(``--no-cupy``: not, so that no other GPU context's work runs between hpu's calls).
+(``--no-cupy``: not, so that no other GPU context's work runs between hpu's calls; ``--numpy-apart``: numpy.sort
+in rounds of its own, so that no call follows seconds of it at large n).
 ``--variants`` adds other key distributions and dtypes at one size.
 A strategy ``keyrange@A`` is the key-range split with the CPU's share forced
 to ``A`` (``hybrid_mergesort(strategy="keyrange", alpha=A)``); a strategy
@@ -123,6 +124,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "rather than in shuffled rounds after idle pauses (the default)")
     ap.add_argument("--no-cupy", action="store_true",
                     help="leave out cupy's baselines (their CUDA context's work between hpu's calls)")
+    ap.add_argument("--numpy-apart", action="store_true",
+                    help="time numpy.sort in rounds of its own after the others' (so that no call comes after "
+                         "seconds of numpy.sort at large n, the GPU idle meanwhile)")
     add_runtime_arguments(ap)
     args = ap.parse_args(argv)
     args.strategies = [s for s in args.strategies.split(",") if s]
@@ -197,7 +201,8 @@ def time_strategies(a: np.ndarray, strategies: list[str], args: argparse.Namespa
     ins = _inputs(a, strategies, rt)
     runs = {s: (lambda s=s: hpu.hybrid_mergesort(ins[s], **_strategy(s), mode=args.mode, runtime=rt))
             for s in strategies}
-    runs["numpy"] = lambda: np.sort(a)
+    apart = {"numpy": lambda: np.sort(a)}
+    runs.update({} if args.numpy_apart else apart)
     if not args.no_cupy:
         runs.update(_cupy_baselines(a))
     # Sub-millisecond sorts scatter by 10-20%: more rounds there (numpy's warm-up time as the yardstick).
@@ -206,8 +211,11 @@ def time_strategies(a: np.ndarray, strategies: list[str], args: argparse.Namespa
     np.sort(a)
     rounds = max(args.repeats, min(SMALL_ROUNDS, int(SMALL_SECONDS / max(time.perf_counter() - t0, 1e-9))))
     if args.back_to_back:
-        return {k: timings(fn, rounds) for k, fn in runs.items()}
-    return shuffled_rounds(runs, rounds, np.random.default_rng(seed))
+        return {k: timings(fn, rounds) for k, fn in {**runs, **apart}.items()}
+    samples = shuffled_rounds(runs, rounds, np.random.default_rng(seed))
+    if args.numpy_apart:
+        samples.update(shuffled_rounds(apart, rounds, np.random.default_rng(seed)))
+    return samples
 
 
 def strategy_row(n: int, s: str, tr: hpu.Trace, samples: list[float], numpy_samples: list[float]) -> dict:

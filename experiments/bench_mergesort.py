@@ -20,15 +20,20 @@ most ``K`` staging tasks a device (``hpu.PipelineOptions(staging_tasks=K)``; the
 shares are sorted in pieces); ``--devices all`` makes one HPU of every GPU
 (``exchange`` and ``keyrange`` then use them all, ``gpu`` the first alone).
 
+After the table, for each n where the default and another strategy ran: the default against the fastest
+(``--summary JSON`` prints that alone from an earlier run's ``--json`` output).
+
     python experiments/bench_mergesort.py [--mode fast|paper] [--min-log 16] [--max-log 26] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
@@ -124,6 +129,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "rather than in shuffled rounds after idle pauses (the default)")
     ap.add_argument("--no-cupy", action="store_true",
                     help="leave out cupy's baselines (their CUDA context's work between hpu's calls)")
+    ap.add_argument("--summary", type=Path, default=None, metavar="JSON",
+                    help="only print the default against the fastest strategy of an earlier run's --json output")
     ap.add_argument("--numpy-apart", action="store_true",
                     help="time numpy.sort in rounds of its own after the others' (so that no call comes after "
                          "seconds of numpy.sort at large n, the GPU idle meanwhile)")
@@ -267,8 +274,29 @@ def bench_variants(log_n: int, rng: np.random.Generator, args: argparse.Namespac
     return variants
 
 
+def print_default_vs_fastest(rows: list[dict]) -> None:
+    """Print, for each n where ``auto`` and another of hpu's strategies were timed, the default's median against the
+    fastest strategy's (the default's own included; cupy's baselines left out)."""
+    by_n: dict[int, dict[str, float]] = {}
+    for r in rows:
+        if not r["strategy"].startswith("cupy_"):
+            by_n.setdefault(r["n"], {})[r["strategy"]] = r["seconds"]
+    table = [(n, t) for n, t in sorted(by_n.items()) if "auto" in t and len(t) > 1]
+    if not table:
+        return
+    print("# the default against the fastest strategy timed")
+    print(f"{'n':>10} {'auto ms':>9} {'fastest':>14} {'ms':>9} {'auto/fastest':>12}")
+    for n, t in table:
+        best = min(t, key=t.get)
+        print(f"{n:>10} {t['auto'] * 1e3:9.2f} {best:>14} {t[best] * 1e3:9.2f} {t['auto'] / t[best]:12.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.summary is not None:
+        print(f"# {args.summary}")
+        print_default_vs_fastest(json.loads(args.summary.read_text())["rows"])
+        return 0
     rng = np.random.default_rng(0)
     rows: list[dict] = []
     slow: set[str] = set()
@@ -283,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             slow.update(r["strategy"] for r in size_rows if r["strategy"] in args.strategies and r["seconds"] > args.slow)
             rows += size_rows
         variants = bench_variants(args.variants, rng, args, rt) if args.variants else []
+    print_default_vs_fastest(rows)
     if args.json:
         print(f"wrote {write_json(args.json, {'meta': meta, 'rows': rows, 'variants': variants})}")
     return 0

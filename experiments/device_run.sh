@@ -46,8 +46,8 @@
 # pipeline-waves: bench_pipeline's sort (2^24, 2^26) and key-value part (2^24) with the pieces per sort wave varied.
 # sort: calibrate the GPU's profile, then bench_mergesort (fast mode).
 # model-rounds: a fresh calibration up to 2^CAL_MAX_LOG (28), then bench_mergesort's default and device alone
-#               2^22-2^28 without cupy's baselines in the rounds (--no-cupy), 2^22-2^24 with them, each against
-#               the model (model_vs_measured.py).
+#               2^22-2^28 without cupy's baselines in the rounds and with numpy.sort in rounds of its own (--no-cupy
+#               --numpy-apart), 2^22-2^24 with both in the rounds, each against the model (model_vs_measured.py).
 # sort-check: bench_mergesort at 2^24 only (the README's figure), with the same profile.
 # keyrange: bench_mergesort 2^22-2^28 with the key-range split (the model's shares and forced CPU shares) beside the
 #           device alone and the default, after tests/test_keyrange.py on the GPU; then 2^30 int32 with the device
@@ -300,13 +300,13 @@ for stage in "$@"; do
             python3 experiments/model_vs_measured.py "$OUT/bench_mergesort_large.json" "$prof"
         done 2>&1 | tee "$OUT/model_vs_measured_large.log"
         ;;
-    model-rounds)  # the model against measurement with cupy's baselines left out of the rounds and kept in them
+    model-rounds)  # the model against measurement with the baselines kept out of hpu's rounds and in them
         t0=$(date +%s)
         python3 -m hpu.calibrate --device gpu --no-progress --force --max-log "${CAL_MAX_LOG:-28}" \
             --out "$OUT/profile_large.json" 2>&1 | tee "$OUT/calibrate_large.log"
         echo "calibration: $(($(date +%s) - t0)) s" | tee -a "$OUT/calibrate_large.log"
         python3 experiments/bench_mergesort.py --device gpu --profile "$OUT/profile_large.json" --min-log 22 \
-            --max-log 28 --strategies auto,gpu --repeats 5 --slow 2 --no-cupy \
+            --max-log 28 --strategies auto,gpu --repeats 5 --slow 2 --no-cupy --numpy-apart \
             --json "$OUT/bench_mergesort_nocupy.json" 2>&1 | tee "$OUT/bench_mergesort_nocupy.log"
         python3 experiments/bench_mergesort.py --device gpu --profile "$OUT/profile_large.json" --min-log 22 \
             --max-log 24 --strategies auto,gpu --repeats 5 --json "$OUT/bench_mergesort_cupy.json" 2>&1 \

@@ -276,10 +276,11 @@ def bench_variants(log_n: int, rng: np.random.Generator, args: argparse.Namespac
 
 def print_default_vs_fastest(rows: list[dict]) -> None:
     """Print, for each n where ``auto`` and another of hpu's strategies were timed, the default's median against the
-    fastest strategy's (the default's own included; cupy's baselines left out)."""
+    fastest strategy's (the default's own included; cupy's baselines and the ``S+pinned`` runs, whose input is
+    already in pinned memory, left out)."""
     by_n: dict[int, dict[str, float]] = {}
     for r in rows:
-        if not r["strategy"].startswith("cupy_"):
+        if not r["strategy"].startswith("cupy_") and not r["strategy"].endswith(PINNED):
             by_n.setdefault(r["n"], {})[r["strategy"]] = r["seconds"]
     table = [(n, t) for n, t in sorted(by_n.items()) if "auto" in t and len(t) > 1]
     if not table:

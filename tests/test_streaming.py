@@ -348,8 +348,7 @@ def test_native_staging_in_slices_of_one_byte(stager):
 
 def test_native_staging_refuses_bad_slices(stager):
     """A negative ``slice_bytes`` or one from 2**63 on raises ValueError, one that is not an integer (a bool
-    included) TypeError, before anything is copied; events that are not pyopencl's are refused by ``set_events``
-    (AttributeError) without being given, so that the right ones can be given after."""
+    included) TypeError, before anything is copied."""
     a, b = np.arange(8, dtype=np.int64), np.zeros(8, np.int64)
     for bad in (-1, 1 << 63):
         with pytest.raises(ValueError, match="slice_bytes"):

@@ -308,7 +308,7 @@ def _staging_tasks(rt: Runtime, pieces: int, most: int) -> int:
 
 def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.ndarray, rec: Recorder,
                  chunk_bytes: int, row_length: int | None = None, *, most_tasks: int, stream: bool = True,
-                 native: bool = True, slices: int | None = 1) -> tuple[list, list, int, list]:
+                 native: bool = True, slices: int | None = None) -> tuple[list, list, int, list]:
     """Copy ``src`` into the pinned ``stage`` piece by piece on the thread pool (nothing to copy: ``src`` is ``stage``).
 
     Pieces of ``chunk_bytes`` (rounded down to whole multiples of the
@@ -394,7 +394,7 @@ def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int,
 
 def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray, np.ndarray]], rec: Recorder,
                   chunk_bytes: int, most_tasks: int, row_length: int | None = None, *, stream: bool = True,
-                  native: bool = True, slices: int | None = 1) -> tuple[list[tuple[list, list]], int, list]:
+                  native: bool = True, slices: int | None = None) -> tuple[list[tuple[list, list]], int, list]:
     """:func:`stage_pieces` of several arrays (each ``(src, stage)``) by one set of tasks, as many as for the
     pieces of all arrays, each task taking the next piece in order as soon as it is free: the first array's
     pieces all before the second's, and with several arrays the first array's growing
@@ -417,7 +417,7 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
     lengths = [_piece_length(src.itemsize, chunk_bytes, align) for src, _ in pairs]
     pieces_in_all = sum(-(-src.shape[0] // length) for (src, _), length in zip(pairs, lengths))
     tasks = _staging_tasks(rt, pieces_in_all, most_tasks)
-    layout, todo = [], []  # per array (src, stage, pieces, staged); the arrays to copy, as NativeStaging takes them
+    layout, todo = [], []  # per array (src, stage, pieces, copied); the arrays to copy, as NativeStaging takes them
     for i, ((src, stage), length) in enumerate(zip(pairs, lengths)):
         pieces = _ramp_pieces(src.shape[0], length, align, tasks if i == 0 and len(pairs) > 1 else 1)
         copied = src.__array_interface__["data"][0] != stage.__array_interface__["data"][0]  # else in place already

@@ -224,25 +224,6 @@ def test_row_block():
         assert b >= m and (b // 11) & (b // 11 - 1) == 0 and (b // 11 == ROW_MIN_GROUP or b // 2 < m)
 
 
-def test_row_pieces_are_small_at_both_ends():
-    """The rows' staged pieces: a quarter and a half piece first and last (whole rows), whole pieces between them,
-    covering the rows in order; too few rows for that: pieces of one length, as the other sorts stage."""
-    from hpu.sorting.pipeline import _edge_pieces
-
-    for n, length, m in [(1 << 24, 1 << 20, 1024), (5000 * 1024, 1 << 20, 1024), (40 * 33, 8 * 33, 33),
-                         (3000, 1024, 1024), (7, 4, 1), (0, 1024, 1024)]:
-        pieces = _edge_pieces(n, length, m)
-        ends = [0] + [b for _, b in pieces]
-        assert [a for a, _ in pieces] == ends[:-1] and ends[-1] == n
-        sizes = [b - a for a, b in pieces]
-        assert all(x > 0 and x % m == 0 for x in sizes[:-1]) and all(x <= length for x in sizes)
-        if n >= 3 * length:
-            quarter, half = length // 4 // m * m, length // 2 // m * m
-            assert sizes[:2] == [quarter, half] == sizes[:-3:-1] and length in sizes
-        else:
-            assert sizes == [length] * (n // length) + ([n % length] if n % length else [])
-
-
 @pytest.mark.parametrize("device_sort_seconds, on_device", [(0.05, True), (0.5, False)])
 def test_rows_on_device_follows_the_model(runtime, monkeypatch, device_sort_seconds, on_device):
     """n = 2^20 float32 keys in rows of m = 2^10: the CPU's whole sort, 1 s, scaled by log2(m) / log2(n) = 0.5 s,

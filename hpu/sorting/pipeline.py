@@ -363,9 +363,9 @@ def stage_pieces(rt: Runtime, lease: DeviceLease, src: np.ndarray, stage: np.nda
 
 def _slice_bytes(piece_bytes: int, slices: int) -> int:
     """Bytes the compiled stager's threads copy at a time to copy a piece of ``piece_bytes`` (the pipeline's
-    ``chunk_bytes``: a piece of whole rows may be longer, one of :func:`_ramp_pieces` or :func:`_edge_pieces`
-    shorter) in ``slices`` slices (:class:`NativeStaging`'s ``slice_bytes``): rounded up to whole cache lines of 64
-    bytes; 0 (a piece a thread) for one slice."""
+    ``chunk_bytes``: a piece of whole rows may be longer, one of :func:`_ramp_pieces` shorter) in ``slices``
+    slices (:class:`NativeStaging`'s ``slice_bytes``): rounded up to whole cache lines of 64 bytes; 0 (a piece a
+    thread) for one slice."""
     if slices <= 1:
         return 0
     per = -(-piece_bytes // slices)
@@ -392,24 +392,6 @@ def _ramp_pieces(n: int, length: int, align: int, tasks: int) -> list[tuple[int,
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def _edge_pieces(n: int, length: int, align: int) -> list[tuple[int, int]]:
-    """Element ranges of ``n`` elements: pieces of ``length`` (a multiple of ``align``) but the first two and last
-    two, a quarter and a half of it (whole multiples of ``align``, at least one) at each end, where that leaves at
-    least one whole piece between them; else pieces of ``length``.
-
-    For the rows (:func:`_enqueue_rows`, each piece sorted on its own, no sort waves): the first copy up begins
-    after a quarter piece's staging, and after the last staging copy only a quarter piece is copied up, sorted and
-    copied back.
-    """
-    small = [max(align, length // k // align * align) for k in (4, 2)]
-    if n < 2 * sum(small) + length or small[1] == length:
-        return _ramp_pieces(n, length, align, 1)
-    middle = n - 2 * sum(small)
-    sizes = small + [length] * (middle // length) + ([middle % length] if middle % length else []) + small[::-1]
-    bounds = np.cumsum([0] + sizes).tolist()
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
 def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray, np.ndarray]], rec: Recorder,
                   chunk_bytes: int, most_tasks: int, row_length: int | None = None, *, stream: bool = True,
                   native: bool = True, slices: int | None = None) -> tuple[list[tuple[list, list]], int, list]:
@@ -417,7 +399,7 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
     pieces of all arrays, each task taking the next piece in order as soon as it is free: the first array's
     pieces all before the second's, and with several arrays the first array's growing
     (:func:`_ramp_pieces`; one array: pieces of one length, as :func:`stage_pieces`, whose count sets the
-    device's sort waves; rows, small pieces at both ends: :func:`_edge_pieces`).
+    device's sort waves).
 
     For :func:`fast_keyed_sort`: the keys are in before the values, so that the device sorts them while the
     values are staged, and the pieces are staged one after another, a piece's staging apart, so that the copies
@@ -437,8 +419,7 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
     tasks = _staging_tasks(rt, pieces_in_all, most_tasks)
     layout, todo = [], []  # per array (src, stage, pieces, copied); the arrays to copy, as NativeStaging takes them
     for i, ((src, stage), length) in enumerate(zip(pairs, lengths)):
-        pieces = (_edge_pieces(src.shape[0], length, align) if row_length is not None and len(pairs) == 1 else
-                  _ramp_pieces(src.shape[0], length, align, tasks if i == 0 and len(pairs) > 1 else 1))
+        pieces = _ramp_pieces(src.shape[0], length, align, tasks if i == 0 and len(pairs) > 1 else 1)
         copied = src.__array_interface__["data"][0] != stage.__array_interface__["data"][0]  # else in place already
         if copied and src.dtype.names:  # structured elements as raw bytes (numpy copies fields, not the padding)
             raw = np.dtype((np.void, src.itemsize))

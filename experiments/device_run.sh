@@ -11,7 +11,7 @@
 #                                            review-tests | model-large | bus-gpus | floors |
 #                                            staging-floor | call-gap | latency | ab | loop |
 #                                            upload-chain | host-ptr | native-staging | onesweep | slices |
-#                                            last-wave | model-rounds)
+#                                            last-wave | model-rounds | ab-rows)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -132,6 +132,9 @@
 #     its parent) reversed, in AB_ROUNDS (default 3) interleaved rounds (each side first in every other round),
 #     after an untimed bench_targets, with the profile; bench_latency's device sorts at AB_LATENCY_LOGS (default
 #     10,16,20).
+# ab-rows: bench_pipeline's rows (2^14 x 2^10 float32, 4 MiB pieces, medians of 21 calls after 20 ms idle and back
+#          to back) with hpu as it is and with AB_PATCH reversed, in AB_ROUNDS (default 3) interleaved rounds; then
+#          bench_targets so in 2 rounds, after an untimed one, with the profile.
 # loop: bench_loop (loops of LOOP_CALLS calls, default 400, of hpu.sort, hpu.argsort, hpu.sort_by_key and rows at
 #       2^24, results dropped and each kept until the next call returns), with the profile; with AB_PATCH also with
 #       that diff reversed, in AB_ROUNDS (default 2) interleaved rounds.  Then bench_small (the calls on small arrays).
@@ -361,6 +364,35 @@ for stage in "$@"; do
                 if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi  # not an && list: last in the loop, a false test failed the stage
             done
         done 2>&1 | tee "$OUT/ab.log"
+        ;;
+    ab-rows)
+        [ -f "${AB_PATCH:-}" ] || { echo "stage ab-rows needs AB_PATCH, a git diff to reverse" >&2; exit 2; }
+        for round in $(seq "${AB_ROUNDS:-3}"); do
+            sides="after before"
+            [ $((round % 2)) = 0 ] && sides="before after"
+            for side in $sides; do
+                if [ $side = before ]; then patch -R -s -p1 < "$AB_PATCH"; fi
+                for pause in 20 0; do
+                    echo "## round $round: $side, pause $pause"
+                    python3 experiments/bench_pipeline.py --device gpu --part rows --min-log 24 --max-log 24 \
+                        --chunks-mib 4 --waves on --streams on --pause-ms $pause --repeats 21 \
+                        --json "$OUT/pipeline_rows_${side}_p$pause.json" 2>&1 | grep -v '^#'
+                done
+                if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi
+            done
+        done 2>&1 | tee "$OUT/ab_pipeline.log"
+        calibrate
+        python3 experiments/bench_targets.py --device gpu --profile "$profile" --repeats 3 >/dev/null 2>&1
+        for round in 1 2; do
+            sides="after before"
+            [ $((round % 2)) = 0 ] && sides="before after"
+            for side in $sides; do
+                if [ $side = before ]; then patch -R -s -p1 < "$AB_PATCH"; fi
+                echo "## round $round: $side"
+                python3 experiments/bench_targets.py --device gpu --profile "$profile" --json "$OUT/targets_$side.json"
+                if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi
+            done
+        done 2>&1 | tee "$OUT/ab_targets.log"
         ;;
     loop)
         calibrate

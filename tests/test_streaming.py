@@ -468,6 +468,73 @@ def test_native_staging_reports_a_failed_event(stager, rt, monkeypatch):
     events[1].set_status(complete)
 
 
+@pytest.mark.parametrize("on_error", ["raise", "fallback"])
+@pytest.mark.parametrize("part", ["sort", "rows", "kv"])
+def test_pipeline_survives_a_failed_event(fresh, stager, monkeypatch, on_error, part):
+    """A clSetUserEventStatus of the compiled stager that fails (CL_OUT_OF_RESOURCES, the second piece's event
+    left unset) ends the call at once: a DeviceFailure, or numpy's result from the CPU, the input untouched; it
+    left the copies behind that event waiting, and the call waited for them forever.  The next call is right."""
+    import ctypes
+    import threading
+
+    from hpu.core import streaming
+
+    real = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)(streaming._set_user_event_status())
+    calls: list = []
+
+    @ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+    def set_status(event, status):
+        calls.append(event)
+        return -5 if len(calls) == 2 else real(event, status)
+
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal(9 * STREAM_MIN_BYTES // 4 + 3).astype(np.float32)
+    a[::7] = -0.0
+    rows = a[:(a.size // 256) * 256].reshape(-1, 256)
+    values = rng.integers(-2**62, 2**62, a.size)
+    before = (a.copy(), values.copy())
+    opts = hpu.PipelineOptions(chunk_bytes=2 * STREAM_MIN_BYTES, native_staging=True)
+    runs = {"sort": (lambda: pipeline.fast_sort(a, fresh, strategy="gpu", alpha=0.0, transfer_level=0,
+                                                on_device_error=on_error, options=opts)[0],
+                     lambda: [np.sort(a, kind="stable")]),
+            "rows": (lambda: fast_row_sort(rows.reshape(-1), 256, fresh, sort_into=pipeline_sort_rows,
+                                           on_device_error=on_error, options=opts)[0],
+                     lambda: [np.sort(rows, axis=-1, kind="stable").reshape(-1)]),
+            "kv": (lambda: fast_keyed_sort(a, [values], fresh, gather=True, on_device_error=on_error, options=opts,
+                                           redo=lambda: [a[np.argsort(a, kind="stable")],
+                                                         values[np.argsort(a, kind="stable")]])[0],
+                   lambda: [a[np.argsort(a, kind="stable")], values[np.argsort(a, kind="stable")]])}
+    run, want = runs[part]
+    done: list = []
+
+    def call() -> None:
+        try:
+            done.append(run())
+        except BaseException as e:  # noqa: BLE001 - handed to the test's thread
+            done.append(e)
+
+    monkeypatch.setattr(streaming, "_set_user_event_status", lambda: ctypes.cast(set_status, ctypes.c_void_p).value)
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "the call waited forever for an event left unset"
+    assert len(calls) >= 2
+    got = done[0]
+    if on_error == "raise":
+        assert isinstance(got, hpu.DeviceFailure) and "clSetUserEventStatus failed (-5)" in str(got)
+    else:
+        got = [got] if isinstance(got, np.ndarray) else got
+        assert all(same_bits(np.asarray(g), w) for g, w in zip(got, want(), strict=True))
+    assert same_bits(a, before[0]) and same_bits(values, before[1])
+    monkeypatch.undo()
+    out = run()
+    assert all(same_bits(np.asarray(g), w) for g, w in zip([out] if part != "kv" else out, want(), strict=True))
+
+
+def pipeline_sort_rows(block, out):
+    out[...] = np.sort(block, axis=-1, kind="stable")
+
+
 def _stage_in_child(queue) -> None:
     queue.put(_staged_with_helpers())
 

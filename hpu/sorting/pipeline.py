@@ -455,6 +455,7 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
         if job is not None:  # its threads let go of the caller's array and the staging memory before this returns
             with contextlib.suppress(RuntimeError):
                 job.finish()
+            _complete_staged([ev for _, ready in out for ev in ready])  # every piece copied; none left unset
         raise
     if job is not None:
         return out, tasks, [_OnCaller(functools.partial(_native_staged, job, work, rec))]
@@ -465,6 +466,18 @@ def _stage_arrays(rt: Runtime, lease: DeviceLease, pairs: list[tuple[np.ndarray,
     return out, tasks, caller + [rt.pool.submit(staging.task) for _ in range(pooled)]
 
 
+def _complete_staged(events: list) -> None:
+    """Set each of the staged pieces' user ``events`` that is still unset to complete (errors ignored: nothing more
+    can be done for such an event).  A ``clSetUserEventStatus`` that failed leaves a staged piece's event unset, and
+    every command behind it waiting: :func:`quiesce`, which finishes their queues, would wait forever.  The piece's
+    bytes are copied, so its copy up may run; the call raises, and its results are discarded."""
+    complete = cl.command_execution_status.COMPLETE
+    for ev in events:
+        with contextlib.suppress(cl.Error):
+            if ev.command_execution_status != complete:
+                ev.set_status(complete)
+
+
 def _native_staged(job: NativeStaging, work: list, rec: Recorder) -> None:
     """Finish a :class:`NativeStaging` of ``work`` (:func:`_stage_arrays`) on the caller and note its pieces in
     ``rec``, each under the thread that copied it (staged in slices, several threads copy a piece: it is noted
@@ -472,7 +485,8 @@ def _native_staged(job: NativeStaging, work: list, rec: Recorder) -> None:
     Gantt chart may show pieces overlapping)."""
     try:
         times = job.finish()
-    except RuntimeError as e:  # the other events were set; the failed one's commands fail or wait (quiesce)
+    except RuntimeError as e:  # an event's setting failed: every piece is copied, every other event set
+        _complete_staged([w[4] for w in work])
         raise DeviceFailure(str(e)) from e
     caller = f"cpu:{threading.current_thread().name}"
     for (src, _, a, b, _), (t0, t1, who) in zip(work, times):

@@ -308,3 +308,64 @@ def test_quiesce_flushes_every_queue_before_finishing_any():
     quiesce([], (Queue("copy"), Queue("kernel"), Queue("download")))
     assert calls[:3] == [("flush", "copy"), ("flush", "kernel"), ("flush", "download")]
     assert sorted(calls[3:]) == [("finish", "copy"), ("finish", "download"), ("finish", "kernel")]
+
+
+@pytest.mark.parametrize("native", [False, True])
+@pytest.mark.parametrize("part", ["sort", "rows", "kv"])
+def test_ctrl_c_right_after_a_copy_is_enqueued(fresh, monkeypatch, part, native):
+    """A Ctrl-C (SIGINT) that comes right after a copy up is enqueued, before the pipeline keeps its event, reaches
+    the caller as ``KeyboardInterrupt`` once every event is kept: the copy's event, dropped, waited (holding
+    Python's lock) for a staging copy that the caller had yet to make, and the process hung.  The next call is
+    right.  One piece (the caller stages it alone) and several (staged by the compiled stager or pool tasks)."""
+    import faulthandler
+    import signal
+    import sys
+
+    import pyopencl as cl
+
+    from hpu.sorting.pipeline import fast_keyed_sort, fast_row_sort, fast_sort
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("Python raises KeyboardInterrupt on the main thread only")
+    rng = np.random.default_rng(3)
+    a = rng.integers(-1000, 1000, 257 * 1200).astype(np.int32)
+    values = rng.integers(-2**62, 2**62, a.size)
+    opts = hpu.PipelineOptions(chunk_bytes=64 << 10 if native else 1 << 22, native_staging=native)
+    order = np.argsort(a, kind="stable")
+    runs = {"sort": (lambda: [fast_sort(a, fresh, strategy="gpu", alpha=0.0, transfer_level=0, options=opts)[0]],
+                     [np.sort(a, kind="stable")]),
+            "rows": (lambda: [fast_row_sort(a, 257, fresh, options=opts, sort_into=_sort_rows_into)[0]],
+                     [np.sort(a.reshape(-1, 257), axis=-1, kind="stable").reshape(-1)]),
+            "kv": (lambda: fast_keyed_sort(a, [values], fresh, gather=True, redo=None, on_device_error="raise",
+                                           options=opts)[0],
+                   [a[order], values[order]])}
+    run, want = runs[part]
+    real, armed = cl.enqueue_copy, [True]
+
+    def enqueue_copy(*args, **kwargs):
+        if not armed[0] or threading.current_thread() is not threading.main_thread():
+            return real(*args, **kwargs)
+        armed[0] = False
+        held = [real(*args, **kwargs)]
+        try:
+            signal.raise_signal(signal.SIGINT)  # Python's handler runs here, before the event is returned
+        except KeyboardInterrupt:
+            held.clear()  # as the unwinding frees pyopencl's return value, an event no one keeps
+            raise
+        return held.pop()
+
+    monkeypatch.setattr(cl, "enqueue_copy", enqueue_copy)
+    faulthandler.dump_traceback_later(120, exit=True, file=sys.__stderr__)  # a hang: every thread's traceback
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run()
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert not armed[0]
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert all(same_bits(got, w) for got, w in zip(run(), want, strict=True))
+
+
+def _sort_rows_into(block: np.ndarray, out: np.ndarray) -> None:
+    out[...] = np.sort(block, axis=-1, kind="stable")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import ctypes
 import importlib.util
 import logging
@@ -12,11 +13,13 @@ import operator
 import os
 import platform
 import secrets
-from collections.abc import Iterable
+import signal
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "check_int", "check_nonneg", "check_positive", "host_description", "native_library",
-           "seed_list", "wait_all"]
+__all__ = ["atomic_write_text", "check_int", "check_nonneg", "check_positive", "host_description",
+           "interrupts_deferred", "native_library", "seed_list", "wait_all"]
 
 log = logging.getLogger("hpu")
 
@@ -30,6 +33,32 @@ def wait_all(futures: Iterable[concurrent.futures.Future]) -> list:
     futures = list(futures)
     concurrent.futures.wait(futures)
     return [f.result() for f in futures]
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C back until the block ends: a SIGINT that comes while it runs raises ``KeyboardInterrupt`` as it
+    exits (with the block's own error, if any, as its context), not half-way through it.
+
+    For code that enqueues OpenCL commands waiting for work that this thread must still do: pyopencl returns a copy
+    between host and device memory as an event whose release waits for the copy, holding Python's global lock, so a
+    ``KeyboardInterrupt`` between the enqueue and the line that keeps the event dropped it and waited forever (for
+    a staging copy that the caller, or pool threads needing that lock, had yet to make).  Only where Python's own
+    SIGINT handler is installed and on the main thread (the only one Python raises it in); elsewhere the block runs
+    as it is.
+    """
+    if threading.current_thread() is not threading.main_thread() or (
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if caught:
+            raise KeyboardInterrupt
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

@@ -58,6 +58,7 @@ from ..core.hybrid import DeviceFailure, UnitsResult, run_units
 from ..core.kernels import CL_TYPES
 from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
+from ..core.util import interrupts_deferred
 from .cpu import parallel_sort
 from .device import DeviceSorter
 from .keyrange import check_shares, choose_splitters
@@ -349,21 +350,22 @@ class _Exchange:
                                                      most_tasks=opts.staging_tasks, stream=opts.stream_copies,
                                                      native=opts.native_staging, slices=opts.staging_slices)
         try:
-            h2d = upload_pieces(cq, d_in, up, pieces, ready)
-            cq.flush()
-            steps, _ = enqueue_sorts(lease, sorter, h2d, pieces, opts.waves(len(pieces), tasks), m, 0, d_in,
-                                     d_run, opts.sort_waves)
-            keys = self.splitters.result()
-            got = np.zeros(2 * keys.size, np.int64)
-            last = [steps[-1][-1]]
-            if keys.size:  # from pinned memory: a copy from pageable memory may block until the sorts have ended
-                d_keys, d_bounds = lease.buffer("splitters", keys.nbytes), lease.buffer("bounds", 16 * keys.size)
-                h_keys = h_splitters[: keys.nbytes].view(dt)
-                h_keys[:] = keys
-                last = [cl.enqueue_copy(q, d_keys, h_keys, is_blocking=False)]
-                merger.rank_bounds(d_run, m, d_keys, keys.size, d_bounds)
-                last.append(cl.enqueue_copy(q, got, d_bounds, is_blocking=False))
-            q.flush()
+            with interrupts_deferred():  # every event kept before a Ctrl-C can unwind (device_share says why)
+                h2d = upload_pieces(cq, d_in, up, pieces, ready)
+                cq.flush()
+                steps, _ = enqueue_sorts(lease, sorter, h2d, pieces, opts.waves(len(pieces), tasks), m, 0, d_in,
+                                         d_run, opts.sort_waves)
+                keys = self.splitters.result()
+                got = np.zeros(2 * keys.size, np.int64)
+                last = [steps[-1][-1]]
+                if keys.size:  # from pinned memory: a copy from pageable memory may block until the sorts have ended
+                    d_keys, d_bounds = lease.buffer("splitters", keys.nbytes), lease.buffer("bounds", 16 * keys.size)
+                    h_keys = h_splitters[: keys.nbytes].view(dt)
+                    h_keys[:] = keys
+                    last = [cl.enqueue_copy(q, d_keys, h_keys, is_blocking=False)]
+                    merger.rank_bounds(d_run, m, d_keys, keys.size, d_bounds)
+                    last.append(cl.enqueue_copy(q, got, d_bounds, is_blocking=False))
+                q.flush()
             wait_staged(staging)
             cl.wait_for_events(last)
         except BaseException:

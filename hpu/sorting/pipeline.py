@@ -66,7 +66,7 @@ from ..core.kernels import CL_TYPES, cl_type
 from ..core.runtime import DeviceLease, Runtime
 from ..core.streaming import NativeStaging, copy_into, native_staging_available
 from ..core.trace import Recorder, Trace, event_times
-from ..core.util import check_int, wait_all
+from ..core.util import check_int, interrupts_deferred, wait_all
 from .costs import cpu_sort_method, fast_cost
 from .cpu import multiway_merge, native_partition, parallel_copy, parallel_sort
 from .device import ALGORITHMS, DeviceSorter, device_algorithms, fast_algorithm
@@ -904,22 +904,24 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     try:
         if staged is not None:
             staged()
-        # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.
-        h2d = upload_pieces(cq, d_in, up, pieces, ready)
-        cq.flush()
-        if row_length is None:
-            d_out = lease.buffer("out", nbytes)
-            sorter = DeviceSorter.of_lease(lease, dt, options.device_algorithm(lease.device, dt))
-            steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.waves(len(pieces), tasks), n, t, d_in,
-                                        d_out, options.sort_waves)
-            # One copy down unless copy_out takes the pieces as they land: every copy's event costs the call an
-            # enqueue and, freed, a wait.  Into a named list (download_pieces says why).
-            d2h: list = []
-            download_pieces(q, stage, d_out, pieces if dst is not None and not in_place else [(0, n)], d2h)
-        else:
-            (steps, d2h), segs = _enqueue_rows(lease, d_in, stage, pieces, h2d, row_length), [(0, n)]
-            lease.download_queue.flush()
-        q.flush()
+        # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.  Every event is kept
+        # before a Ctrl-C can unwind (interrupts_deferred): a dropped copy's event would wait for the staging.
+        with interrupts_deferred():
+            h2d = upload_pieces(cq, d_in, up, pieces, ready)
+            cq.flush()
+            if row_length is None:
+                d_out = lease.buffer("out", nbytes)
+                sorter = DeviceSorter.of_lease(lease, dt, options.device_algorithm(lease.device, dt))
+                steps, segs = enqueue_sorts(lease, sorter, h2d, pieces, options.waves(len(pieces), tasks), n, t,
+                                            d_in, d_out, options.sort_waves)
+                # One copy down unless copy_out takes the pieces as they land: every copy's event costs the call an
+                # enqueue and, freed, a wait.  Into a named list (download_pieces says why).
+                d2h: list = []
+                download_pieces(q, stage, d_out, pieces if dst is not None and not in_place else [(0, n)], d2h)
+            else:
+                (steps, d2h), segs = _enqueue_rows(lease, d_in, stage, pieces, h2d, row_length), [(0, n)]
+                lease.download_queue.flush()
+            q.flush()
         wait_staged(staging_tasks)
     except BaseException:
         quiesce(staging_tasks, queues)  # stage may be the result
@@ -1405,25 +1407,26 @@ def _keyed_share(rt: Runtime, lease: DeviceLease, keys: np.ndarray, values: list
                                                options.staging_tasks, stream=options.stream_copies,
                                                native=options.native_staging, slices=options.staging_slices)
         h2d: list[list] = []  # a named list, as device_share's copies down
-        for d, (pieces, ready), stage in zip(d_src, staged, stages):
-            h2d.append(upload_pieces(cq, d, stage, pieces, ready))
-        cq.flush()
-        pieces = staged[0][0]
-        bits = packed_bits(32, m, n // m)
-        steps, _ = enqueue_sorts(lease, sorter, h2d[0], pieces, options.waves(len(pieces), tasks), n, 0, d_in,
-                                 d_out, options.sort_waves, prepare=packed, bits=bits)
-        order = d_out
-        if keys.itemsize == 8:  # the high digits, in the low digits' order: the positions end in d_in
-            order = _high_digits(prg, sorter, q, d_src[0], d_out, d_in, n, m, col_bits, mask, steps, bits)
-        if values is None:
-            if order is d_out:
-                steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
-            d2h = _keyed_download(q, order, outs[0], [(n, steps[-1][4])], downs[0], chunk, align, jobs)
-        else:
-            d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, col_bits, steps, outs, downs,
-                              chunk, align, jobs)
-        q.flush()
-        cq.flush()
+        with interrupts_deferred():  # every event kept before a Ctrl-C can unwind, as in device_share
+            for d, (pieces, ready), stage in zip(d_src, staged, stages):
+                h2d.append(upload_pieces(cq, d, stage, pieces, ready))
+            cq.flush()
+            pieces = staged[0][0]
+            bits = packed_bits(32, m, n // m)
+            steps, _ = enqueue_sorts(lease, sorter, h2d[0], pieces, options.waves(len(pieces), tasks), n, 0, d_in,
+                                     d_out, options.sort_waves, prepare=packed, bits=bits)
+            order = d_out
+            if keys.itemsize == 8:  # the high digits, in the low digits' order: the positions end in d_in
+                order = _high_digits(prg, sorter, q, d_src[0], d_out, d_in, n, m, col_bits, mask, steps, bits)
+            if values is None:
+                if order is d_out:
+                    steps.append(("unpack", 1, n, [], prg["unpack_positions"](q, (n,), None, d_out, mask, i64(n))))
+                d2h = _keyed_download(q, order, outs[0], [(n, steps[-1][4])], downs[0], chunk, align, jobs)
+            else:
+                d2h = _gather_all(lease, arrays, d_src, [h[-1:] for h in h2d], order, m, col_bits, steps, outs,
+                                  downs, chunk, align, jobs)
+            q.flush()
+            cq.flush()
         wait_staged(futures)
     except BaseException:
         quiesce(futures, (cq, q))

@@ -369,3 +369,58 @@ def test_ctrl_c_right_after_a_copy_is_enqueued(fresh, monkeypatch, part, native)
 
 def _sort_rows_into(block: np.ndarray, out: np.ndarray) -> None:
     out[...] = np.sort(block, axis=-1, kind="stable")
+
+
+def test_a_call_in_flight_when_another_thread_loses_the_device(fresh, monkeypatch):
+    """A call that holds a lease and has yet to build its sorter when another thread's device fault and failed
+    rebuild leave the runtime CPU-only still sorts right (in its lease's context): it raised NoDeviceError (or
+    pybind's bad_cast), which no fallback catches, since its programs were built for the runtime's device."""
+    import pyopencl as cl
+
+    from hpu.sorting.device import DeviceSorter
+
+    a = np.random.default_rng(8).standard_normal(1 << 16).astype(np.float32)
+    paused, go = threading.Event(), threading.Event()
+    real_of_lease, real_sort, faulted = DeviceSorter.of_lease.__func__, DeviceSorter.sort, []
+
+    def of_lease(cls, lease, dtype, algorithm=None):
+        if threading.current_thread().name == "in-flight":
+            paused.set()
+            assert go.wait(60)
+        return real_of_lease(cls, lease, dtype, algorithm)
+
+    def sort(self, *args, **kwargs):
+        if threading.current_thread().name == "faulting" and not faulted:
+            faulted.append(True)
+            raise cl.LogicError("clEnqueueNDRangeKernel failed: <unknown error -9999>")
+        return real_sort(self, *args, **kwargs)
+
+    def no_context(*args, **kwargs):
+        raise cl.RuntimeError("clCreateContext failed: DEVICE_NOT_AVAILABLE")
+
+    monkeypatch.setattr(DeviceSorter, "of_lease", classmethod(of_lease))
+    monkeypatch.setattr(DeviceSorter, "sort", sort)
+    got: dict = {}
+
+    def call(name: str) -> None:
+        try:
+            got[name] = [hpu.hybrid_mergesort(a, runtime=fresh, strategy="gpu") for _ in range(2)]
+        except BaseException as e:  # noqa: BLE001 - handed to the test's thread
+            got[name] = e
+
+    in_flight = threading.Thread(target=call, args=("in-flight",), name="in-flight", daemon=True)
+    in_flight.start()
+    assert paused.wait(60)
+    first = hpu.hybrid_mergesort(a, runtime=fresh, strategy="gpu")  # no fault on this thread
+    monkeypatch.setattr(core_runtime.cl, "Context", no_context)
+    faulting = threading.Thread(target=call, args=("faulting",), name="faulting")
+    faulting.start()
+    faulting.join(120)
+    assert faulted and not fresh.has_device  # the fault's rebuild failed: CPU-only from then on
+    go.set()
+    in_flight.join(120)
+    want = np.sort(a, kind="stable")
+    assert same_bits(first, want)
+    for name in ("faulting", "in-flight"):
+        assert not isinstance(got[name], BaseException), got[name]
+        assert all(same_bits(out, want) for out in got[name])

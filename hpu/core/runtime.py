@@ -937,28 +937,31 @@ class Runtime:
         """Compile OpenCL C ``source`` once per context and queue slot; later calls return the cached program
         (thread-safe).
 
-        ``lease``: build it for that lease's queue (in its context, with its
-        :attr:`DeviceLease.queue_slot`) rather than for :attr:`queue`.  Where
-        the queue has a slot (:attr:`queue_slot`), the build options end with
+        ``lease``: build it for that lease's queue (in its context, for its
+        device, with its :attr:`DeviceLease.queue_slot`) rather than for
+        :attr:`queue`; so a call that holds a lease builds for it even after
+        another thread's failed rebuild left the runtime CPU-only (its device
+        work runs in the lease's context, and an OpenCL error there falls
+        back as any).  Where the queue
+        has a slot (:attr:`queue_slot`), the build options end with
         ``-DHPU_QUEUE_SLOT=<slot>``.
 
         Raises
         ------
         NoDeviceError
-            In CPU-only mode.
+            In CPU-only mode, without a lease.
         ValueError
             Both ``context`` and ``lease`` given.
         pyopencl.RuntimeError
             If the build fails (the message carries the build log).
         """
-        self.require_device()
         if lease is not None:
             if context is not None:
                 raise ValueError("give build a context or a lease, not both")
-            context, slot = lease.context, lease.queue_slot
+            ctx, slot, device = lease.context, lease.queue_slot, lease.device
         else:
-            slot = self.queue_slot
-        ctx = self.context if context is None else context
+            self.require_device()
+            ctx, slot, device = self.context if context is None else context, self.queue_slot, self.device
         options = (*options, *(() if slot is None else (f"-DHPU_QUEUE_SLOT={slot}",)))
         key = (id(ctx), hashlib.sha256(source.encode()).hexdigest(), tuple(options))
         with self._build_lock:
@@ -966,7 +969,7 @@ class Runtime:
             if prg is None:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # pyopencl warns on non-empty build logs
-                    prg = cl.Program(ctx, source).build(options=list(options), devices=[self.device])
+                    prg = cl.Program(ctx, source).build(options=list(options), devices=[device])
                 self._programs[key] = prg
         return prg
 

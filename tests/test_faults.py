@@ -355,15 +355,18 @@ def test_ctrl_c_right_after_a_copy_is_enqueued(fresh, monkeypatch, part, native)
         return held.pop()
 
     monkeypatch.setattr(cl, "enqueue_copy", enqueue_copy)
+    # Python's own handler, as in an interactive program (a job started in the background ignores SIGINT)
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
     faulthandler.dump_traceback_later(120, exit=True, file=sys.__stderr__)  # a hang: every thread's traceback
     try:
         with pytest.raises(KeyboardInterrupt):
             run()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         faulthandler.cancel_dump_traceback_later()
+        signal.signal(signal.SIGINT, outer)
     assert not armed[0]
     monkeypatch.undo()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert all(same_bits(got, w) for got, w in zip(run(), want, strict=True))
 
 

@@ -168,6 +168,28 @@ print(p(d('gpu')))")"
     python3 -m hpu.calibrate --device gpu --no-progress --force 2>&1 | tee "$OUT/calibrate.log"
     cp "$HPU_PROFILE_DIR"/*.json "$profile"
 }
+ab_rounds() {  # ab_rounds ROUNDS FN: FN ROUND SIDE for each side of each round, hpu as it is ("after") and with
+               # AB_PATCH (a git diff) reversed ("before"), each side first in every other round (no AB_PATCH: "after"
+               # alone); hpu's C libraries built again for each side where the patch changes their sources
+    local rebuild=true round side sides
+    if [ -f "${AB_PATCH:-}" ] && grep -q '^diff --git a/.*\.c ' "$AB_PATCH"; then
+        rebuild="python3 -m pip install -q --no-deps --no-build-isolation -e ."
+    fi
+    for round in $(seq "$1"); do
+        sides="after"
+        if [ -f "${AB_PATCH:-}" ]; then
+            sides="after before"
+            [ $((round % 2)) = 0 ] && sides="before after"
+        fi
+        for side in $sides; do
+            if [ $side = before ]; then patch -R -s -p1 < "$AB_PATCH"; fi
+            $rebuild >/dev/null
+            "$2" "$round" "$side"
+            # not an && list: last in the loop, a false test failed the stage
+            if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi
+        done
+    done
+}
 keyrange_cap() {  # 2^30 int32 with hpu allowed 1 GiB of the device: CAP_STRATEGIES (default gpu: in key ranges),
                   # CAP_REPEATS timed calls each (default 1)
     python3 experiments/bench_mergesort.py --device gpu --profile "$profile" --min-log 30 --max-log 30 \
@@ -348,68 +370,42 @@ for stage in "$@"; do
         calibrate
         # untimed: a fresh machine's first calls are slow, and would count against the side that comes first
         python3 experiments/bench_targets.py --device gpu --profile "$profile" --repeats 3 >/dev/null 2>&1
-        rebuild=true  # a patch of hpu's C sources: their libraries built again for each side
-        grep -q '^diff --git a/.*\.c ' "$AB_PATCH" && rebuild="python3 -m pip install -q --no-deps --no-build-isolation -e ."
-        for round in $(seq "${AB_ROUNDS:-3}"); do
-            sides="after before"
-            [ $((round % 2)) = 0 ] && sides="before after"  # each side first in every other round
-            for side in $sides; do
-                if [ $side = before ]; then patch -R -s -p1 < "$AB_PATCH"; fi
-                $rebuild >/dev/null
-                echo "## round $round: $side"
-                python3 experiments/bench_targets.py --device gpu --profile "$profile" \
-                    --json "$OUT/ab_targets_${side}.json"  # the last round's (a call brings back 8 files)
-                python3 experiments/bench_latency.py --device gpu --profile "$profile" \
-                    --logs "${AB_LATENCY_LOGS:-10,16,20}" --repeats 11
-                if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi  # not an && list: last in the loop, a false test failed the stage
-            done
-        done 2>&1 | tee "$OUT/ab.log"
+        ab_side() {
+            echo "## round $1: $2"
+            python3 experiments/bench_targets.py --device gpu --profile "$profile" \
+                --json "$OUT/ab_targets_$2.json"  # the last round's (a call brings back 8 files)
+            python3 experiments/bench_latency.py --device gpu --profile "$profile" \
+                --logs "${AB_LATENCY_LOGS:-10,16,20}" --repeats 11
+        }
+        ab_rounds "${AB_ROUNDS:-3}" ab_side 2>&1 | tee "$OUT/ab.log"
         ;;
     ab-rows)
         [ -f "${AB_PATCH:-}" ] || { echo "stage ab-rows needs AB_PATCH, a git diff to reverse" >&2; exit 2; }
-        for round in $(seq "${AB_ROUNDS:-3}"); do
-            sides="after before"
-            [ $((round % 2)) = 0 ] && sides="before after"
-            for side in $sides; do
-                if [ $side = before ]; then patch -R -s -p1 < "$AB_PATCH"; fi
-                for pause in 20 0; do
-                    echo "## round $round: $side, pause $pause"
-                    python3 experiments/bench_pipeline.py --device gpu --part rows --min-log 24 --max-log 24 \
-                        --chunks-mib 4 --waves on --streams on --pause-ms $pause --repeats 21 \
-                        --json "$OUT/pipeline_rows_${side}_p$pause.json" 2>&1 | grep -v '^#'
-                done
-                if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi
+        rows_side() {
+            for pause in 20 0; do
+                echo "## round $1: $2, pause $pause"
+                python3 experiments/bench_pipeline.py --device gpu --part rows --min-log 24 --max-log 24 \
+                    --chunks-mib 4 --waves on --streams on --pause-ms $pause --repeats 21 \
+                    --json "$OUT/pipeline_rows_$2_p$pause.json" 2>&1 | grep -v '^#'
             done
-        done 2>&1 | tee "$OUT/ab_pipeline.log"
+        }
+        ab_rounds "${AB_ROUNDS:-3}" rows_side 2>&1 | tee "$OUT/ab_pipeline.log"
         calibrate
         python3 experiments/bench_targets.py --device gpu --profile "$profile" --repeats 3 >/dev/null 2>&1
-        for round in 1 2; do
-            sides="after before"
-            [ $((round % 2)) = 0 ] && sides="before after"
-            for side in $sides; do
-                if [ $side = before ]; then patch -R -s -p1 < "$AB_PATCH"; fi
-                echo "## round $round: $side"
-                python3 experiments/bench_targets.py --device gpu --profile "$profile" --json "$OUT/targets_$side.json"
-                if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi
-            done
-        done 2>&1 | tee "$OUT/ab_targets.log"
+        targets_side() {
+            echo "## round $1: $2"
+            python3 experiments/bench_targets.py --device gpu --profile "$profile" --json "$OUT/targets_$2.json"
+        }
+        ab_rounds 2 targets_side 2>&1 | tee "$OUT/ab_targets.log"
         ;;
     loop)
         calibrate
-        for round in $(seq "${AB_ROUNDS:-2}"); do
-            sides="after"
-            if [ -f "${AB_PATCH:-}" ]; then
-                sides="after before"
-                [ $((round % 2)) = 0 ] && sides="before after"
-            fi
-            for side in $sides; do
-                if [ $side = before ]; then patch -R -s -p1 < "$AB_PATCH"; fi
-                echo "## round $round: $side"
-                python3 experiments/bench_loop.py --device gpu --profile "$profile" --calls "${LOOP_CALLS:-400}" \
-                    --json "$OUT/bench_loop_${side}_$round.json"
-                if [ $side = before ]; then patch -s -p1 < "$AB_PATCH"; fi  # not an && list: last in the loop, a false test failed the stage
-            done
-        done 2>&1 | tee "$OUT/loop.log"
+        loop_side() {
+            echo "## round $1: $2"
+            python3 experiments/bench_loop.py --device gpu --profile "$profile" --calls "${LOOP_CALLS:-400}" \
+                --json "$OUT/bench_loop_$2_$1.json"
+        }
+        ab_rounds "${AB_ROUNDS:-2}" loop_side 2>&1 | tee "$OUT/loop.log"
         python3 experiments/bench_small.py --json "$OUT/bench_small.json" 2>&1 | tee "$OUT/small.log"
         ;;
     latency)

@@ -91,6 +91,30 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
+def stable_rows_into(block: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = numpy.sort(block, axis=-1, kind="stable")``: the CPU's row sort that the pipeline's row calls
+    take (``fast_row_sort``'s ``sort_into``)."""
+    out[...] = np.sort(block, axis=-1, kind="stable")
+
+
+def pipeline_calls(rt, a: np.ndarray, values: np.ndarray, m: int, options, on_device_error: str = "raise") -> dict:
+    """The pipeline's three device calls on the 1-D ``a``, by name, each as ``(call, want)``: ``call()`` returns the
+    call's results as a list, ``want`` numpy's stable results.  ``"sort"``: a device sort of ``a``; ``"rows"``: its
+    first whole rows of ``m`` keys, each sorted; ``"kv"``: a key-value sort of ``a`` carrying ``values`` (its CPU
+    redo numpy's)."""
+    from hpu.sorting.pipeline import fast_keyed_sort, fast_row_sort, fast_sort
+
+    rows, order = a[:a.size // m * m], np.argsort(a, kind="stable")
+    kw = {"options": options, "on_device_error": on_device_error}
+    return {"sort": (lambda: [fast_sort(a, rt, strategy="gpu", alpha=0.0, transfer_level=0, **kw)[0]],
+                     [np.sort(a, kind="stable")]),
+            "rows": (lambda: [fast_row_sort(rows, m, rt, sort_into=stable_rows_into, **kw)[0]],
+                     [np.sort(rows.reshape(-1, m), axis=-1, kind="stable").reshape(-1)]),
+            "kv": (lambda: fast_keyed_sort(a, [values], rt, gather=True, redo=lambda: [a[order], values[order]],
+                                           **kw)[0],
+                   [a[order], values[order]])}
+
+
 def walk_and_check(problem, state, solution, rng, steps: int, brute_force=None) -> None:
     """Apply ``steps`` random moves to ``state``; after each, its value, solution (and deltas) match a full recomputation."""
     for _ in range(steps):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import same_bits
+from conftest import same_bits, stable_rows_into
 from test_argsort import make
 
 import hpu
@@ -221,7 +221,7 @@ def test_fast_sort_keeps_its_copy_events(fresh, watch, transfer_level, alpha):
 def test_row_sort_keeps_its_copy_events(fresh, watch):
     rows = make("int32", (600, 257), "few-unique", 2)
     out, tr = fast_row_sort(rows.reshape(-1), rows.shape[1], fresh, options=hpu.PipelineOptions(chunk_bytes=32 << 10),
-                            sort_into=lambda src, dst: dst.__setitem__(Ellipsis, np.sort(src, axis=-1, kind="stable")),
+                            sort_into=stable_rows_into,
                             on_device_error="raise")
     assert tr.fallback == "" and same_bits(out.reshape(rows.shape), np.sort(rows, axis=-1, kind="stable"))
     watch.check()

@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import same_bits
+from conftest import pipeline_calls, same_bits
 
 import hpu
 import hpu.core.runtime as core_runtime
@@ -323,23 +323,12 @@ def test_ctrl_c_right_after_a_copy_is_enqueued(fresh, monkeypatch, part, native)
 
     import pyopencl as cl
 
-    from hpu.sorting.pipeline import fast_keyed_sort, fast_row_sort, fast_sort
-
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("Python raises KeyboardInterrupt on the main thread only")
     rng = np.random.default_rng(3)
     a = rng.integers(-1000, 1000, 257 * 1200).astype(np.int32)
-    values = rng.integers(-2**62, 2**62, a.size)
     opts = hpu.PipelineOptions(chunk_bytes=64 << 10 if native else 1 << 22, native_staging=native)
-    order = np.argsort(a, kind="stable")
-    runs = {"sort": (lambda: [fast_sort(a, fresh, strategy="gpu", alpha=0.0, transfer_level=0, options=opts)[0]],
-                     [np.sort(a, kind="stable")]),
-            "rows": (lambda: [fast_row_sort(a, 257, fresh, options=opts, sort_into=_sort_rows_into)[0]],
-                     [np.sort(a.reshape(-1, 257), axis=-1, kind="stable").reshape(-1)]),
-            "kv": (lambda: fast_keyed_sort(a, [values], fresh, gather=True, redo=None, on_device_error="raise",
-                                           options=opts)[0],
-                   [a[order], values[order]])}
-    run, want = runs[part]
+    run, want = pipeline_calls(fresh, a, rng.integers(-2**62, 2**62, a.size), 257, opts)[part]
     real, armed = cl.enqueue_copy, [True]
 
     def enqueue_copy(*args, **kwargs):
@@ -368,10 +357,6 @@ def test_ctrl_c_right_after_a_copy_is_enqueued(fresh, monkeypatch, part, native)
     assert not armed[0]
     monkeypatch.undo()
     assert all(same_bits(got, w) for got, w in zip(run(), want, strict=True))
-
-
-def _sort_rows_into(block: np.ndarray, out: np.ndarray) -> None:
-    out[...] = np.sort(block, axis=-1, kind="stable")
 
 
 def test_a_call_in_flight_when_another_thread_loses_the_device(fresh, monkeypatch):

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import same_bits
+from conftest import same_bits, stable_rows_into
 from test_argsort import make
 
 import hpu
@@ -23,14 +23,10 @@ from hpu.sorting.pipeline import fast_row_sort, row_tile
 NATIVE = ["int32", "uint32", "float32", "int64", "uint64", "float64"]
 
 
-def _stable(block: np.ndarray, out: np.ndarray) -> None:
-    out[...] = np.sort(block, axis=-1, kind="stable")
-
-
 def _sorted_rows(rt, rows: np.ndarray, chunk_bytes: int = 4 << 20, **kw) -> tuple[np.ndarray, hpu.Trace]:
     opts = hpu.PipelineOptions(chunk_bytes=chunk_bytes)
     out, trace = fast_row_sort(rows.reshape(-1), rows.shape[1], rt, options=opts,
-                               **{"sort_into": _stable, "on_device_error": "raise", **kw})
+                               **{"sort_into": stable_rows_into, "on_device_error": "raise", **kw})
     return out.reshape(rows.shape), trace
 
 
@@ -90,7 +86,7 @@ def test_cpu_share_of_rows(fresh, dtype, cpu_share):
 
     def block(b: np.ndarray, o: np.ndarray) -> None:
         calls.append(b.shape[0])
-        _stable(b, o)
+        stable_rows_into(b, o)
 
     out, trace = _sorted_rows(fresh, rows, 64 << 10, cpu_rows=cpu_rows, sort_into=block)
     assert same_bits(out, np.sort(rows, axis=-1, kind="stable"))
@@ -107,7 +103,7 @@ def test_cpu_share_of_rows_from_a_pool_worker(fresh):
 
     def block(b: np.ndarray, o: np.ndarray) -> None:
         calls.append(b.shape[0])
-        _stable(b, o)
+        stable_rows_into(b, o)
 
     out, trace = fresh.pool.submit(_sorted_rows, fresh, rows, 64 << 10, cpu_rows=50, sort_into=block).result()
     assert same_bits(out, np.sort(rows, axis=-1, kind="stable"))
@@ -136,7 +132,7 @@ def test_device_fault_mid_rows(fresh, monkeypatch, on_error, cpu_rows):
 
     def slow(b: np.ndarray, o: np.ndarray) -> None:
         time.sleep(0.2)
-        _stable(b, o)
+        stable_rows_into(b, o)
         done.append(b.shape[0])
 
     if on_error == "raise":
@@ -178,7 +174,7 @@ def test_device_fault_before_staging(fresh, monkeypatch, on_error):
 
     def block(b: np.ndarray, o: np.ndarray) -> None:
         calls.append(b.shape[0])
-        _stable(b, o)
+        stable_rows_into(b, o)
 
     if on_error == "raise":
         with pytest.raises(hpu.DeviceFailure, match="ALLOCATION"):
@@ -193,14 +189,14 @@ def test_device_fault_before_staging(fresh, monkeypatch, on_error):
 def test_bad_arguments(fresh):
     tile = row_tile(fresh, np.int32)
     with pytest.raises(ValueError, match="divide"):
-        fast_row_sort(np.zeros(10, np.int32), 3, fresh, sort_into=_stable)
+        fast_row_sort(np.zeros(10, np.int32), 3, fresh, sort_into=stable_rows_into)
     with pytest.raises(ValueError, match="tile"):
-        fast_row_sort(np.zeros(2 * tile + 2, np.int32), tile + 1, fresh, sort_into=_stable)
+        fast_row_sort(np.zeros(2 * tile + 2, np.int32), tile + 1, fresh, sort_into=stable_rows_into)
     with pytest.raises(TypeError, match="float16"):
-        fast_row_sort(np.zeros(4, np.float16), 2, fresh, sort_into=_stable)
+        fast_row_sort(np.zeros(4, np.float16), 2, fresh, sort_into=stable_rows_into)
     for cpu_rows in (-1, 6):
         with pytest.raises(ValueError, match="cpu_rows"):
-            fast_row_sort(np.zeros(10, np.int32), 2, fresh, sort_into=_stable, cpu_rows=cpu_rows)
+            fast_row_sort(np.zeros(10, np.int32), 2, fresh, sort_into=stable_rows_into, cpu_rows=cpu_rows)
     lease = fresh.acquire_lease()
     try:
         assert DeviceSorter.for_rows(lease, np.int32, tile + 1) is None

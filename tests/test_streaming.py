@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import same_bits
+from conftest import pipeline_calls, same_bits, stable_rows_into
 
 import hpu
 from hpu.core.streaming import (STREAM_MIN_BYTES, NativeStaging, copy_into, native_staging_available, stream_copy,
@@ -106,7 +106,7 @@ def _three_sorts(runtime: hpu.Runtime, opts: hpu.PipelineOptions, rng: np.random
     assert same_bits(out, np.sort(a, kind="stable")) and same_bits(a, before)
     rows = rng.integers(-9, 9, (8 * STREAM_MIN_BYTES // 256, 64)).astype(np.int32)  # 4 pieces
     got, _ = fast_row_sort(rows.reshape(-1), 64, runtime, options=opts, on_device_error="raise",
-                           sort_into=lambda b, o: o.__setitem__(Ellipsis, np.sort(b, axis=-1, kind="stable")))
+                           sort_into=stable_rows_into)
     assert np.array_equal(got.reshape(rows.shape), np.sort(rows, axis=-1, kind="stable"))
     keys = rng.integers(-50, 50, STREAM_MIN_BYTES).astype(np.int32)
     values = rng.integers(-2**62, 2**62, keys.size)
@@ -490,21 +490,10 @@ def test_pipeline_survives_a_failed_event(fresh, stager, monkeypatch, on_error, 
     rng = np.random.default_rng(11)
     a = rng.standard_normal(9 * STREAM_MIN_BYTES // 4 + 3).astype(np.float32)
     a[::7] = -0.0
-    rows = a[:(a.size // 256) * 256].reshape(-1, 256)
     values = rng.integers(-2**62, 2**62, a.size)
     before = (a.copy(), values.copy())
     opts = hpu.PipelineOptions(chunk_bytes=2 * STREAM_MIN_BYTES, native_staging=True)
-    runs = {"sort": (lambda: pipeline.fast_sort(a, fresh, strategy="gpu", alpha=0.0, transfer_level=0,
-                                                on_device_error=on_error, options=opts)[0],
-                     lambda: [np.sort(a, kind="stable")]),
-            "rows": (lambda: fast_row_sort(rows.reshape(-1), 256, fresh, sort_into=pipeline_sort_rows,
-                                           on_device_error=on_error, options=opts)[0],
-                     lambda: [np.sort(rows, axis=-1, kind="stable").reshape(-1)]),
-            "kv": (lambda: fast_keyed_sort(a, [values], fresh, gather=True, on_device_error=on_error, options=opts,
-                                           redo=lambda: [a[np.argsort(a, kind="stable")],
-                                                         values[np.argsort(a, kind="stable")]])[0],
-                   lambda: [a[np.argsort(a, kind="stable")], values[np.argsort(a, kind="stable")]])}
-    run, want = runs[part]
+    run, want = pipeline_calls(fresh, a, values, 256, opts, on_error)[part]
     done: list = []
 
     def call() -> None:
@@ -523,16 +512,10 @@ def test_pipeline_survives_a_failed_event(fresh, stager, monkeypatch, on_error, 
     if on_error == "raise":
         assert isinstance(got, hpu.DeviceFailure) and "clSetUserEventStatus failed (-5)" in str(got)
     else:
-        got = [got] if isinstance(got, np.ndarray) else got
-        assert all(same_bits(np.asarray(g), w) for g, w in zip(got, want(), strict=True))
+        assert all(same_bits(g, w) for g, w in zip(got, want, strict=True))
     assert same_bits(a, before[0]) and same_bits(values, before[1])
     monkeypatch.undo()
-    out = run()
-    assert all(same_bits(np.asarray(g), w) for g, w in zip([out] if part != "kv" else out, want(), strict=True))
-
-
-def pipeline_sort_rows(block, out):
-    out[...] = np.sort(block, axis=-1, kind="stable")
+    assert all(same_bits(g, w) for g, w in zip(run(), want, strict=True))
 
 
 def _stage_in_child(queue) -> None:

@@ -942,9 +942,8 @@ class Runtime:
         :attr:`queue`; so a call that holds a lease builds for it even after
         another thread's failed rebuild left the runtime CPU-only (its device
         work runs in the lease's context, and an OpenCL error there falls
-        back as any).  Where the queue
-        has a slot (:attr:`queue_slot`), the build options end with
-        ``-DHPU_QUEUE_SLOT=<slot>``.
+        back as any).  Where the queue has a slot (:attr:`queue_slot`), the
+        build options end with ``-DHPU_QUEUE_SLOT=<slot>``.
 
         Raises
         ------

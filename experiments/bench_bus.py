@@ -36,7 +36,9 @@ hpu's idle pause before each call (``bench_common.shuffled_rounds``;
   between the GPUs that way), and ``, a process each, gathered``: the
   shares of all processes but the first then copied on into one block of
   shared memory as they come down (the least a process a GPU adds where
-  the caller gets one array);
+  the caller gets one array); ``stage + h2d N tasks, shares on xK GPUs, a
+  thread each``: the same by a thread a GPU without the copies back (the
+  staging beside the copies up alone, as a sort's first phase);
 - ``unstage N tasks``: pinned memory copied into an ordinary array (touched
   before) by N tasks (the middle of ``--tasks``), as a result leaves the
   staging memory;
@@ -296,8 +298,9 @@ def all_gpu_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: int) -> Runs:
     pools = [ThreadPoolExecutor(tasks) for _ in units]
     copy = stream_copy if streaming_available() else np.copyto
 
-    def trips() -> None:
-        on_threads([lambda u=u, h=h, p=p: staged_trip(p, u[0], u[2], h, u[4], u[5], piece, tasks, copy)
+    def trips(down: bool = True) -> None:
+        on_threads([lambda u=u, h=h, p=p: staged_trip(p, u[0], u[2], h, u[4], u[5] if down else None, piece, tasks,
+                                                      copy)
                     for u, h, p in zip(units, halves, pools)])
 
     return {f"h2d pinned x{k} GPUs": ((lambda: run(False)), k * nbytes),
@@ -308,6 +311,7 @@ def all_gpu_runs(rt: hpu.Runtime, nbytes: int, piece: int, tasks: int) -> Runs:
                                                                         for u in units])), 2 * k * nbytes),
             f"h2d + d2h x{k} GPUs, buffer copies": ((lambda: run(True, True)), 2 * k * nbytes),
             **process_runs(len(gpus), nbytes),
+            f"stage + h2d {tasks} tasks, shares on x{k} GPUs, a thread each": ((lambda: trips(False)), k * share),
             f"stage + h2d + d2h {tasks} tasks, shares on x{k} GPUs, a thread each": (trips, 2 * k * share),
             **staged_process_runs(k, share, piece, tasks)}
 

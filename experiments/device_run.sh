@@ -11,7 +11,7 @@
 #                                            review-tests | model-large | bus-gpus | floors |
 #                                            staging-floor | call-gap | latency | ab | loop |
 #                                            upload-chain | host-ptr | native-staging | onesweep | slices |
-#                                            last-wave | model-rounds | ab-rows)
+#                                            last-wave | model-rounds | ab-rows | staging-gap)
 #
 # Needs the wheels of pyopencl and its dependencies for that python in .whl/ (git-ignored; for the dask stage on a
 # machine without dask, those of dask, distributed, partd, locket, tblib, tornado and zict too) and writes results
@@ -108,6 +108,9 @@
 #                both), then bench_bus: 1 GiB of pageable memory staged into pinned memory by 8, 16 and 32 tasks, and
 #                512 MiB copied down from one GPU into pinned memory (a GPU's half of the result), into
 #                staging_floor.log: what any two-GPU sort of a pageable array into host memory pays at least.
+# staging-gap: on a machine of two GPUs, bench_bus's staged copies of 1 GiB (8 tasks: one GPU's copies up; both GPUs'
+#              halves, up alone and up then down), then Gantt charts of 2^28 int32 sorted by the first GPU alone and
+#              by the exchange sort over both (in gantt/): how long the sorts' staging takes against the copies' own.
 # multi-device: bench_multi_device on every GPU (each one's copy rates from and to each kind of host memory, then
 #               gpu against the exchange sort's two routes, call by call).
 # tile-radix: the device's sorts, merge sort against the GPU-shaped radix sort: their tests on the GPU, bench_fastsort
@@ -584,6 +587,15 @@ for stage in "$@"; do
           python3 experiments/bench_bus.py --device gpu --mib 512 --tasks 8 --ring '' --rounds 7 --only "d2h pinned" \
               --json "$OUT/bench_bus_d2h_512mib.json" 2>&1
         } | tee "$OUT/staging_floor.log"
+        ;;
+    staging-gap)  # on two GPUs: the staging of 2^28 int32 in hpu's sorts (Gantt charts, one GPU and the exchange)
+                  # beside bench_bus's staged copies of the same GiB with nothing else (up alone; up, then down)
+        calibrate
+        { python3 experiments/bench_bus.py --device gpu --mib 1024 --tasks 8 --ring '' --rounds 7 \
+              --only "stage + h2d 8 tasks,shares on x2 GPUs, a thread each" --json "$OUT/bench_bus_gap.json" 2>&1
+          python3 experiments/sweep_gantt.py --devices all --strategies gpu,exchange --log-n 28 --repeats 3 \
+              --machine two-gpu --no-progress --out "$OUT/gantt" 2>&1
+        } | tee "$OUT/staging_gap.log"
         ;;
     tests)
         PYOPENCL_CTX=gpu python3 -m pytest -q -p no:cacheprovider --ignore tests/test_notebooks.py 2>&1 | tee "$OUT/tests.log"

@@ -109,8 +109,9 @@
 #                512 MiB copied down from one GPU into pinned memory (a GPU's half of the result), into
 #                staging_floor.log: what any two-GPU sort of a pageable array into host memory pays at least.
 # staging-gap: on a machine of two GPUs, bench_bus's staged copies of 1 GiB (8 tasks: one GPU's copies up; both GPUs'
-#              halves, up alone and up then down), then Gantt charts of 2^28 int32 sorted by the first GPU alone and
-#              by the exchange sort over both (in gantt/): how long the sorts' staging takes against the copies' own.
+#              halves, up alone and up then down), then bench_mergesort at 2^27 and 2^28 int32 (the first GPU alone,
+#              the exchange sort over both, the default) and a Gantt chart of the exchange at 2^28 (in gantt/): the
+#              sorts beside the least their copies take.
 # multi-device: bench_multi_device on every GPU (each one's copy rates from and to each kind of host memory, then
 #               gpu against the exchange sort's two routes, call by call).
 # tile-radix: the device's sorts, merge sort against the GPU-shaped radix sort: their tests on the GPU, bench_fastsort
@@ -588,12 +589,14 @@ for stage in "$@"; do
               --json "$OUT/bench_bus_d2h_512mib.json" 2>&1
         } | tee "$OUT/staging_floor.log"
         ;;
-    staging-gap)  # on two GPUs: the staging of 2^28 int32 in hpu's sorts (Gantt charts, one GPU and the exchange)
-                  # beside bench_bus's staged copies of the same GiB with nothing else (up alone; up, then down)
+    staging-gap)  # on two GPUs: bench_bus's staged copies of 1 GiB with nothing else (up alone; up, then down) beside
+                  # hpu's sorts of 2^27 and 2^28 int32 (one GPU, the exchange, the default) and the exchange's Gantt
         calibrate
         { python3 experiments/bench_bus.py --device gpu --mib 1024 --tasks 8 --ring '' --rounds 7 \
               --only "stage + h2d 8 tasks,shares on x2 GPUs, a thread each" --json "$OUT/bench_bus_gap.json" 2>&1
-          python3 experiments/sweep_gantt.py --devices all --strategies gpu,exchange --log-n 28 --repeats 3 \
+          python3 experiments/bench_mergesort.py --devices all --profile "$profile" --min-log 27 --max-log 28 \
+              --repeats 5 --strategies gpu,exchange,auto --no-cupy --json "$OUT/bench_two_gpu.json" 2>&1
+          python3 experiments/sweep_gantt.py --devices all --strategies exchange --log-n 28 --repeats 3 \
               --machine two-gpu --no-progress --out "$OUT/gantt" 2>&1
         } | tee "$OUT/staging_gap.log"
         ;;

@@ -490,10 +490,10 @@ class DeviceLease:
         :meth:`Runtime.report_failure`).
     """
 
-    def __init__(self, runtime: Runtime, generation: int):
+    def __init__(self, runtime: Runtime, generation: int, context: Any, device: Any, properties: int):
         self.runtime = runtime
-        self.context, self.device, self.generation = runtime.context, runtime.device, generation
-        self.queue = cl.CommandQueue(self.context, self.device, properties=runtime.queue.properties)
+        self.context, self.device, self.generation = context, device, generation
+        self.queue = cl.CommandQueue(self.context, self.device, properties=properties)
         self._slot = _SlotHold(self, self.device, self.queue)
         self._queues: dict[str, Any] = {}  # the further in-order queues, made on first use
         self._items: dict[Any, Any] = {}
@@ -838,9 +838,10 @@ class Runtime:
     @property
     def device_memory_bytes(self) -> int:
         """Bytes of device memory one call may use: ``device_memory_limit``, at most 80% of global memory (0: none)."""
-        if self.device is None:
+        device = self.device  # read once: another thread's failed rebuild may set it to None meanwhile
+        if device is None:
             return 0
-        usable = int(0.8 * self.device.global_mem_size)
+        usable = int(0.8 * device.global_mem_size)
         return usable if self.device_memory_limit is None else min(usable, self.device_memory_limit)
 
     @property
@@ -872,7 +873,8 @@ class Runtime:
     @property
     def device_shares_host_cores(self) -> bool:
         """True when the OpenCL device is a CPU device (e.g. PoCL): it runs on the thread pool's cores."""
-        return self.device is not None and bool(self.device.type & cl.device_type.CPU)
+        device = self.device  # read once, as device_memory_bytes
+        return device is not None and bool(device.type & cl.device_type.CPU)
 
     def require_device(self) -> None:
         """Raise :class:`NoDeviceError` in CPU-only mode."""
@@ -959,10 +961,13 @@ class Runtime:
                 raise ValueError("give build a context or a lease, not both")
             ctx, slot, device = lease.context, lease.queue_slot, lease.device
         else:
-            self.require_device()
-            ctx, slot, device = self.context if context is None else context, self.queue_slot, self.device
+            with self._cond:  # the device and context of one generation: a rebuild replaces both under this lock
+                self.require_device()
+                device, ctx = self.device, self.context if context is None else context
+            slot = self.queue_slot
         options = (*options, *(() if slot is None else (f"-DHPU_QUEUE_SLOT={slot}",)))
-        key = (id(ctx), hashlib.sha256(source.encode()).hexdigest(), tuple(options))
+        # Keyed by the context itself, which the key keeps alive: a freed context's id may be a new context's.
+        key = (ctx, hashlib.sha256(source.encode()).hexdigest(), tuple(options))
         with self._build_lock:
             prg = self._programs.get(key)
             if prg is None:
@@ -1021,11 +1026,13 @@ class Runtime:
                 raise DeviceFailure("no usable OpenCL device")
             if self._idle:
                 return self._idle.pop()
-            generation = self._generation
-        return DeviceLease(self, generation)
+            # One generation's context, device and queue: another thread's rebuild may replace them once unlocked.
+            state = self._generation, self.context, self.device, self.queue.properties
+        return DeviceLease(self, *state)
 
     def release_lease(self, lease: DeviceLease, *, failure: BaseException | None = None) -> None:
-        """Give a lease back: kept for reuse, or discarded after ``failure`` (then reported, see :meth:`report_failure`)."""
+        """Give a lease back: kept for reuse, or discarded after ``failure`` (then reported, see
+        :meth:`report_failure`)."""
         if failure is not None:
             lease.discard()
             self.report_failure(failure, generation=lease.generation)

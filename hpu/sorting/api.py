@@ -606,11 +606,12 @@ def _rows_memo(rt: Runtime) -> Callable[[int, int, np.dtype, str], bool]:
     def make() -> Callable[[int, int, np.dtype, str], bool]:
         @functools.lru_cache(maxsize=1024)
         def decide(rows: int, m: int, dt: np.dtype, strategy: str) -> bool:
-            n = rows * m
-            if strategy == "auto" and (profile.cost_curves("sort") is None or default_algorithm(rt.device) != "merge"):
+            n, dev = rows * m, rt.device  # read once: another thread's failed rebuild may set it to None
+            if dev is None:
+                return False
+            if strategy == "auto" and (profile.cost_curves("sort") is None or default_algorithm(dev) != "merge"):
                 return False  # checked before row_tile, which builds the kernels
-            if m > row_tile(rt, dt) or n * dt.itemsize > min(rt.device_memory_bytes,
-                                                               int(rt.device.max_mem_alloc_size)):
+            if m > row_tile(rt, dt) or n * dt.itemsize > min(rt.device_memory_bytes, int(dev.max_mem_alloc_size)):
                 return False
             if strategy == "gpu":
                 return True

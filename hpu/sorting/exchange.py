@@ -147,11 +147,12 @@ def exchange_fits(rt: Runtime, n: int, shares: Sequence[float], itemsize: int) -
     deviations of the sample's error in the range it ends with (``sqrt(q (1 - q) / SAMPLE) n`` for a share ``q``)."""
     if n < 0 or itemsize < 1:
         raise ValueError(f"n must be >= 0 and itemsize >= 1, got {n} and {itemsize}")
-    active, starts = _device_ranges(n, check_shares(shares, len(rt.units)))
+    units = rt.units  # read once: another thread's failed rebuild may drop a device meanwhile
+    active, starts = _device_ranges(n, check_shares(shares, len(units)))
     for i, m in zip(active, np.diff(starts)):
         if not m:
             continue
-        q, limit = m / n, 3 * max_device_elements(rt.units[i], itemsize)
+        q, limit = m / n, 3 * max_device_elements(units[i], itemsize)
         if m * EXCHANGE_BUFFERS * (1 + 4 * math.sqrt((1 - q) / (q * SAMPLE))) > limit:
             return False
     return True

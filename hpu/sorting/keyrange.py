@@ -178,11 +178,11 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     """
     if not isinstance(arr, np.ndarray) or arr.ndim != 1:
         raise ValueError(f"keyrange_sort sorts a 1-D numpy array, got {type(arr).__name__} of shape {np.shape(arr)}")
-    units = rt.units
+    units = rt.units  # read once: another thread's failed rebuild may drop a device meanwhile (its share falls back)
     s = check_shares(shares, len(units))
     n, dt = arr.shape[0], arr.dtype
-    for i, u in enumerate(units):
-        if s[1 + i] > 0 and (dt not in CL_TYPES or not u.supports(dt)):
+    for i, u in enumerate(units):  # (a device lost since units was read supports nothing: its lease fails instead)
+        if s[1 + i] > 0 and (dt not in CL_TYPES or (not u.supports(dt) and u.has_device)):
             raise ValueError(f"device {u.device_name!r} cannot sort {dt}; give it share 0")
     rec = Recorder()
     src = np.ascontiguousarray(arr)
@@ -210,13 +210,16 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         if o and bounds[b + 1] - bounds[b] > cap[o - 1]:
             plan.owner[b] = 0
     trace.alpha = float(sum(bounds[b + 1] - bounds[b] for b, o in enumerate(plan.owner) if o == 0) / max(n, 1))
-    _run(rt, plan, src, out, rec, on_device_error, options, trace)
+    _run(rt, units, plan, src, out, rec, on_device_error, options, trace)
     return out, rec.finish(trace)
 
 
-def _run(rt: Runtime, plan: KeyRangePlan, src: np.ndarray, out: np.ndarray, rec: Recorder,
-         on_device_error: str, options: PipelineOptions, trace: Trace) -> None:
-    """Each unit sorts its buckets in place in ``out``, at once; a failed device's buckets are redone on the CPU."""
+def _run(rt: Runtime, units: tuple[Runtime, ...], plan: KeyRangePlan, src: np.ndarray, out: np.ndarray,
+         rec: Recorder, on_device_error: str, options: PipelineOptions, trace: Trace) -> None:
+    """Each unit sorts its buckets in place in ``out``, at once; a failed device's buckets are redone on the CPU.
+
+    ``units``: the devices the plan's owners number (``rt.units`` as :func:`keyrange_sort` read it), not
+    ``rt.units`` now: a device lost since then drops out of that, and its buckets would be left unsorted."""
     def buckets(unit: int) -> list[tuple[int, int]]:
         return [(int(plan.bounds[b]), int(plan.bounds[b + 1])) for b, o in enumerate(plan.owner)
                 if o == unit and plan.bounds[b + 1] > plan.bounds[b]]
@@ -228,7 +231,7 @@ def _run(rt: Runtime, plan: KeyRangePlan, src: np.ndarray, out: np.ndarray, rec:
                           method=cpu_method(rt, b - a, out.dtype, options))
             rec.add("cpu:pool", kind, 0, t0, rec.now(), 1, b - a, (b - a) * out.itemsize)
 
-    used = [u for u in range(1, len(rt.units) + 1) if buckets(u)]
+    used = [u for u in range(1, len(units) + 1) if buckets(u)]
 
     def device(unit: int) -> Any:
         def share(lease: DeviceLease) -> None:
@@ -247,6 +250,6 @@ def _run(rt: Runtime, plan: KeyRangePlan, src: np.ndarray, out: np.ndarray, rec:
         trace.fallback = "; ".join(f for f in r.fallbacks if f)
 
     mine = buckets(0)
-    run_units([rt.units[u - 1] for u in used], devices=[device(u) for u in used],
+    run_units([units[u - 1] for u in used], devices=[device(u) for u in used],
               cpu=(lambda: cpu_sort(mine, "sort")) if mine else None, redo=redo, on_device_error=on_device_error,
               finish=finish)

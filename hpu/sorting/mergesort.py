@@ -259,8 +259,10 @@ def _decide(n: int, dtype: np.dtype, rt: Runtime, strategy: str, alpha: float | 
             a_cpu = float(alpha)
         if transfer_level is not None:
             y = int(transfer_level)
-        if strategy != "cpu" and a_cpu < 1.0 and (1.0 - a_cpu) * n > max_device_elements(rt, dtype.itemsize):
-            # More than the device may hold: sorted on the device in pieces by key range, not by the CPU.
+        # More than the device may hold: sorted on the device in pieces by key range, not by the CPU.  Asked after
+        # the capacity, which is 0 once the device is lost: then fast_sort, which finds none, runs the CPU alone.
+        if (strategy != "cpu" and a_cpu < 1.0 and (1.0 - a_cpu) * n > max_device_elements(rt, dtype.itemsize)
+                and rt.has_device):
             strategy, shares = "keyrange", (a_cpu, 1.0 - a_cpu) + (0.0,) * len(rt.peers)
     return strategy, split, a_cpu, y, shares
 
@@ -320,10 +322,12 @@ def _split_memo(rt: Runtime) -> Callable[[int, int, str, bool], Split]:
     def make() -> Callable[[int, int, str, bool], Split]:
         @functools.lru_cache(maxsize=4096)
         def split(n: int, itemsize: int, strategy: str, usable: bool) -> Split:
+            units = rt.units  # read once: without this runtime once another thread's failed rebuild lost its device
+            usable = usable and units[:1] == (rt,)
             return fast_split(n, profile, strategy=strategy, device=usable, itemsize=itemsize,
                               shared_cores=usable and rt.device_shares_host_cores,
-                              devices=[u.profile for u in rt.units],
-                              capacity=[max_device_elements(u, itemsize) for u in rt.units] if usable else None)
+                              devices=[u.profile for u in units],
+                              capacity=[max_device_elements(u, itemsize) for u in units] if usable else None)
         return split
 
     return rt.resources.get(("sort", "fast_split", id(profile)), make)

@@ -618,9 +618,12 @@ def max_device_elements(rt: Runtime, itemsize: int) -> int:
     where the device runs the onesweep radix sort (:func:`hpu.sorting.device.fast_algorithm`) its status words,
     a byte a 4-byte key, in :attr:`hpu.Runtime.device_memory_bytes` (the runtime's
     ``device_memory_limit``), each copy within the device's largest allocation.  (8-byte keys sorted by
-    ``PipelineOptions(device_sort="onesweep")`` need four bytes a key more than this counts.)
+    ``PipelineOptions(device_sort="onesweep")`` need four bytes a key more than this counts.)  0 without a device:
+    also once another thread's failed rebuild has left the runtime CPU-only since the caller checked it.
     """
     dev = rt.device
+    if dev is None:
+        return 0
     by_total = rt.device_memory_bytes // (3 * itemsize + ("onesweep" in device_algorithms(dev)))
     by_alloc = int(dev.max_mem_alloc_size) // itemsize
     return max(0, min(by_total, by_alloc))
@@ -1050,11 +1053,25 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
 def row_tile(rt: Runtime, dtype: Any) -> int:
     """The longest rows :func:`fast_row_sort` sorts on ``rt``'s device: the tile (keys a work-group sorts in local
     memory) of its largest merge-sort work-group for ``dtype`` keys (:class:`DeviceSorter`); 0 for dtypes it does
-    not sort (:data:`hpu.core.kernels.CL_TYPES`, native, float64 only with fp64) or without a device."""
+    not sort (:data:`hpu.core.kernels.CL_TYPES`, native, float64 only with fp64) or without a device.
+
+    The sorter is built on a lease (the next call that borrows it reuses it): a lease's device and context are one
+    generation's, where the runtime's may become None at any moment (another thread's failed rebuild)."""
     dt = np.dtype(dtype)
     if not (rt.has_device and dt in CL_TYPES and dt.isnative and rt.supports(dt)):
         return 0
-    return rt.resources.get(("row-tile", dt.str), lambda: DeviceSorter(rt, dt, algorithm="merge").tile, int)
+
+    def tile() -> int:
+        lease = rt.acquire_lease()
+        try:
+            return DeviceSorter.of_lease(lease, dt, "merge").tile
+        finally:
+            rt.release_lease(lease)
+
+    try:
+        return rt.resources.get(("row-tile", dt.str), tile, int)
+    except DeviceFailure:  # no device left
+        return 0
 
 
 def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[[np.ndarray, np.ndarray], None],
@@ -1117,7 +1134,8 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
         With ``on_device_error="raise"`` when the device fails.
     """
     n, dt = keys.shape[0], keys.dtype
-    tile = row_tile(rt, dt)
+    # No device left (another thread's failed rebuild since the caller's check): any m; the device share falls back.
+    tile = row_tile(rt, dt) or (0 if rt.has_device else max(m, 1))
     if tile == 0:
         raise TypeError(f"fast_row_sort sorts native {', '.join(map(str, CL_TYPES))} keys the device supports, "
                         f"not {dt}")

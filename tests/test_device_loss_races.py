@@ -70,12 +70,10 @@ CALLS = {
                                                            alpha=0.25, transfer_level=4, on_device_error=e)],
                        [np.sort(KEYS, kind="stable")], None),
 }
-#: Calls that still fail (strict xfail below) when the device is lost at some of their reads: key ranges and
-#: exchanges (shares given, or planned for the devices there were) and paper mode raise ValueError, IndexError or
-#: ZeroDivisionError, for the reason below.
-WHY_OPEN = ("planning counts the runtime's devices again after choosing the shares (paper mode: hpu.dc.execute "
-            "checks the strategy against them again)")
-STILL_OPEN = ("keyrange-shares", "exchange", "paper-advanced")
+#: Calls that still fail (strict xfail below) when the device is lost at some of their reads: paper mode raises
+#: ValueError or ZeroDivisionError, for the reason below.
+WHY_OPEN = "paper mode: hpu.dc.execute checks the strategy against the runtime's device again"
+STILL_OPEN = ("paper-advanced",)
 
 
 def _lose_device(rt: Runtime) -> None:

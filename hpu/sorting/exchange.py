@@ -140,26 +140,28 @@ def exchange_cuts(lengths: Sequence[int], lower: np.ndarray, upper: np.ndarray,
     return cuts
 
 
-def exchange_fits(rt: Runtime, n: int, shares: Sequence[float], itemsize: int) -> bool:
-    """Whether each device of ``rt.units`` can hold :data:`EXCHANGE_BUFFERS` copies of its part of ``n`` keys of
-    ``itemsize`` bytes under ``shares`` (the CPU's, then each device's, as :func:`exchange_sort` takes them), within
-    the memory one call may use (:func:`hpu.sorting.pipeline.max_device_elements`), with room for four standard
-    deviations of the sample's error in the range it ends with (``sqrt(q (1 - q) / SAMPLE) n`` for a share ``q``)."""
+def exchange_fits(rt: Runtime, n: int, shares: Sequence[float], itemsize: int,
+                  units: Sequence[Runtime] | None = None) -> bool:
+    """Whether each device of ``units`` (default ``rt.units``) can hold :data:`EXCHANGE_BUFFERS` copies of its part
+    of ``n`` keys of ``itemsize`` bytes under ``shares`` (the CPU's, then each device's, as :func:`exchange_sort`
+    takes them), within the memory one call may use (:func:`hpu.sorting.pipeline.max_device_elements`), with room
+    for four standard deviations of the sample's error in the range it ends with (``sqrt(q (1 - q) / SAMPLE) n``
+    for a share ``q``).  A device lost since ``units`` was read is not asked: its lease fails instead."""
     if n < 0 or itemsize < 1:
         raise ValueError(f"n must be >= 0 and itemsize >= 1, got {n} and {itemsize}")
-    units = rt.units  # read once: another thread's failed rebuild may drop a device meanwhile
+    units = rt.units if units is None else tuple(units)  # read once: a failed rebuild may drop a device meanwhile
     active, starts = _device_ranges(n, check_shares(shares, len(units)))
     for i, m in zip(active, np.diff(starts)):
         if not m:
             continue
-        q, limit = m / n, 3 * max_device_elements(units[i], itemsize)
-        if m * EXCHANGE_BUFFERS * (1 + 4 * math.sqrt((1 - q) / (q * SAMPLE))) > limit:
+        q, limit = m / n, 3 * max_device_elements(units[i], itemsize)  # 0 for a device lost (asked after this)
+        if m * EXCHANGE_BUFFERS * (1 + 4 * math.sqrt((1 - q) / (q * SAMPLE))) > limit and units[i].has_device:
             return False
     return True
 
 
 def _device_ranges(n: int, s: np.ndarray) -> tuple[list[int], np.ndarray]:
-    """The devices with a share (indices into ``rt.units``) and the bounds of their ranges of positions,
+    """The devices with a share (indices into the units) and the bounds of their ranges of positions,
     ``round(n * cumsum(shares))`` from 0 to ``n``."""
     active = [i for i in range(s.size - 1) if s[1 + i] > 0]
     b = np.round(np.concatenate([[0.0], np.cumsum(s[1:][active])]) * n).astype(np.int64)
@@ -168,8 +170,9 @@ def _device_ranges(n: int, s: np.ndarray) -> tuple[list[int], np.ndarray]:
 
 
 def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_device_error: str = "fallback",
-                  split: Any = None, options: PipelineOptions = DEFAULT_OPTIONS) -> tuple[np.ndarray, Trace]:
-    """Sort ``arr`` on the devices of ``rt.units``: each sorts its positions, then they trade key ranges and merge.
+                  split: Any = None, options: PipelineOptions = DEFAULT_OPTIONS,
+                  units: Sequence[Runtime] | None = None) -> tuple[np.ndarray, Trace]:
+    """Sort ``arr`` on the devices of ``units``: each sorts its positions, then they trade key ranges and merge.
 
     Parameters
     ----------
@@ -177,7 +180,7 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         int32, uint32, int64, uint64, float32 or float64; never modified.
     rt : Runtime
         Its devices (:attr:`hpu.Runtime.units`), thread pool and host pool.
-    shares : sequence of float, length ``1 + len(rt.units)``
+    shares : sequence of float, length ``1 + len(units)``
         As for :func:`hpu.sorting.keyrange.keyrange_sort`: the CPU's share
         (must be 0: the CPU only stages), then each device's, non-negative,
         summing to 1.  Device ``i`` sorts that fraction of the positions and
@@ -187,6 +190,11 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         Recorded in the trace.
     options : PipelineOptions
         Staging pieces, waves, the device's sort (its merges are the merge sort's).
+    units : sequence of Runtime, optional
+        The devices ``shares`` names (default ``rt.units`` now): those the
+        caller planned for.  One of them lost since (another thread's
+        failed rebuild) fails its lease, and the CPU sorts everything or the
+        call raises, as ``on_device_error`` says.
 
     Returns
     -------
@@ -208,17 +216,17 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     """
     if not isinstance(arr, np.ndarray) or arr.ndim != 1:
         raise ValueError(f"exchange_sort sorts 1-D numpy arrays, got {type(arr).__name__} of shape {np.shape(arr)}")
-    units = rt.units
+    units = rt.units if units is None else tuple(units)  # read once: a failed rebuild may drop a device meanwhile
     s = check_shares(shares, len(units))
     if s[0] > 0:
         raise ValueError(f"an exchange sort gives the CPU no share (it stages the devices' copies), got {s[0]}")
     n, dt = arr.shape[0], arr.dtype
     w = dt.itemsize
     active, starts = _device_ranges(n, s)
-    for i in active:
-        if dt not in CL_TYPES or not units[i].supports(dt):
+    for i in active:  # (a device lost since units was read supports nothing: its lease fails instead)
+        if dt not in CL_TYPES or (not units[i].supports(dt) and units[i].has_device):
             raise ValueError(f"device {units[i].device_name!r} cannot sort {dt}; give it share 0")
-    if not exchange_fits(rt, n, s, w):
+    if not exchange_fits(rt, n, s, w, units):
         raise ValueError("a device's share of an exchange sort does not fit its memory; use strategy='keyrange'")
     rec = Recorder()
     src = np.ascontiguousarray(arr)
@@ -304,7 +312,7 @@ class _Exchange:
         self.sent.clear()
 
     def share(self, j: int, unit: int) -> Any:
-        """Device ``j``'s part (``unit``: its index in ``rt.units``, naming its trace rows)."""
+        """Device ``j``'s part (``unit``: its index in the units, naming its trace rows)."""
         def run(lease: DeviceLease) -> None:
             self._device(j, lease, "" if unit == 0 else str(unit))
         return run

@@ -136,7 +136,8 @@ def check_shares(shares: Sequence[float], units: int) -> np.ndarray:
 
 
 def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_device_error: str = "fallback",
-                  split: Any = None, options: PipelineOptions = DEFAULT_OPTIONS) -> tuple[np.ndarray, Trace]:
+                  split: Any = None, options: PipelineOptions = DEFAULT_OPTIONS,
+                  units: Sequence[Runtime] | None = None) -> tuple[np.ndarray, Trace]:
     """Sort ``arr`` with a key range per unit: the CPU's and each device's share of the keys.
 
     Parameters
@@ -145,13 +146,19 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         int32, uint32, int64, uint64, float32 or float64; never modified.
     rt : Runtime
         Its units: the CPU (thread pool) and ``rt.units`` (its device and its peers').
-    shares : sequence of float, length ``1 + len(rt.units)``
+    shares : sequence of float, length ``1 + len(units)``
         Fractions of the keys for the CPU and each device, non-negative,
         summing to 1 (a unit with share 0 takes no part).
     on_device_error : {"fallback", "raise"}
     split : optional
         Recorded in the trace.
     options : PipelineOptions
+    units : sequence of Runtime, optional
+        The devices ``shares`` names (default ``rt.units`` now): those the
+        caller planned for.  The CPU sorts the ranges of one lost since
+        (another thread's failed rebuild); one lost later still fails its
+        lease, and its ranges fall back or the call raises, as
+        ``on_device_error`` says.
 
     Returns
     -------
@@ -178,7 +185,7 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     """
     if not isinstance(arr, np.ndarray) or arr.ndim != 1:
         raise ValueError(f"keyrange_sort sorts a 1-D numpy array, got {type(arr).__name__} of shape {np.shape(arr)}")
-    units = rt.units  # read once: another thread's failed rebuild may drop a device meanwhile (its share falls back)
+    units = rt.units if units is None else tuple(units)  # read once: a failed rebuild may drop a device meanwhile
     s = check_shares(shares, len(units))
     n, dt = arr.shape[0], arr.dtype
     for i, u in enumerate(units):  # (a device lost since units was read supports nothing: its lease fails instead)
@@ -187,7 +194,9 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     rec = Recorder()
     src = np.ascontiguousarray(arr)
     cap = [max(1, max_device_elements(u, dt.itemsize)) for u in units]
-    pieces = [1] + [max(1, math.ceil(s[1 + i] * n / (PIECE_FILL * cap[i]))) for i in range(len(units))]
+    # One piece for a device lost since units was read (its capacity 0, asked after it): the CPU sorts its range
+    pieces = [1] + [max(1, math.ceil(s[1 + i] * n / (PIECE_FILL * cap[i]))) if u.has_device else 1
+                    for i, u in enumerate(units)]
     active = [u for u in range(len(s)) if s[u] > 0]
     fr, owner = _fractions([s[u] for u in active], [pieces[u] for u in active])
     owner = [active[o] for o in owner]

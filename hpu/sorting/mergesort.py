@@ -180,8 +180,10 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     if options is not None and not isinstance(options, PipelineOptions):
         raise TypeError(f"options must be an hpu.PipelineOptions, got {type(options).__name__}")
     check_runtime(runtime)
+    units = None  # the devices the shares name, read once (another thread's failed rebuild may drop one meanwhile)
     if shares is not None:  # on every path: the model's CPU fallback and n <= 1 included
-        s = check_shares(shares, len(resolve_runtime(runtime).units))
+        units = resolve_runtime(runtime).units
+        s = check_shares(shares, len(units))
         if strategy == "exchange" and s[0] > 0:
             raise ValueError(f"an exchange sort gives the CPU no share (it stages the devices' copies), got {s[0]}")
     n = arr.shape[0]
@@ -194,7 +196,8 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
     rt = resolve_runtime(runtime)
     with rt.call():
         if mode == "fast":
-            return _fast(arr, rt, strategy, alpha, transfer_level, return_trace, on_device_error, options, shares)
+            return _fast(arr, rt, strategy, alpha, transfer_level, return_trace, on_device_error, options, shares,
+                         rt.units if units is None else units)
         if strategy == "auto":
             strategy = "advanced"
         plan = _SPEC.plan(n, arr.dtype)
@@ -214,20 +217,22 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
 
 def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, transfer_level: int | None,
           return_trace: bool, on_device_error: str, options: PipelineOptions | None,
-          shares: Sequence[float] | None) -> np.ndarray | tuple[np.ndarray, Trace]:
+          shares: Sequence[float] | None, units: tuple[Runtime, ...]) -> np.ndarray | tuple[np.ndarray, Trace]:
+    """Fast mode; ``units``: the devices the call plans for, read once (a device lost since fails its lease)."""
     n = arr.shape[0]
     if transfer_level is not None and not 0 <= int(transfer_level) <= max(0, int(np.ceil(np.log2(n)))):
         raise ValueError(f"transfer_level must lie in [0, ceil(log2 n)] for n={n}, got {transfer_level}")
     if strategy in ("cpu", "gpu", "basic"):
         alpha = None  # the advanced split's CPU share (paper 5.2); the others fix it, as in paper mode
-    strategy, split, a_cpu, y, shares = _decide(n, arr.dtype, rt, strategy, alpha, transfer_level, shares)
+    strategy, split, a_cpu, y, shares = _decide(n, arr.dtype, rt, strategy, alpha, transfer_level, shares, units)
     if strategy == "exchange":
         out, trace = exchange_sort(arr, rt, shares, on_device_error=on_device_error, split=split,
-                                   options=options or DEFAULT_OPTIONS)
+                                   options=options or DEFAULT_OPTIONS, units=units)
         return (out, trace.resolve()) if return_trace else out
     if strategy == "keyrange":
-        out, trace = keyrange_sort(arr, rt, _keyrange_shares(rt, split, alpha, shares),
-                                   on_device_error=on_device_error, split=split, options=options or DEFAULT_OPTIONS)
+        out, trace = keyrange_sort(arr, rt, _keyrange_shares(units, split, alpha, shares),
+                                   on_device_error=on_device_error, split=split, options=options or DEFAULT_OPTIONS,
+                                   units=units)
         return (out, trace.resolve()) if return_trace else out
     out, trace = fast_sort(arr, rt, strategy=strategy, alpha=a_cpu, transfer_level=y,
                            on_device_error=on_device_error, split=split,
@@ -237,15 +242,18 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
 
 
 def _decide(n: int, dtype: np.dtype, rt: Runtime, strategy: str, alpha: float | None, transfer_level: int | None,
-            shares: Sequence[float] | None) -> tuple[str, Split | None, float, int, Sequence[float] | None]:
-    """What fast mode runs for ``n > 1`` keys: (strategy, the model's split, CPU share, transfer level, shares)."""
+            shares: Sequence[float] | None, units: tuple[Runtime, ...] | None = None
+            ) -> tuple[str, Split | None, float, int, Sequence[float] | None]:
+    """What fast mode runs for ``n > 1`` keys: (strategy, the model's split, CPU share, transfer level, shares),
+    the shares for ``units`` (default ``rt.units`` now)."""
+    units = rt.units if units is None else units
     strategy, split = _plan(n, dtype, rt, strategy)
     a_cpu, y = 1.0, 0
     if strategy == "exchange":
-        k = len(rt.units)
+        k = len(units)
         sh = (tuple(float(v) for v in shares) if shares is not None else
               tuple(split.shares) if split is not None and len(split.shares) == 1 + k else (0.0,) + (1.0 / k,) * k)
-        if alpha is None and exchange_fits(rt, n, sh, dtype.itemsize):
+        if alpha is None and exchange_fits(rt, n, sh, dtype.itemsize, units):
             return strategy, split, 0.0, 0, sh
         # A CPU share asked for, or more than the devices may hold: key ranges (sorted on a device in pieces).
         strategy, shares = "keyrange", (sh if alpha is None else None)
@@ -262,22 +270,23 @@ def _decide(n: int, dtype: np.dtype, rt: Runtime, strategy: str, alpha: float | 
         # More than the device may hold: sorted on the device in pieces by key range, not by the CPU.  Asked after
         # the capacity, which is 0 once the device is lost: then fast_sort, which finds none, runs the CPU alone.
         if (strategy != "cpu" and a_cpu < 1.0 and (1.0 - a_cpu) * n > max_device_elements(rt, dtype.itemsize)
-                and rt.has_device):
-            strategy, shares = "keyrange", (a_cpu, 1.0 - a_cpu) + (0.0,) * len(rt.peers)
+                and rt.has_device and units[:1] == (rt,)):
+            strategy, shares = "keyrange", (a_cpu, 1.0 - a_cpu) + (0.0,) * (len(units) - 1)
     return strategy, split, a_cpu, y, shares
 
 
-def _keyrange_shares(rt: Runtime, split: Split | None, alpha: float | None,
+def _keyrange_shares(units: tuple[Runtime, ...], split: Split | None, alpha: float | None,
                      shares: Sequence[float] | None) -> tuple[float, ...]:
-    """The key-range shares to run: the caller's, else the model's with ``alpha`` for the CPU, else equal ones."""
+    """The key-range shares to run for ``units``: the caller's, else the model's with ``alpha`` for the CPU, else
+    equal ones."""
     if shares is not None:
         return tuple(float(v) for v in shares)
-    k = len(rt.units)
+    k = len(units)
     model = split.shares if split is not None and len(split.shares) == 1 + k else (1.0 / (k + 1),) * (k + 1)
     if alpha is None:
         return tuple(model)
     rest = sum(model[1:])
-    devs = [v / rest for v in model[1:]] if rest > 0 else [1.0 / k] * k
+    devs = [v / rest for v in model[1:]] if rest > 0 else [1.0 / k for _ in range(k)]
     return (float(alpha), *((1.0 - float(alpha)) * v for v in devs))
 
 

@@ -209,7 +209,10 @@ def _worker_facts(dtype: Any, dask_worker: Any = None) -> tuple[float, int | Non
 
 
 def _client(client: distributed.Client | None) -> distributed.Client:
+    """``client``, else the current client; ``TypeError`` for anything but a Client, ``ValueError`` for none."""
     if client is not None:
+        if not isinstance(client, distributed.Client):
+            raise TypeError(f"client must be a dask.distributed Client, got {type(client).__name__}")
         return client
     try:
         return distributed.get_client()
@@ -254,7 +257,7 @@ def sort(x: Any, *, npartitions: int | None = None, client: distributed.Client |
     Raises
     ------
     TypeError
-        An unsupported dtype.
+        An unsupported dtype, or ``client`` not a :class:`distributed.Client`.
     ValueError
         Not one-dimensional, unknown chunk sizes, ``npartitions < 1``, no
         client, or a cluster without workers; all before any task runs.
@@ -610,7 +613,7 @@ def tabu_search_many(problem: Any, seeds: Sequence[Any], *, client: distributed.
     TypeError
         A problem or argument that cannot be pickled, ``runtime=`` (each
         worker uses its own) or ``seed=`` among ``kw``; ``seeds`` not an
-        iterable of seeds.
+        iterable of seeds; ``client`` not a :class:`distributed.Client`.
     ValueError
         No client or no workers; both before any task runs.
     """
@@ -700,7 +703,8 @@ def hybrid_ea_islands(problem: Any, *, islands: int | None = None, epochs: int =
     Raises
     ------
     TypeError
-        A problem or argument that cannot be pickled, or ``runtime=`` or ``initial_population=`` among ``kw``.
+        A problem or argument that cannot be pickled, ``runtime=`` or ``initial_population=`` among ``kw``, or
+        ``client`` not a :class:`distributed.Client`.
     ValueError
         ``islands``, ``epochs``, ``migrants`` or ``population`` out of range, no client or no workers (before any
         task runs); and what :func:`hpu.tabu.hybrid_ea` raises.

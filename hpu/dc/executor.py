@@ -71,7 +71,8 @@ def _cpu_level(rt: Runtime, plan: Plan, work: np.ndarray, level: int, r0: int, r
     def task(a: int, b: int) -> None:
         t = rec.now()
         fn(rows[a:b])
-        rec.add(f"cpu:{threading.current_thread().name}", kind, level, t, rec.now(), b - a, size, (b - a) * size * plan.dtype.itemsize)
+        rec.add(f"cpu:{threading.current_thread().name}", kind, level, t, rec.now(), b - a, size,
+                (b - a) * size * plan.dtype.itemsize)
 
     wait_all(rt.pool.submit(task, int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a)
 
@@ -130,7 +131,8 @@ def _device_levels(lease: DeviceLease, plan: Plan, a: Any, b: Any, y: int, count
     interleaved = spec.coalesced
     if interleaved and spec.leaf_size > 1 and y < plan.depth:
         m = count * br ** (plan.depth - y)
-        ev = cl.Kernel(prg, "interleave")(q, (m * spec.leaf_size,), None, src, dst, np.uint64(m), np.uint64(spec.leaf_size))
+        ev = cl.Kernel(prg, "interleave")(q, (m * spec.leaf_size,), None, src, dst, np.uint64(m),
+                                          np.uint64(spec.leaf_size))
         launches.append((ev, "layout", plan.depth, m, spec.leaf_size))
         src, dst = dst, src
     kern = cl.Kernel(prg, f"{spec.name}_combine_interleaved" if interleaved else f"{spec.name}_combine")
@@ -228,7 +230,7 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime | None, *, strategy: 
     Raises
     ------
     ValueError
-        Unknown strategy, alpha outside [0, 1], transfer level outside
+        Unknown strategy, alpha outside [0, 1] (or None for ``"advanced"``), transfer level outside
         ``[0, depth]``, a device strategy in CPU-only mode, or ``data`` not
         of shape ``(plan.n,)``.
     TypeError
@@ -266,9 +268,12 @@ def _levels(plan: Plan, runtime: Runtime, strategy: str, alpha: float, transfer_
         return 0, 0.0
     if transfer_level is None:
         raise ValueError(f"strategy {strategy!r} needs a transfer_level")
+    if strategy == "advanced" and alpha is None:
+        raise ValueError("strategy 'advanced' needs an alpha (the CPU's share of the subproblems), got None")
     y = transfer_level
     if not 0 <= y <= plan.depth:
-        raise ValueError(f"transfer_level must lie in [0, {plan.depth}] (the recursion tree's levels), got {transfer_level}")
+        raise ValueError(f"transfer_level must lie in [0, {plan.depth}] (the recursion tree's levels), "
+                         f"got {transfer_level}")
     return y, 0.0 if strategy == "basic" else alpha
 
 

@@ -196,9 +196,15 @@ class Plan:
         return self.spec.leaf_size * self.spec.branching**self.depth
 
     def level(self, i: int) -> Level:
-        """Level ``i`` (0 = root, ``depth`` = the leaves)."""
-        if not 0 <= i <= self.depth:
-            raise ValueError(f"level must lie in [0, {self.depth}], got {i}")
+        """Level ``i`` (0 = root, ``depth`` = the leaves).
+
+        Raises
+        ------
+        ValueError
+            ``i`` not an integer in ``[0, depth]`` (a float or bool included).
+        """
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i <= self.depth:
+            raise ValueError(f"level must lie in [0, {self.depth}] (an integer), got {i!r}")
         count = self.spec.branching**i
         return Level(i, count, self.padded_n // count)
 
@@ -208,7 +214,15 @@ class Plan:
         return [self.level(i) for i in range(self.depth - 1, -1, -1)]
 
     def padded(self, a: np.ndarray) -> np.ndarray:
-        """A new C-contiguous array of ``padded_n`` elements: ``a`` then pad values."""
+        """A new C-contiguous array of ``padded_n`` elements: ``a`` (array_like, shape ``(n,)``) then pad values.
+
+        Raises
+        ------
+        ValueError
+            ``a`` not of shape ``(n,)`` (numpy would broadcast a scalar or one element silently).
+        """
+        if np.shape(a) != (self.n,):
+            raise ValueError(f"a must have the plan's shape ({self.n},), got {np.shape(a)}")
         out = np.empty(self.padded_n, dtype=self.dtype)
         out[: self.n] = a
         out[self.n :] = self.spec.pad(self.dtype)
@@ -226,7 +240,9 @@ class Plan:
         (reads children in layout ``M*B``, writes in layout ``M``),
         ``<name>_base(x, M, S)`` (contiguous leaves) if the spec has a base
         case, and the layout changes ``interleave(src, dst, M, S)`` /
-        ``deinterleave(src, dst, M, S)``.
+        ``deinterleave(src, dst, M, S)``.  Where the OpenCL compiler defines
+        the spec's name as a macro (PoCL's builtins such as ``max``, or
+        ``INT_MAX``), it is undefined after the snippets, before the kernels.
         """
         spec = self.spec
         defines = {"B": f"{spec.branching}UL", "LEAF": f"{spec.leaf_size}UL", "IS_FLOAT": int(self.dtype.kind == "f"),
@@ -240,6 +256,8 @@ class Plan:
         if spec.base_cl is not None:
             parts.append(_snippet_function("dc_base", "__global T *x_, const ulong K, const ulong S",
                                            {"X(j)": "x_[K * S + (j)]"}, spec.base_cl))
+        # A name the compiler defines as a macro (PoCL: "#define max _cl_max") would rename or break the kernels.
+        parts.append(f"#ifdef {spec.name}\n#undef {spec.name}\n#endif")
         return "\n".join(parts) + "\n" + kernel_source("dc_levels")
 
 

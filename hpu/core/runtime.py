@@ -758,6 +758,7 @@ class Runtime:
         self._max_idle = max(0, int(max_idle_leases))
         self._generation = 0
         self._failed: BaseException | None = None
+        self._lost = False  # a failed rebuild left it CPU-only (device_lost)
         self._programs: dict[tuple, Any] = {}
         self._build_lock = threading.Lock()
         if host_pool_bytes is None:
@@ -854,6 +855,13 @@ class Runtime:
     def has_device(self) -> bool:
         """True when an OpenCL device is in use (False: CPU-only mode, asked for or after a device was lost)."""
         return self.device is not None
+
+    @property
+    def device_lost(self) -> bool:
+        """True once the device failed and its context could not be rebuilt: CPU-only from then on, though it had a
+        device (a call that planned for the device meanwhile, on another thread, falls back or raises
+        :class:`DeviceFailure` as its ``on_device_error`` says)."""
+        return self._lost
 
     @property
     def device_name(self) -> str:
@@ -1071,6 +1079,7 @@ class Runtime:
             log.warning("device failed (%s) and its context could not be rebuilt (%s); running on the CPU from now on",
                         failure, e)
             self.device = None
+            self._lost = True
             self._open_context()
         old_pool.close()
         with self._build_lock:

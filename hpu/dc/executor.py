@@ -231,8 +231,9 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime | None, *, strategy: 
     ------
     ValueError
         Unknown strategy, alpha outside [0, 1] (or None for ``"advanced"``), transfer level outside
-        ``[0, depth]``, a device strategy in CPU-only mode, or ``data`` not
-        of shape ``(plan.n,)``.
+        ``[0, depth]``, a device strategy on a runtime made CPU-only (one
+        that lost its device falls back or raises DeviceFailure), or
+        ``data`` not of shape ``(plan.n,)``.
     TypeError
         ``plan`` not a :class:`Plan`, ``runtime`` not a Runtime, ``alpha``
         not a number, or ``data`` of a dtype the plan's would change (a
@@ -240,7 +241,7 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime | None, *, strategy: 
     RuntimeClosedError
         ``runtime`` is closed.
     DeviceFailure
-        With ``on_device_error="raise"``.
+        With ``on_device_error="raise"`` when the device fails or has been lost.
     """
     if not isinstance(plan, Plan):
         raise TypeError(f"plan must be an hpu.Plan (from DCSpec.plan), got {type(plan).__name__}")
@@ -260,7 +261,9 @@ def _levels(plan: Plan, runtime: Runtime, strategy: str, alpha: float, transfer_
     """Check a strategy's arguments; return the transfer level ``y`` and ``alpha`` it runs with."""
     check_strategy(strategy, STRATEGIES)
     alpha, transfer_level = check_split(alpha, transfer_level)
-    if strategy != "cpu" and not runtime.has_device:
+    # A runtime that lost its device (another thread's failed rebuild, perhaps after the caller checked it) is no
+    # misuse: the device share's lease fails, and it falls back or raises DeviceFailure as on_device_error says.
+    if strategy != "cpu" and not runtime.has_device and not runtime.device_lost:
         raise ValueError(f"strategy {strategy!r} needs an OpenCL device, but the runtime is CPU-only")
     if strategy == "cpu":
         return plan.depth, 1.0

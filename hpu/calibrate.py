@@ -25,8 +25,9 @@ __all__ = ["main"]
 
 def main(argv: list[str] | None = None, prog: str = "python -m hpu.calibrate") -> int:
     """Command line entry point of ``python -m hpu.calibrate`` (and of ``hpu calibrate``, named ``prog`` in its
-    messages); returns the exit status: 0 saved, 2 a usage error or an existing profile without ``--force``, 130
-    interrupted."""
+    messages); returns the exit status: 0 saved, 2 an existing profile without ``--force`` or an output that cannot
+    be written, 130 interrupted.  A usage error (an unknown option or device, a bad ``--max-log`` or ``--threads``)
+    raises :class:`SystemExit` with status 2, as argparse does."""
     ap = argparse.ArgumentParser(
         prog=prog,
         description="Measure this machine and fit the HPU model's profile (p, g, gamma, lambda, delta; "

@@ -124,11 +124,22 @@ class Profile:
         ProfileError
             The stored curves are invalid.
         """
-        cache = self.__dict__.setdefault("_cost_curves", {})  # parsed once per profile (it is frozen)
+        return self._parse_curves(workload, f"profile {self.name!r}")
+
+    def _parse_curves(self, workload: str, source: str) -> CostCurves | None:
+        """:meth:`cost_curves`, parsed once per profile (it is frozen); errors name ``source`` (a file, or the
+        profile's name) and the workload.  ProfileError as :meth:`cost_curves`."""
+        cache = self.__dict__.setdefault("_cost_curves", {})
         if workload not in cache:
             d = self.curves.get(workload)
-            cache[workload] = None if d is None else CostCurves.from_dict(
-                d, source=f"profile {self.name!r}, {workload!r} curves")
+            where = f"{source}, {workload!r} curves"
+            try:
+                curves = None if d is None else CostCurves.from_dict(d, source=where)
+                if curves is not None:
+                    float(curves.sizes[-1])  # the largest size must be a float for the log-log interpolation
+            except OverflowError as e:  # an infinite or huge size, which CostCurves lets through
+                raise ProfileError(f"{where}: invalid cost curves: {e}") from None
+            cache[workload] = curves
         return cache[workload]
 
     # -- persistence -------------------------------------------------------
@@ -161,7 +172,7 @@ class Profile:
         except (TypeError, ValueError) as e:
             raise ProfileError(f"{source}: invalid profile: {e}") from None
         for workload in profile.curves:  # parsed now: a bad curve is a bad profile, not a failure of every call
-            profile.cost_curves(workload)
+            profile._parse_curves(workload, source)
         return profile
 
     def save(self, path: str | os.PathLike) -> Path:

@@ -56,7 +56,7 @@ from ..core.hybrid import check_on_device_error, check_split, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.runtime import Runtime, check_runtime, resolve_runtime
 from ..core.util import wait_all
-from .costs import fast_cost
+from .costs import fast_cost, has_device_curves
 from .cpu import stable_sort_inplace
 from .keys import check_sort_dtype, key_bits, pack, packed_bits, time_from_unsigned, to_unsigned, unpack_positions
 from .mergesort import SORT_STRATEGIES, hybrid_mergesort, planned_strategy
@@ -529,7 +529,7 @@ def packs_on_device(n: int, dtype: Any, runtime: Runtime | None = None, *, rows:
         return False
     if rows == 1 or strategy != "auto":
         return planned_strategy(n, np.uint64, rt, strategy) == "gpu"
-    if rt.profile.cost_curves("sort") is None:  # uncalibrated: the CPU (hpu.Runtime.calibrated)
+    if not has_device_curves(rt.profile):  # uncalibrated, or calibrated without a device: the CPU
         return False
     device = fast_cost(rt.profile, "transfer", n, dt.itemsize) + fast_cost(rt.profile, "device_sort", n, 8)
     cpu_rows = fast_cost(rt.profile, "cpu_sort", n, dt.itemsize) * np.log2(n // rows) / np.log2(n)
@@ -609,8 +609,8 @@ def _rows_memo(rt: Runtime) -> Callable[[int, int, np.dtype, str], bool]:
             n, dev = rows * m, rt.device  # read once: another thread's failed rebuild may set it to None
             if dev is None:
                 return False
-            if strategy == "auto" and (profile.cost_curves("sort") is None or default_algorithm(dev) != "merge"):
-                return False  # checked before row_tile, which builds the kernels
+            if strategy == "auto" and (not has_device_curves(profile) or default_algorithm(dev) != "merge"):
+                return False  # checked before row_tile, which builds the kernels; no device curves: the CPU
             if m > row_tile(rt, dt) or n * dt.itemsize > min(rt.device_memory_bytes, int(dev.max_mem_alloc_size)):
                 return False
             if strategy == "gpu":

@@ -23,7 +23,7 @@ from ..core.profile import Profile
 from .cpu import COMPRESS_MAX_BUCKETS, native_partition
 
 __all__ = ["FAST_COSTS", "PIECE_FILL", "SORT_COSTS", "cpu_sort_method", "exchange_split", "fast_cost", "fast_split",
-           "keyrange_split", "mergesort_closed_forms", "partition_cost"]
+           "has_device_curves", "keyrange_split", "mergesort_closed_forms", "partition_cost"]
 
 #: A key range sorted on a device holds at most this fraction of what one device run may hold, so that a sample's
 #: error rarely overflows it (:func:`hpu.sorting.keyrange.keyrange_sort`; :func:`keyrange_split` predicts so).
@@ -199,7 +199,7 @@ def _fast_time(profile: Profile, n: float, alpha: Any, t: int, w: int = 4,
     return cpu, dev, final, total
 
 
-def _has_device_curves(profile: Profile) -> bool:
+def has_device_curves(profile: Profile) -> bool:
     """Whether ``profile`` has the device's sort curves, ``"transfer"`` and ``"device_sort"``."""
     curves = profile.cost_curves("sort")
     return curves is not None and "transfer" in curves and "device_sort" in curves
@@ -293,7 +293,7 @@ def keyrange_split(n: float, profile: Profile, devices: Sequence[Profile], *, it
         return np.maximum(1.0, np.ceil(np.asarray(x, dtype=float) / cap))
 
     def dev_cost(prof: Profile, cap: float) -> Any:
-        if not _has_device_curves(prof):
+        if not has_device_curves(prof):
             return _never
 
         def cost(x: Any) -> Any:
@@ -388,7 +388,7 @@ def exchange_split(n: float, devices: Sequence[Profile], *, itemsize: int = 4,
     n = check_n(n)
 
     def dev_cost(prof: Profile) -> Any:
-        if not _has_device_curves(prof):
+        if not has_device_curves(prof):
             return _never
 
         def cost(x: np.ndarray) -> np.ndarray:
@@ -408,7 +408,7 @@ def exchange_split(n: float, devices: Sequence[Profile], *, itemsize: int = 4,
         counts = [float(v) * n for v in shares]
         times = tuple(float(c(np.array([m]))[0]) for c, m in zip(costs, counts))
         units = UnitShares(tuple(int(round(m)) for m in counts), tuple(float(v) for v in shares), times, max(times))
-    first = next((p for p in devices if _has_device_curves(p)), None)
+    first = next((p for p in devices if has_device_curves(p)), None)
     if not math.isfinite(units.predicted_time) or first is None:
         raise ValueError("no device has the cost curves of an exchange sort; run python -m hpu.calibrate")
     shared = float(fast_cost(first, "transfer", n, itemsize))
@@ -517,7 +517,7 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     cands: list[tuple[str, float, int, int]] = [("cpu", 1.0, 0, 0)]
     if curves is not None and "cpu_sort_1" in curves:
         cands.append(("cpu", 1.0, 0, 1))
-    if device and _has_device_curves(profile):  # a profile calibrated without a device: the CPU's only
+    if device and has_device_curves(profile):  # a profile calibrated without a device: the CPU's only
         cands += [("gpu", 0.0, 0, 0)] + [("basic", 0.0, t, 0) for t in range(1, max_level + 1)]
         grid = np.linspace(0.0, 1.0, 257)[1:-1]  # interior alphas, steps of 1/256
         for t in range(0, max_level + 1):

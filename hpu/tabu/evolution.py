@@ -50,7 +50,7 @@ import numpy as np
 
 from ..core.hybrid import check_on_device_error
 from ..core.runtime import Runtime, resolve_runtime
-from ..core.util import check_int
+from ..core.util import check_int, check_positive
 from .problem import TabuProblem
 from .many import tabu_search_many
 from .search import TabuResult, check_tenure, choose_split_or_cpu, tabu_search
@@ -233,7 +233,8 @@ class _Settings:
 def _settings(problem: TabuProblem, population: Any, generations: Any, offspring: Any, tournament: Any,
               ils_iterations: Any, ls_iterations: Any, tenure: Any, perturbation: Any, concurrency: Any,
               time_limit: Any, strategy: str, on_device_error: str) -> _Settings:
-    """Check :func:`hybrid_ea`'s arguments (``ValueError`` naming the bad one) and fill in the defaults."""
+    """Check :func:`hybrid_ea`'s arguments (``ValueError``, or ``TypeError`` for a ``time_limit`` of no number, naming
+    the bad one) and fill in the defaults."""
     mu = check_int("population", population, 2)
     generations = check_int("generations", generations, 1)
     lam = mu if offspring is None else check_int("offspring", offspring, 1)
@@ -244,8 +245,8 @@ def _settings(problem: TabuProblem, population: Any, generations: Any, offspring
     tenure = paper_tenure(N) if tenure is None else check_tenure(tenure, N)
     most_swaps = max(1, problem.n // 4) if perturbation is None else check_int("perturbation", perturbation, 1)
     workers = lam if concurrency is None else min(check_int("concurrency", concurrency, 1), lam)
-    if time_limit is not None and not time_limit > 0:
-        raise ValueError(f"time_limit must be > 0 seconds, got {time_limit!r}")
+    if time_limit is not None and time_limit != math.inf:  # inf: no limit
+        time_limit = check_positive("time_limit (seconds)", time_limit)  # no bools or strings
     if strategy not in EA_STRATEGIES:
         raise ValueError(f"strategy must be one of {EA_STRATEGIES}, got {strategy!r}")
     return _Settings(mu, generations, lam, tournament, ils_iterations, ls_iterations, tenure, most_swaps,
@@ -494,7 +495,7 @@ def hybrid_ea(
         shares; the searches run on threads of their own.  Other threads may
         use the runtime meanwhile.
     time_limit : float, optional
-        Seconds: searches running when it passes stop, the rest of the
+        Seconds (> 0; ``math.inf``: no limit): searches running when it passes stop, the rest of the
         mutations are skipped, the generation's replacement completes and no
         further generation starts.
     on_device_error : {"fallback", "raise"}
@@ -513,11 +514,13 @@ def hybrid_ea(
 
     Raises
     ------
+    TypeError
+        ``time_limit`` not a real number (a bool or a string included).
     ValueError
         A count below its minimum (``population``, ``generations``,
         ``offspring``, ``tournament``, ``ils_iterations``, ``ls_iterations``,
         ``perturbation``, ``concurrency``), ``tenure`` outside ``[0, N)``,
-        ``time_limit`` not positive, unknown ``strategy``, or a problem whose
+        ``time_limit`` not positive (or NaN), unknown ``strategy``, or a problem whose
         random solutions are not permutations of ``0..n-1``, or an
         ``initial_population`` of another shape or not of permutations.
     hpu.NoDeviceError
@@ -542,7 +545,7 @@ def hybrid_ea(
             if cfg.workers > 1 and strategy != "many":
                 pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(cfg.workers, "hpu-ea"))
             start = time.perf_counter()
-            mutate.deadline = None if time_limit is None else start + time_limit
+            mutate.deadline = None if cfg.time_limit is None else start + cfg.time_limit
             _evolve(problem, run, rng, mutate, pool, cfg)
             wall = time.perf_counter() - start
     if split is None:  # strategy "many": the first search's, or none ran

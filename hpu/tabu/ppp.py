@@ -362,14 +362,22 @@ class _PPPState(NeighbourhoodState):
     # -- device ----------------------------------------------------------------
     def defines(self) -> dict[str, Any]:
         pb = self.problem
-        return {"ROWS": pb.m, "HAMMING_K": pb.hamming, "FIRST_POS": pb._first_pos, "NBINS": pb.n + 1,
+        return {"ROWS": max(pb.m, 2), "HAMMING_K": pb.hamming, "FIRST_POS": pb._first_pos, "NBINS": pb.n + 1,
                 "PENALTY_WEIGHT": PENALTY_WEIGHT}
 
     def device_arrays(self) -> list[tuple[np.ndarray, bool]]:
         """``A``; ``V``, ``Y``, the rows in bin order, the bin counts (the state); the target histogram; the
-        scratch of ``apply_move``'s counting sort (int32 but ``A``)."""
+        scratch of ``apply_move``'s counting sort (int32 but ``A``).
+
+        One row gets a row of zeros after it (``ROWS`` 2; PoCL aborts building ``apply_move`` with ``ROWS`` 1): its
+        ``Y`` stays 0, in a bin below ``FIRST_POS``, so it changes no penalty and no histogram term.
+        """
         pb = self.problem
-        order = np.argsort(self._y, kind="stable")
-        state = [(a.astype(np.int32), True) for a in (self._v, self._y, order, self._count)]
-        return [(np.ascontiguousarray(pb.A), False), *state, (pb._target.astype(np.int32), False),
+        a, y, count = pb.A, self._y, self._count
+        if pb.m == 1:
+            a, y, count = np.vstack([a, np.zeros_like(a)]), np.append(y, y.dtype.type(0)), count.copy()
+            count[pb.n >> 1] += 1
+        order = np.argsort(y, kind="stable")
+        state = [(v.astype(np.int32), True) for v in (self._v, y, order, count)]
+        return [(np.ascontiguousarray(a), False), *state, (pb._target.astype(np.int32), False),
                 (np.zeros(pb.n + 1, dtype=np.int32), True)]

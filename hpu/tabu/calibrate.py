@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
-import numbers
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +46,6 @@ from scipy import optimize
 from ..core.calibrate import median_time
 from ..core.costs import ProfileError
 from ..core.runtime import Runtime, default_profile_path, device_key, resolve_runtime
-from ..core.util import check_int
 from .engine import NO_BEST, Evaluator
 from .problem import TabuProblem
 from .split import TabuCosts, transfer_levels
@@ -345,66 +342,11 @@ def _measure_resident(ev: Evaluator, costs: TabuCosts) -> tuple[dict, dict]:
     return fields, raw
 
 
-#: ``(low, high, above)`` of each cost in a costs file, what :func:`_measure_costs` gives: ``low < v <= high`` where
-#: ``above``, else ``low <= v <= high``; infinite only as :data:`_NO_DEVICE` allows.
-_COST_RANGES = {
-    "cpu_move_seconds": (0.0, math.inf, True), "cpu_call_seconds": (0.0, math.inf, False),
-    "pool_seconds": (0.0, math.inf, False), "cpu_parallelism": (1.0, math.inf, False),
-    "device_fixed_seconds": (0.0, math.inf, False), "device_move_seconds": (0.0, math.inf, True),
-    "device_saturation": (0.0, math.inf, True), "partial_seconds": (0.0, math.inf, False),
-    "host_seconds": (0.0, math.inf, False), "overlap": (-1.0, 1.0, False), "pool_overlap": (-1.0, 1.0, False),
-    "hybrid_seconds": (0.0, math.inf, False),
-}
-#: The costs that are infinite in a file measured without a device (``work_group_size == 0``).
-_NO_DEVICE = ("device_fixed_seconds", "device_move_seconds")
-
-
-def _load_costs(path: Path) -> TabuCosts:
-    """:meth:`TabuCosts.load`, its numbers checked: a hand-edited or corrupt file is refused here, not met as a
-    TypeError or a division by zero inside a search.
-
-    Raises
-    ------
-    hpu.ProfileError
-        As :meth:`TabuCosts.load`; or a count (``threads`` >= 1, ``work_group_size``, ``device_level_moves``,
-        ``resident_levels`` >= 0) that is not such an integer, a cost (s, or a ratio) that is not a real number
-        in its range of :data:`_COST_RANGES` (NaN included; infinite only as :data:`_NO_DEVICE` allows), or a time of
-        ``device_level_seconds`` or of the resident blocks that is negative or not finite.
-    """
-    costs = TabuCosts.load(path)
-    bad = []
-    for name, value, low in (("threads", costs.threads, 1), ("work_group_size", costs.work_group_size, 0),
-                             ("device_level_moves", costs.device_level_moves, 0),
-                             *(("resident_levels", t, 0) for t in costs.resident_levels)):
-        try:
-            check_int(name, value, low)
-        except ValueError as e:
-            bad.append(str(e))
-    if not bad:  # the counts are integers: work_group_size says whether a device was measured
-        for name, (low, high, above) in _COST_RANGES.items():
-            v = getattr(costs, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(v):
-                ok = False
-            elif math.isinf(v):
-                ok = v > 0 and name in _NO_DEVICE and costs.work_group_size == 0
-            else:
-                ok = (v > low if above else v >= low) and v <= high
-            if not ok:
-                bounds = f"{'(' if above else '['}{low}, {high}{')' if math.isinf(high) else ']'}"
-                bad.append(f"{name} must be a real number in {bounds}, got {v!r}")
-    for name in ("device_level_seconds", "resident_iteration_seconds", "resident_block_seconds"):
-        if not all(math.isfinite(v) and v >= 0 for v in getattr(costs, name)):
-            bad.append(f"{name} must hold finite times >= 0, got {list(getattr(costs, name))}")
-    if bad:
-        raise ProfileError(f"{path}: invalid tabu costs: {'; '.join(bad)}")
-    return costs
-
-
 def _load_or_measure(problem: TabuProblem, runtime: Runtime, path: Path) -> TabuCosts:
     """The costs in ``path`` if it holds valid ones, else measured and saved there."""
     if path.exists():
         try:
-            costs = _load_costs(path)
+            costs = TabuCosts.load(path)
             log.debug("tabu costs loaded from %s", path)
             return costs
         except ProfileError as e:
@@ -494,7 +436,7 @@ def _cpu_costs(problem: TabuProblem, rt: Runtime, cached: bool) -> TabuCosts:
     path = costs_path(problem, rt)
     if path.exists():
         try:
-            return rt.resources.get(("tabu", "costs", str(path)), lambda: _load_costs(path), TabuCosts)
+            return rt.resources.get(("tabu", "costs", str(path)), lambda: TabuCosts.load(path), TabuCosts)
         except ProfileError as e:
             log.warning("ignoring the cached tabu costs: %s", e)
     return rt.resources.get(("tabu", "cpu costs", str(path)), measure, TabuCosts)

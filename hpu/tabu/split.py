@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -331,12 +332,68 @@ class TabuCosts:
         ------
         hpu.ProfileError
             The file is missing, unreadable, not JSON, of another kind or
-            schema version (:func:`hpu.core.costs.read_versioned`), or lacks fields.
+            schema version (:func:`hpu.core.costs.read_versioned`), lacks
+            fields, or holds a count or cost a measurement cannot give (null,
+            negative, NaN, out of its range: :func:`_checked`).
         """
         d = read_versioned(path, COSTS_KIND, COSTS_SCHEMA_VERSION, oldest=COSTS_SCHEMA_VERSION)
         if "problem_kind" not in d:
             raise ProfileError(f"{path}: tabu costs without a 'problem_kind'")
-        return cls.from_dict({**d, "kind": d["problem_kind"]}, source=str(path))
+        return _checked(cls.from_dict({**d, "kind": d["problem_kind"]}, source=str(path)), path)
+
+
+#: ``(low, high, above)`` of each cost in a costs file, as :mod:`hpu.tabu.calibrate` measures them: ``low < v <=
+#: high`` where ``above``, else ``low <= v <= high``; infinite only as :data:`_NO_DEVICE` allows.
+_COST_RANGES = {
+    "cpu_move_seconds": (0.0, math.inf, True), "cpu_call_seconds": (0.0, math.inf, False),
+    "pool_seconds": (0.0, math.inf, False), "cpu_parallelism": (1.0, math.inf, False),
+    "device_fixed_seconds": (0.0, math.inf, False), "device_move_seconds": (0.0, math.inf, True),
+    "device_saturation": (0.0, math.inf, True), "partial_seconds": (0.0, math.inf, False),
+    "host_seconds": (0.0, math.inf, False), "overlap": (-1.0, 1.0, False), "pool_overlap": (-1.0, 1.0, False),
+    "hybrid_seconds": (0.0, math.inf, False),
+}
+#: The costs that are infinite in a file measured without a device (``work_group_size == 0``).
+_NO_DEVICE = ("device_fixed_seconds", "device_move_seconds")
+
+
+def _checked(costs: TabuCosts, path: str | os.PathLike) -> TabuCosts:
+    """``costs`` read from ``path`` if its numbers are what a measurement gives: a hand-edited or corrupt file is
+    refused at :meth:`TabuCosts.load`, not met as a TypeError or a division by zero inside a search.
+
+    Raises
+    ------
+    hpu.ProfileError
+        A count (``threads`` >= 1, ``work_group_size``, ``device_level_moves``, ``resident_levels`` >= 0) that is
+        not such an integer, a cost (s, or a ratio) that is not a real number in its range of :data:`_COST_RANGES`
+        (NaN included; infinite only as :data:`_NO_DEVICE` allows), or a time of ``device_level_seconds`` or of the
+        resident blocks that is negative or not finite.
+    """
+    bad = []
+    for name, value, low in (("threads", costs.threads, 1), ("work_group_size", costs.work_group_size, 0),
+                             ("device_level_moves", costs.device_level_moves, 0),
+                             *(("resident_levels", t, 0) for t in costs.resident_levels)):
+        try:
+            check_int(name, value, low)
+        except ValueError as e:
+            bad.append(str(e))
+    if not bad:  # the counts are integers: work_group_size says whether a device was measured
+        for name, (low, high, above) in _COST_RANGES.items():
+            v = getattr(costs, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(v):
+                ok = False
+            elif math.isinf(v):
+                ok = v > 0 and name in _NO_DEVICE and costs.work_group_size == 0
+            else:
+                ok = (v > low if above else v >= low) and v <= high
+            if not ok:
+                bounds = f"{'(' if above else '['}{low}, {high}{')' if math.isinf(high) else ']'}"
+                bad.append(f"{name} must be a real number in {bounds}, got {v!r}")
+    for name in ("device_level_seconds", "resident_iteration_seconds", "resident_block_seconds"):
+        if not all(math.isfinite(v) and v >= 0 for v in getattr(costs, name)):
+            bad.append(f"{name} must hold finite times >= 0, got {list(getattr(costs, name))}")
+    if bad:
+        raise ProfileError(f"{path}: invalid tabu costs: {'; '.join(bad)}")
+    return costs
 
 
 @dataclasses.dataclass(frozen=True)

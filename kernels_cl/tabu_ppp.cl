@@ -19,8 +19,12 @@
  *   count[b]            the number of rows in bin b (all bins);
  *   target[b]           H_S(2 b - n) for positive bins, 0 for the others (read only);
  *   cursor[b]           scratch of apply_move's counting sort.
- * Requires ROWS (m), HAMMING_K (1, 2 or 3), FIRST_POS, NBINS (n + 1) and
- * PENALTY_WEIGHT.
+ * Requires ROWS (max(m, 2)), HAMMING_K (1, 2 or 3), FIRST_POS, NBINS (n + 1)
+ * and PENALTY_WEIGHT.  PoCL's compiler fails an assertion building apply_move
+ * with ROWS 1, so hpu/tabu/ppp.py (_PPPState.defines and device_arrays) gives
+ * a one-row instance (m = 1) a row of zeros after its row: in A, Y (0), order
+ * and count (bin n / 2).  Its Y stays 0, in a bin below FIRST_POS, so it
+ * changes no penalty and no histogram term.
  */
 
 #define MOVE_BY_INDEX 1

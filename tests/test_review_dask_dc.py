@@ -72,3 +72,18 @@ def test_a_client_of_the_wrong_type_is_a_type_error():
         hpu.dask.tabu_search_many(qap, [0], client=object(), iterations=2, tenure=1)
     with pytest.raises(TypeError, match="client must be"):
         hpu.dask.hybrid_ea_islands(qap, client=5, epochs=1)
+
+
+def test_plan_without_a_dtype_is_a_type_error():
+    """plan(n, None) planned float64 (numpy's default dtype) silently."""
+    with pytest.raises(TypeError, match="dtype must be given"):
+        array_sum_spec().plan(10, None)
+
+
+@pytest.mark.parametrize("bad", ["no", 1, None])
+def test_coalesced_must_be_a_bool(bad):
+    """DCSpec took any value as coalesced, and the executor read its truth."""
+    spec = array_sum_spec()
+    with pytest.raises(TypeError, match="coalesced must be a bool"):
+        DCSpec(spec.name, spec.combine_cl, spec.combine_np, coalesced=bad)
+    assert DCSpec(spec.name, spec.combine_cl, spec.combine_np, coalesced=np.bool_(False)).coalesced is False

@@ -106,8 +106,8 @@ class DCSpec:
     ------
     TypeError
         ``name``, ``combine_cl``, ``base_cl`` or ``preamble`` not a string,
-        ``combine_np``, ``base_np`` or ``pad`` not callable, or
-        ``combine_exponent`` not a real number.
+        ``combine_np``, ``base_np`` or ``pad`` not callable,
+        ``combine_exponent`` not a real number, or ``coalesced`` not a bool.
     ValueError
         ``branching < 2``, ``leaf_size < 1`` (either not an integer),
         ``combine_exponent`` negative or not finite, a name that is not a
@@ -134,6 +134,9 @@ class DCSpec:
             if not callable(getattr(self, field)):
                 raise TypeError(f"{field} must be callable, got {type(getattr(self, field)).__name__}")
         object.__setattr__(self, "combine_exponent", check_nonneg("combine_exponent", self.combine_exponent))
+        if not isinstance(self.coalesced, (bool, np.bool_)):
+            raise TypeError(f"coalesced must be a bool, got {self.coalesced!r}")
+        object.__setattr__(self, "coalesced", bool(self.coalesced))
         if not isinstance(self.branching, (int, np.integer)) or self.branching < 2:
             raise ValueError(f"branching must be an integer >= 2, got {self.branching!r}")
         if isinstance(self.leaf_size, bool) or not isinstance(self.leaf_size, (int, np.integer)) or self.leaf_size < 1:
@@ -159,9 +162,11 @@ class DCSpec:
         ValueError
             ``n`` not an integer >= 1.
         TypeError
-            Unsupported dtype.
+            ``dtype`` None (which numpy would take as float64) or unsupported.
         """
         n = check_int("n", n, 1)
+        if dtype is None:
+            raise TypeError("dtype must be given (e.g. the data's dtype), got None")
         dt = np.dtype(dtype)
         cl_type(dt)
         leaves = max(1, -(-n // self.leaf_size))

@@ -203,6 +203,25 @@ def _perturb(solution: np.ndarray, most: int, rng: np.random.Generator) -> np.nd
     return s
 
 
+def _root(seed: Any) -> np.random.SeedSequence:
+    """``seed`` as the SeedSequence of :func:`hybrid_ea`'s streams (a SeedSequence is returned as is).
+
+    Raises
+    ------
+    TypeError
+        ``seed`` not None, an int, a sequence of ints or a SeedSequence (e.g. a float, a string or a Generator).
+    ValueError
+        ``seed`` a negative int, or a sequence holding one.
+    """
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    try:
+        return np.random.SeedSequence(seed)
+    except (TypeError, ValueError) as e:
+        raise (ValueError if isinstance(e, ValueError) else TypeError)(
+            f"seed must be None, an int >= 0, a sequence of them or a numpy SeedSequence, got {seed!r}") from None
+
+
 def _stream(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
     """The random stream of ``root`` named by ``key`` (independent of thread timing)."""
     return np.random.default_rng(np.random.SeedSequence(root.entropy, spawn_key=root.spawn_key + key))
@@ -515,9 +534,11 @@ def hybrid_ea(
     Raises
     ------
     TypeError
-        ``time_limit`` not a real number (a bool or a string included).
+        ``time_limit`` not a real number (a bool or a string included), or ``seed`` not None, an int, a sequence
+        of ints or a SeedSequence (e.g. a float, a string or a numpy Generator).
     ValueError
-        A count below its minimum (``population``, ``generations``,
+        ``seed`` a negative integer (or a sequence holding one),
+        a count below its minimum (``population``, ``generations``,
         ``offspring``, ``tournament``, ``ils_iterations``, ``ls_iterations``,
         ``perturbation``, ``concurrency``), ``tenure`` outside ``[0, N)``,
         ``time_limit`` not positive (or NaN), unknown ``strategy``, or a problem whose
@@ -530,7 +551,7 @@ def hybrid_ea(
     """
     cfg = _settings(problem, population, generations, offspring, tournament, ils_iterations, ls_iterations, tenure,
                     perturbation, concurrency, time_limit, strategy, on_device_error)
-    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    root = _root(seed)
     rng = _stream(root, 0)
     t_setup = time.perf_counter()
     rt = resolve_runtime(runtime)

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..core.util import check_int
 from .pairs import num_pairs, pair_block, pair_from_index, pair_index
-from .problem import NeighbourhoodState, TabuProblem
+from .problem import NeighbourhoodState, TabuProblem, seeded_rng
 
 __all__ = ["HWSWPartitioning"]
 
@@ -154,10 +154,13 @@ class HWSWPartitioning(TabuProblem):
 
         Raises
         ------
+        TypeError
+            If ``seed`` is not a seed :func:`numpy.random.default_rng` takes (e.g. a float or a string).
         ValueError
             If ``n`` is not an integer >= 2, ``edges`` not an integer in
             ``[0, n (n - 1) / 2]``, ``ccr``, ``k`` or ``lam`` negative or not
-            finite, or ``constraint`` is neither known nor an integer >= 0.
+            finite, ``constraint`` is neither known nor an integer >= 0, or
+            ``seed`` is a negative integer.
         """
         n = check_int("HW/SW partitioning: the number of tasks n", n, 2)
         m = min(2 * n, num_pairs(n)) if edges is None else edges
@@ -167,7 +170,7 @@ class HWSWPartitioning(TabuProblem):
         for what, v in (("ccr", ccr), ("k", k), ("lam", lam)):
             if not 0 <= float(v) < math.inf:
                 raise ValueError(f"{what} must be finite and >= 0, got {v!r}")
-        rng = np.random.default_rng(seed)
+        rng = seeded_rng(seed)
         s = rng.integers(1, 101, size=n)
         h = np.maximum(1, np.rint(rng.normal(k * s, k * lam * s))).astype(np.int64)
         pairs = rng.choice(num_pairs(n), size=m, replace=False)

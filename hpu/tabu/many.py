@@ -59,7 +59,7 @@ from ..core.runtime import Runtime, resolve_runtime
 from ..core.util import check_int, seed_list
 from .engine import (HALT_NO_FEASIBLE_MOVE, HALT_STOPS, NO_BEST, NO_TARGET, TIE_BREAKS, default_work_group_size,
                      program_source, tie_kernel_args)
-from .problem import TabuProblem
+from .problem import TabuProblem, seeded_rng
 from .search import DEFAULT_BLOCK_ITERATIONS, Stops, TabuResult, check_stops, count_restart, tabu_search
 from .split import TabuSplit
 
@@ -246,15 +246,18 @@ def _starts(problem: TabuProblem, seeds: Sequence[Any], initials: Sequence[Any] 
 
     Raises
     ------
+    TypeError
+        An entry of ``seeds`` that :func:`numpy.random.default_rng` does not take (e.g. a float or a string).
     ValueError
-        The same Generator twice (its searches would draw from one stream in an order the units decide).
+        The same Generator twice (its searches would draw from one stream in an order the units decide); a negative
+        seed.
     """
     gens = [id(s) for s in seeds if isinstance(s, np.random.Generator)]
     if len(set(gens)) < len(gens):
         raise ValueError("seeds holds the same numpy Generator more than once; give each search its own")
     out = []
     for i, seed in enumerate(seeds):
-        rng = np.random.default_rng(seed)
+        rng = seeded_rng(seed, f"seeds[{i}]")
         kept = rng.bit_generator.state
         initial = None if initials is None else initials[i]
         solution = problem.check_solution(initial) if initial is not None else problem.random_solution(rng)
@@ -589,7 +592,8 @@ def tabu_search_many(
         length; unknown ``strategy``; ``device_searches`` outside
         ``[0, len(seeds)]``; ``block_iterations`` below 1 or above ``iterations``.
     TypeError
-        ``seeds`` not an iterable of seeds (``None``, a string, a number).
+        ``seeds`` not an iterable of seeds (``None``, a string, a number), or an entry that is no seed (the
+        message names it, e.g. ``seeds[1]``).
     hpu.NoDeviceError
         ``strategy="gpu"`` or ``device_searches > 0`` on a CPU-only runtime.
     hpu.DeviceFailure

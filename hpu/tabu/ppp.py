@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from .hamming import subset_block, subset_from_index, subset_index
-from .problem import NeighbourhoodState, TabuProblem
+from .problem import NeighbourhoodState, TabuProblem, seeded_rng
 
 __all__ = ["PPP", "PAPER_SIZES", "PENALTY_WEIGHT"]
 
@@ -168,11 +168,13 @@ class PPP(TabuProblem):
 
         Raises
         ------
+        TypeError
+            If ``seed`` is not a seed :func:`numpy.random.default_rng` takes (e.g. a float or a string).
         ValueError
-            If ``m`` or ``n`` is not a positive integer, or as :class:`PPP`.
+            If ``m`` or ``n`` is not a positive integer, ``seed`` a negative integer, or as :class:`PPP`.
         """
         m, n = _check_size("m", m), _check_size("n", n)
-        rng = np.random.default_rng(seed)
+        rng = seeded_rng(seed)
         a = 2 * rng.integers(0, 2, (m, n), dtype=np.int64) - 1
         v = 2 * rng.integers(0, 2, n, dtype=np.int64) - 1
         y = a @ v

@@ -34,7 +34,7 @@ import numpy as np
 
 from .pairs import num_pairs, pair_from_index
 
-__all__ = ["TabuProblem", "NeighbourhoodState"]
+__all__ = ["TabuProblem", "NeighbourhoodState", "seeded_rng"]
 
 
 class TabuProblem(abc.ABC):
@@ -71,7 +71,8 @@ class TabuProblem(abc.ABC):
         return num_pairs(self.n)
 
     def move(self, index: int) -> tuple[int, ...]:
-        """The elements that move ``index`` changes (default: the pair ``(i, j)``, ``i < j``; exact, see :mod:`hpu.tabu.pairs`)."""
+        """The elements that move ``index`` changes (default: the pair ``(i, j)``, ``i < j``; exact, see
+        :mod:`hpu.tabu.pairs`)."""
         return pair_from_index(self.n, index)
 
     @property
@@ -303,3 +304,22 @@ def _nonempty(a: np.ndarray) -> np.ndarray:
     """``a`` as a C-contiguous array, or one zero of its dtype when it is empty."""
     a = np.ascontiguousarray(a)
     return a if a.size else np.zeros(1, dtype=a.dtype)
+
+
+def seeded_rng(seed: Any, name: str = "seed") -> np.random.Generator:
+    """:func:`numpy.random.default_rng` of ``seed`` (a Generator is returned as is), errors naming ``name``.
+
+    Raises
+    ------
+    TypeError
+        ``seed`` not None, an int, a sequence of ints, a numpy SeedSequence, BitGenerator or Generator (e.g. a float
+        or a string).
+    ValueError
+        ``seed`` a negative int, or a sequence holding one.
+    """
+    try:
+        return np.random.default_rng(seed)
+    except (TypeError, ValueError) as e:
+        raise (ValueError if isinstance(e, ValueError) else TypeError)(
+            f"{name} must be None, an int >= 0, a sequence of them, a numpy SeedSequence, BitGenerator or Generator, "
+            f"got {seed!r}") from None

@@ -111,9 +111,9 @@ class QAP(TabuProblem):
     Raises
     ------
     ValueError
-        If the matrices are not square, of one size ``n >= 2``, of integers,
-        or so large that an objective could overflow int64; an unknown
-        ``tabu_attribute``.
+        If the matrices are not square (ragged nested sequences included),
+        of one size ``n >= 2``, of integers, or so large that an objective
+        could overflow int64; an unknown ``tabu_attribute``.
 
     Notes
     -----
@@ -151,7 +151,10 @@ class QAP(TabuProblem):
 
     @staticmethod
     def _matrix(m: Any, what: str) -> np.ndarray:
-        arr = np.array(m)
+        try:
+            arr = np.array(m)
+        except ValueError:  # numpy: "setting an array element with a sequence ... inhomogeneous shape"
+            raise ValueError(f"{what} matrix must be square (n x n), got ragged nested sequences") from None
         if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
             raise ValueError(f"{what} matrix must be square (n x n), got shape {arr.shape}")
         if arr.dtype.kind not in "iu":

@@ -24,7 +24,7 @@ from ..core.util import check_int, check_positive
 from .calibrate import calibrate
 from .engine import (HALT_NO_FEASIBLE_MOVE, HALT_STOPS, INFEASIBLE, NO_BEST, TIE_BREAKS, Evaluator,
                      default_work_group_size)
-from .problem import TabuProblem
+from .problem import TabuProblem, seeded_rng
 from .split import STRATEGIES, TabuCosts, TabuSplit, plan_split
 
 __all__ = ["DEFAULT_BLOCK_ITERATIONS", "MAX_RESTARTS_PER_ITERATION", "TabuResult", "check_tenure", "choose_split",
@@ -295,7 +295,8 @@ def tabu_search(
         Tabu tenure in iterations, ``0 <= tenure < num_moves``: a move taken at
         iteration ``t`` is tabu up to iteration ``t + tenure - 1``.
     seed : int, numpy.random.Generator or None
-        Seeds the random start and the restarts.  The same seed gives the same
+        Seeds the random start and the restarts (anything
+        :func:`numpy.random.default_rng` takes).  The same seed gives the same
         trajectory with every strategy and split.
     strategy : {"hybrid", "cpu", "gpu"}
         Who evaluates the neighbourhood: both units split by the model, the
@@ -360,8 +361,10 @@ def tabu_search(
     Raises
     ------
     TypeError
-        ``time_limit`` not a real number (a bool or a string included).
+        ``time_limit`` not a real number (a bool or a string included), or ``seed`` not a seed
+        :func:`numpy.random.default_rng` takes (e.g. a float or a string).
     ValueError
+        ``seed`` a negative integer (or a sequence holding one),
         ``iterations < 1``, ``tenure`` outside ``[0, num_moves)``,
         ``iterations + tenure >= 2**31``, a bad
         ``initial`` solution (e.g. not a permutation), ``time_limit`` or
@@ -379,7 +382,7 @@ def tabu_search(
     check_on_device_error(on_device_error)
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
-    rng = np.random.default_rng(seed)
+    rng = seeded_rng(seed)
     solution = problem.check_solution(initial) if initial is not None else problem.random_solution(rng)
     tie_seed = int(rng.integers(2**32)) if tie_break == "random" else None
     if block_iterations is not None:

@@ -269,7 +269,8 @@ class TabuCosts:
         return t_cpu, t_dev, total
 
     def _device_formula(self, nd: Any, G: Any) -> np.ndarray:
-        """``lambda + tau max(ceil(ceil(N_d / G) / W), N_d / g) + kappa G``: latency plus the HPU model's device time."""
+        """``lambda + tau max(ceil(ceil(N_d / G) / W), N_d / g) + kappa G``: latency plus the HPU model's device
+        time."""
         per_item = np.maximum(np.ceil(np.ceil(nd / G) / (self.work_group_size or 1)), nd / self.device_saturation)
         return self.device_fixed_seconds + self.device_move_seconds * per_item + self.partial_seconds * G
 

@@ -217,3 +217,68 @@ def test_tiny_pieces_come_down_in_whole_aligned_elements(fresh):
     downs = [e for e in trace.resolve().events if e.kind == "d2h"]
     assert len(downs) <= 2 * -(-n // align) and all(e.nbytes % 8 == 0 for e in downs)
     del held
+
+
+def _rows_into_plain(rt, rows):
+    from conftest import stable_rows_into
+
+    from hpu.sorting.pipeline import fast_row_sort
+
+    out, trace = fast_row_sort(rows.reshape(-1), rows.shape[1], rt, sort_into=stable_rows_into,
+                               on_device_error="fallback", options=PLAIN)
+    return out.reshape(rows.shape), trace
+
+
+def test_rows_into_plain_memory_are_touched_once_a_piece(fresh):
+    """Rows into a fresh plain result: every piece's pages touched once, every byte copied on from the staging memory,
+    the rows right; the same block handed out again is not touched."""
+    rows = np.random.default_rng(5).standard_normal((1200, 256)).astype(np.float32)  # pooled: >= 1 MiB
+    held = kept_block(fresh, rows.nbytes)
+    out, trace = _rows_into_plain(fresh, rows)
+    pieces = -(-rows.nbytes // (64 << 10))
+    assert not fresh.host_pool.is_pinned(out) and touched(trace) == pieces
+    assert stage_bytes(trace) == 2 * rows.nbytes
+    assert np.array_equal(out, np.sort(rows, axis=-1, kind="stable"))
+    del out
+    gc.collect()
+    again, trace = _rows_into_plain(fresh, rows)
+    assert touched(trace) == 0 and np.array_equal(again, np.sort(rows, axis=-1, kind="stable"))
+    del held
+
+
+def test_a_device_failure_waits_for_the_rows_touches(fresh, monkeypatch):
+    """The pages of a plain result are touched (zeroed) beside the staging; a device failure meanwhile waits for
+    those writes before the CPU's redo fills the result, which would otherwise be zeroed after it."""
+    import threading
+    import time
+
+    import pyopencl as cl
+
+    import hpu.sorting.pipeline as pipeline
+    from hpu.sorting.device import DeviceSorter
+
+    real_touch, gate, ended, queued = pipeline.touch_pages, threading.Event(), [], []
+
+    def late_touch(rt, dst, pieces, rec):
+        def zero(a: int, b: int) -> None:
+            gate.wait(10)
+            time.sleep(0.2)  # long after the device's failure, unless the pipeline waits for it
+            dst[a:b] = 0
+            ended.append(a)
+        assert real_touch(rt, dst, [], rec) == []  # a fresh array: the real one would touch it
+        queued.extend(pieces)
+        return [rt.pool.submit(zero, a, b) for a, b in pieces]
+
+    def faulty(self, *a, **k):
+        gate.set()
+        raise cl.LogicError("clEnqueueNDRangeKernel failed: <unknown error -9999>")
+
+    monkeypatch.setattr(pipeline, "touch_pages", late_touch)
+    monkeypatch.setattr(DeviceSorter, "sort_rows", faulty)
+    rows = np.random.default_rng(6).standard_normal((300, 128)).astype(np.float32)
+    held = kept_block(fresh, rows.nbytes)
+    out, trace = _rows_into_plain(fresh, rows)
+    assert queued and len(ended) == len(queued)  # every touch had ended when the call returned
+    assert "-9999" in trace.fallback and not fresh.host_pool.is_pinned(out)
+    assert np.array_equal(out, np.sort(rows, axis=-1, kind="stable"))
+    del held

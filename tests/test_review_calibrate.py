@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,9 +10,11 @@ import pytest
 import hpu
 from hpu.core.costs import CostCurves, ProfileError
 from hpu.core.runtime import default_profile_path
+from hpu.sorting.costs import fast_split
 from hpu.tabu import QAP, calibrate, costs_path, tabu_search
 
 SIZES = [1 << 14, 1 << 16, 1 << 18]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _profile_dict(**sort_curves):
@@ -87,22 +90,119 @@ def test_a_profile_without_device_curves_on_a_device_runtime_sorts_rows(rt, tmp_
         assert np.array_equal(hpu.sort(rows, axis=-1, runtime=rt2), np.sort(rows, axis=-1))
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="a profile whose sort curves lack a step fast_split needs (cpu_sort, merge2, merge16) "
-                          "loads as calibrated; every default sort then raises ValueError")
-def test_a_profile_missing_a_required_sort_curve_is_refused_or_not_used(tmp_path):
+@pytest.mark.parametrize("name", ["cpu_sort", "merge2", "merge16"])
+def test_a_profile_missing_a_required_sort_curve_is_refused_naming_the_file_and_the_curve(tmp_path, name):
+    """It loaded as calibrated and every default sort then raised ValueError.  Given as ``profile=`` it is refused as
+    any invalid profile file is; the curve is needed indeed: the split of a profile built without it fails."""
     curves = _cpu_curves()
-    del curves["cpu_sort"]
+    del curves[name]
     path = tmp_path / "edited.json"
     path.write_text(json.dumps(_profile_dict(**curves)))
-    try:
-        rt = hpu.Runtime("none", profile=path)
-    except ProfileError as e:  # refused at load, naming the file: fine
-        assert str(path) in str(e)
-        return
+    with pytest.raises(ProfileError, match=f"missing {name};") as e:
+        hpu.Runtime("none", profile=path)
+    assert str(path) in str(e.value) and "'sort' curves" in str(e.value)
+    built = hpu.Profile(p=2, g=1, gamma=1, curves={"sort": {"sizes": SIZES, **curves}})
+    with pytest.raises(ValueError, match=name):
+        fast_split(1 << 16, built)
+
+
+def test_a_cached_profile_missing_a_required_sort_curve_is_ignored_and_the_cpu_sorts(tmp_path, monkeypatch, caplog):
+    """As other corrupt cached profiles: a warning naming the file and the curve, then the uncalibrated CPU sort."""
+    monkeypatch.setenv("HPU_PROFILE_DIR", str(tmp_path))
+    curves = _cpu_curves()
+    del curves["merge16"]
+    path = default_profile_path(None)
+    path.write_text(json.dumps(_profile_dict(**curves)))
     a = np.random.default_rng(0).integers(0, 1 << 30, 1 << 16, dtype=np.int32)
-    with rt:
+    with hpu.Runtime("none") as rt:
+        assert not rt.calibrated
         assert np.array_equal(hpu.sort(a, runtime=rt), np.sort(a))
+    assert "ignoring the cached profile" in caplog.text and str(path) in caplog.text and "merge16" in caplog.text
+
+
+def test_a_profile_with_only_the_cpu_sort_and_merge_curves_is_calibrated_and_sorts(tmp_path):
+    """What a calibration without a device measures at least: no device curve, no partition, one thread's sort."""
+    path = tmp_path / "minimal.json"
+    path.write_text(json.dumps(_profile_dict(**{k: [1e-4, 5e-4, 3e-3] for k in ("cpu_sort", "merge2", "merge16")})))
+    a = np.random.default_rng(1).standard_normal(1 << 16)
+    with hpu.Runtime("none", profile=path) as rt:
+        assert rt.calibrated
+        assert np.array_equal(hpu.sort(a, runtime=rt), np.sort(a))
+
+
+def test_a_profile_dir_under_the_home_directory_is_expanded(tmp_path, monkeypatch):
+    """``HPU_PROFILE_DIR=~/profiles`` was a folder named ``~`` under the working directory."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HPU_PROFILE_DIR", "~/profiles")
+    assert default_profile_path(None) == tmp_path / "profiles" / "cpu-only.json"
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "cpu-only.json").write_text(json.dumps(_profile_dict(**_cpu_curves())))
+    with hpu.Runtime("none") as rt:
+        assert rt.calibrated and rt.profile.name == "hand-edited"
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a": ' * 100_000], ids=["arrays", "objects"])
+def test_a_deeply_nested_file_is_a_profile_error_not_a_recursion_error(tmp_path, monkeypatch, caplog, text):
+    """JSON's parser recurses once per level: a RecursionError escaped the loaders and made ``hpu.Runtime()`` fail."""
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    with pytest.raises(ProfileError, match="deep.json"):
+        hpu.Profile.load(path)
+    with pytest.raises(ProfileError, match="deep.json"):
+        hpu.tabu.split.TabuCosts.load(path)
+    monkeypatch.setenv("HPU_PROFILE_DIR", str(tmp_path))
+    path.rename(default_profile_path(None))
+    with hpu.Runtime("none") as rt:
+        assert not rt.calibrated
+    assert "ignoring the cached profile" in caplog.text
+
+
+@pytest.mark.parametrize("sizes, seconds, error, match", [
+    ([16, 32], "12", TypeError, "'s' must be a sequence of numbers, got str"),  # read as the digits 1.0, 2.0
+    ([16, 32], 1e-3, TypeError, "'s' must be a sequence of numbers, got float"),
+    ([16, 32], ["1e-3", "2e-3"], TypeError, "'s' must be numbers, got str"),
+    ([16, 32], [True, 1.0], TypeError, "'s' must be numbers, got bool"),
+    ("12", [1e-3, 2e-3], TypeError, "sizes must be a sequence of numbers, got str"),
+    (["16", "32"], [1e-3, 2e-3], TypeError, "sizes must be numbers, got str"),
+    ([16.5, 32], [1e-3, 2e-3], ValueError, "sizes must be whole numbers of elements >= 1, got 16.5"),
+    ([0, 32], [1e-3, 2e-3], ValueError, "sizes must be whole numbers of elements >= 1, got 0"),
+    ([-16, 32], [1e-3, 2e-3], ValueError, "sizes must be whole numbers of elements >= 1, got -16"),
+    ([16, 10**400], [1e-3, 2e-3], ValueError, "sizes must be whole numbers of elements >= 1, got inf"),
+])
+def test_cost_curves_refuse_strings_and_sizes_that_are_no_element_counts(sizes, seconds, error, match):
+    """A string series was read character by character, a fractional size truncated (16.5 -> 16)."""
+    with pytest.raises(error, match=match):
+        CostCurves(sizes, {"s": seconds})
+
+
+def test_cost_curves_take_whole_float_sizes_as_written_by_json():
+    """``2.0 ** k`` sizes (numpy's, or JSON's ``16384.0``) are the integers, and the curve passes its knots."""
+    c = CostCurves([16384.0, np.float64(65536.0)], {"s": [np.float32(1e-3), 4e-3]})
+    assert c.sizes == (16384, 65536) and all(type(n) is int for n in c.sizes)
+    assert c.cost("s", 1 << 14) == pytest.approx(1e-3) and c.cost("s", 1 << 16) == pytest.approx(4e-3)
+
+
+def test_a_string_series_in_a_file_is_a_profile_error_naming_the_file_and_the_curve(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(_profile_dict(cpu_sort="123", merge2=["1e-4", "5e-4", "3e-3"])))
+    with pytest.raises(ProfileError, match="cpu_sort") as e:
+        hpu.Profile.load(path)
+    assert str(path) in str(e.value)
+
+
+RECORDED = sorted([*REPO.glob("experiments/results/**/profile*.json"), *REPO.glob("models/*.json")])
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: str(p.relative_to(REPO)))
+def test_the_profiles_of_the_repository_still_load(path):
+    """The checks above refuse none of the calibrations on record (schema 1 and 2) nor the shipped profiles."""
+    prof = hpu.Profile.load(path)
+    curves = prof.cost_curves("sort")
+    raw = json.loads(path.read_text())
+    stored = raw.get("curves", {}).get("sort") if raw["schema_version"] > 1 else raw.get("fast")
+    assert (curves is None) == (not stored)
+    if curves is not None:
+        assert list(curves.sizes) == stored["sizes"]
 
 
 def test_cost_curves_never_predict_a_negative_or_zero_cost_outside_the_measured_sizes():

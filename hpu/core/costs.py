@@ -20,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,25 @@ def read_versioned(path: str | os.PathLike, kind: str, version: int, *, oldest: 
         d = json.loads(text)
     except json.JSONDecodeError as e:
         raise ProfileError(f"{path}: corrupt {kind} file (not JSON: {e})") from None
+    except RecursionError:  # json's parser recurses once per nesting level
+        raise ProfileError(f"{path}: corrupt {kind} file (JSON nested too deeply)") from None
     return check_versioned(d, kind, version, source=str(path), oldest=oldest)
+
+
+def _reals(what: str, values: Any) -> tuple[float, ...]:
+    """``values``, a sequence of real numbers, as floats (inf past the float range); TypeError naming ``what`` for
+    anything else: a string (whose characters would read as digits), a mapping, a bool, a scalar."""
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise TypeError(f"{what} must be a sequence of numbers, got {type(values).__name__}")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{what} must be numbers, got {type(v).__name__} {v!r}")
+        try:
+            out.append(float(v))
+        except OverflowError:  # an integer past the float range (10**400 written out in JSON)
+            out.append(math.inf)
+    return tuple(out)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,10 +142,14 @@ class CostCurves:
 
     Raises
     ------
+    TypeError
+        ``sizes`` or a curve is not a sequence of real numbers (a string, a
+        bool, ...).
     ValueError
-        Fewer than two sizes, a curve of another length, a time <= 0, a curve
-        named ``"sizes"`` or ``"itemsize"``, or an itemsize that is not a
-        positive integer.
+        Fewer than two sizes, a size that is not a whole number >= 1 (or is
+        past the float range), sizes not increasing, a curve of another
+        length, a time <= 0 or not finite, a curve named ``"sizes"`` or
+        ``"itemsize"``, or an itemsize that is not a positive integer.
     """
 
     sizes: tuple[int, ...]
@@ -135,14 +158,18 @@ class CostCurves:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "itemsize", check_int("itemsize (bytes per element)", self.itemsize, 1))
-        sizes = tuple(int(s) for s in self.sizes)
-        if len(sizes) < 2 or any(b <= a for a, b in zip(sizes, sizes[1:])) or sizes[0] < 1:
-            raise ValueError(f"cost curves need >= 2 increasing positive sizes, got {list(self.sizes)}")
+        given = _reals("cost curve sizes", self.sizes)
+        wrong = [x for x in given if not (math.isfinite(x) and x.is_integer() and x >= 1)]
+        if wrong:  # a float size (JSON 16384.0) is fine where whole; int() would truncate 1.5 silently
+            raise ValueError(f"cost curve sizes must be whole numbers of elements >= 1, got {wrong[0]!r}")
+        sizes = tuple(int(x) for x in given)
+        if len(sizes) < 2 or any(b <= a for a, b in zip(sizes, sizes[1:])):
+            raise ValueError(f"cost curves need >= 2 increasing sizes, got {list(sizes)}")
         secs = {}
         for name, ys in self.seconds.items():
             if str(name) in ("sizes", "itemsize"):  # to_dict's own keys: the curve would overwrite them
                 raise ValueError(f"a cost curve cannot be named {name!r} (a key of to_dict's format)")
-            ys = tuple(float(y) for y in ys)
+            ys = _reals(f"cost curve {name!r}", ys)
             if len(ys) != len(sizes) or not all(np.isfinite(ys)) or min(ys) <= 0:
                 raise ValueError(f"cost curve {name!r} needs {len(sizes)} finite times > 0, got {list(ys)}")
             secs[str(name)] = ys
@@ -229,7 +256,7 @@ class CostCurves:
             raise ProfileError(f"{source}: cost curves need a 'sizes' list")
         curves = {k: v for k, v in d.items() if k not in ("sizes", "itemsize")}
         try:
-            return cls(tuple(d["sizes"]), curves, d.get("itemsize", 4))
+            return cls(d["sizes"], curves, d.get("itemsize", 4))
         except (TypeError, ValueError) as e:
             raise ProfileError(f"{source}: invalid cost curves: {e}") from None
 

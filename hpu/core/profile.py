@@ -20,10 +20,16 @@ from typing import Any
 from .costs import CostCurves, ProfileError, check_versioned, read_versioned, write_versioned
 from .util import check_nonneg, check_positive
 
-__all__ = ["PROFILE_SCHEMA_VERSION", "Profile", "ProfileError", "reference_profile"]
+__all__ = ["PROFILE_SCHEMA_VERSION", "REQUIRED_CURVES", "Profile", "ProfileError", "reference_profile"]
 
 #: Version of the JSON layout written by :meth:`Profile.save` (2: ``curves`` per workload; 1 had ``fast``).
 PROFILE_SCHEMA_VERSION = 2
+
+#: Per workload, the cost curves that its model cannot do without, and that every calibration of it measures: a
+#: file whose curves of that workload lack one is refused (:meth:`Profile.from_dict`).  The sort's split
+#: (:func:`hpu.sorting.costs.fast_split`) predicts the CPU's sort and its final merge of two to 16 runs whatever the
+#: device; the device's curves are optional (a calibration without a device has none).
+REQUIRED_CURVES = {"sort": ("cpu_sort", "merge2", "merge16")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,14 +138,7 @@ class Profile:
         cache = self.__dict__.setdefault("_cost_curves", {})
         if workload not in cache:
             d = self.curves.get(workload)
-            where = f"{source}, {workload!r} curves"
-            try:
-                curves = None if d is None else CostCurves.from_dict(d, source=where)
-                if curves is not None:
-                    float(curves.sizes[-1])  # the largest size must be a float for the log-log interpolation
-            except OverflowError as e:  # an infinite or huge size, which CostCurves lets through
-                raise ProfileError(f"{where}: invalid cost curves: {e}") from None
-            cache[workload] = curves
+            cache[workload] = None if d is None else CostCurves.from_dict(d, source=f"{source}, {workload!r} curves")
         return cache[workload]
 
     # -- persistence -------------------------------------------------------
@@ -157,8 +156,9 @@ class Profile:
         Raises
         ------
         ProfileError
-            If the schema version is missing or newer than this code, or a
-            field (cost curves included) is missing or invalid.
+            If the schema version is missing or newer than this code, a
+            field (cost curves included) is missing or invalid, or a
+            workload's curves lack one of its :data:`REQUIRED_CURVES`.
         """
         d = dict(check_versioned(d, "profile", PROFILE_SCHEMA_VERSION, source=source))
         if d["schema_version"] == 1 and d.get("fast"):
@@ -172,7 +172,11 @@ class Profile:
         except (TypeError, ValueError) as e:
             raise ProfileError(f"{source}: invalid profile: {e}") from None
         for workload in profile.curves:  # parsed now: a bad curve is a bad profile, not a failure of every call
-            profile._parse_curves(workload, source)
+            curves = profile._parse_curves(workload, source)
+            lacking = [k for k in REQUIRED_CURVES.get(workload, ()) if curves is not None and k not in curves]
+            if lacking:
+                raise ProfileError(f"{source}, {workload!r} curves: missing {', '.join(lacking)}; "
+                                   "recalibrate (python -m hpu.calibrate)")
         return profile
 
     def save(self, path: str | os.PathLike) -> Path:

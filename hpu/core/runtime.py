@@ -263,11 +263,12 @@ def device_key(dev: Any) -> str:
 def default_profile_path(dev: Any) -> Path:
     """Where ``python -m hpu.calibrate`` saves a device's profile by default.
 
-    ``$HPU_PROFILE_DIR/<key>.json`` if that variable is set, else the user
-    cache directory (``platformdirs.user_cache_dir("hpu")/profiles``).
+    ``$HPU_PROFILE_DIR/<key>.json`` if that variable is set (a leading
+    ``~`` is the home directory, as in a shell), else the user cache
+    directory (``platformdirs.user_cache_dir("hpu")/profiles``).
     """
     base = os.environ.get("HPU_PROFILE_DIR") or os.path.join(platformdirs.user_cache_dir("hpu"), "profiles")
-    return Path(base) / f"{device_key(dev)}.json"
+    return Path(base).expanduser() / f"{device_key(dev)}.json"
 
 
 def _physical_memory() -> int:

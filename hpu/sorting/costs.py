@@ -57,9 +57,11 @@ def mergesort_closed_forms(n: float, profile: Profile, alpha: float) -> dict:
 
 
 #: Fast-mode cost curves a calibrated profile carries in the profile's ``"sort"`` curves, next to ``"sizes"``
-#: (``"cpu_sort_1"`` only where the runtime has more than one thread; ``"partition"`` from calibrations made
-#: since the key-range split; without it ``"auto"`` does not consider that split; ``"partition4"`` from
-#: calibrations made since partitions count their buckets: without it a partition is charged as two buckets;
+#: (``"cpu_sort"``, ``"merge2"`` and ``"merge16"`` always, which :func:`fast_split` needs: a profile file without
+#: one is refused, :data:`hpu.core.profile.REQUIRED_CURVES`; ``"transfer"`` and ``"device_sort"`` where calibrated
+#: with a device; ``"cpu_sort_1"`` only where the runtime has more than one thread; ``"partition"`` from
+#: calibrations made since the key-range split; without it ``"auto"`` does not consider that split; ``"partition4"``
+#: from calibrations made since partitions count their buckets: without it a partition is charged as two buckets;
 #: ``"cpu_sort_psrs"`` only where the compiled partition was built, from calibrations made since the sample sort).
 FAST_COSTS = ("cpu_sort", "cpu_sort_1", "cpu_sort_psrs", "device_sort", "transfer", "merge2", "merge16", "partition",
               "partition4", "kept_pinned", "kept_plain")

@@ -781,33 +781,22 @@ def quiesce(staging_tasks: list, queues: tuple) -> None:
             pass
 
 
-def touch_pages(rt: Runtime, dst: np.ndarray, pieces: Sequence[tuple[int, int]], rec: Recorder) -> list[Future]:
-    """Queue on ``rt``'s pool the first write of each piece ``(a, b)`` of ``dst`` (zeros), unless ``dst`` lies in the
-    host pool's memory whose pages are mapped already (:meth:`hpu.core.hostmem.HostArrayPool.paged_in`); the tasks'
-    futures.  A fresh array's first-touch page faults, paid while the DMA engine and the device work, would otherwise
-    slow the copy-out into it (``experiments/bench_host_memory.py``: 16 threads write 20 GB/s into fresh memory, 46
-    GB/s into memory already touched)."""
-    if rt.host_pool.paged_in(dst):
-        return []
-
-    def touch(a: int, b: int) -> None:
+def copy_out(rt: Runtime, jobs: Sequence[tuple[np.ndarray, np.ndarray, list, list]], rec: Recorder, *,
+             stream: bool = True) -> None:
+    """For each job ``(stage, dst, pieces, d2h)``: thread-pool workers copy each piece ``(a, b)`` from ``stage`` into
+    ``dst`` as soon as its device-to-host copy (``d2h``, one event a piece) ends (by streaming stores with
+    ``stream``: :func:`hpu.core.streaming.stream_copy`); returns once every piece is copied.  Every job's pieces are
+    queued before any is waited for."""
+    # Touch dst's pages while the DMA engine and the device work (after staging): its first-touch page faults would
+    # otherwise slow the copy-out (experiments/bench_host_memory.py).  Not where the pool's memory is mapped already.
+    def touch(dst: np.ndarray, a: int, b: int) -> None:
         t0 = rec.now()
         dst[a:b] = 0
         rec.add(f"cpu:{threading.current_thread().name}", "touch", -1, t0, rec.now(), 1, b - a, 0)
 
-    return [rt.pool.submit(touch, a, b) for a, b in pieces]
-
-
-def copy_out(rt: Runtime, jobs: Sequence[tuple[np.ndarray, np.ndarray, list, list]], rec: Recorder, *,
-             stream: bool = True, touched: Sequence[Future] | None = None) -> None:
-    """For each job ``(stage, dst, pieces, d2h)``: thread-pool workers copy each piece ``(a, b)`` from ``stage`` into
-    ``dst`` as soon as its device-to-host copy (``d2h``, one event a piece) ends (by streaming stores with
-    ``stream``: :func:`hpu.core.streaming.stream_copy`); returns once every piece is copied.  Every job's pieces are
-    queued before any is waited for.  The pages of each ``dst`` are touched first (:func:`touch_pages`), unless the
-    caller queued that already: ``touched``, the futures to wait for instead."""
     # finished long before the sort; never race a copy-out
-    wait_all(touched if touched is not None else
-             [f for _, dst, pieces, _ in jobs for f in touch_pages(rt, dst, pieces, rec)])
+    wait_all(rt.pool.submit(touch, dst, a, b) for _, dst, pieces, _ in jobs if not rt.host_pool.paged_in(dst)
+             for a, b in pieces)
 
     def piece(ev: Any, stage: np.ndarray, dst: np.ndarray, a: int, b: int) -> None:
         cl.wait_for_events([ev])  # not ev.wait(): that lets go of the copy's host array, whose size the trace reads
@@ -915,12 +904,7 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
     pieces, ready, tasks, staging_tasks = stage_pieces(rt, lease, src, up, rec, options.piece_bytes(), row_length,
                                                        most_tasks=options.staging_tasks, stream=options.stream_copies,
                                                        native=options.native_staging, slices=options.staging_slices)
-    touched = None
     try:
-        # Rows leave the device little to do after the staging, so a plain result's pages are touched beside it
-        # rather than after it (experiments/README.md, *Rows into plain memory*).
-        if row_length is not None and dst is not None and not in_place:
-            touched = touch_pages(rt, dst, pieces, rec)
         if staged is not None:
             staged()
         # The whole pipeline is enqueued at once: each copy waits for its piece to be staged.  Every event is kept
@@ -944,14 +928,13 @@ def device_share(rt: Runtime, lease: DeviceLease, src: np.ndarray, t: int, rec: 
         wait_staged(staging_tasks)
     except BaseException:
         quiesce(staging_tasks, queues)  # stage may be the result
-        wait(touched or [])  # nothing writes into dst once the caller redoes it
         raise
     ended = prepare_record(rec, h2d, d2h, steps, t, dt.itemsize, unit)
     if h2d:  # ended before the copies down: their events are freed at no cost now, not after those
         cl.wait_for_events(h2d)
     del h2d, steps
     if dst is not None and not in_place:
-        copy_out(rt, [(stage, dst, pieces, d2h)], rec, stream=options.stream_copies, touched=touched)
+        copy_out(rt, [(stage, dst, pieces, d2h)], rec, stream=options.stream_copies)
     cl.wait_for_events(d2h[-1:])
     ended()
     if dst is not None:

@@ -211,3 +211,43 @@ def test_cost_curves_never_predict_a_negative_or_zero_cost_outside_the_measured_
     n = np.array([1, 2, 1 << 10, 1 << 14, 1 << 20, 1 << 40])
     t = c.cost("s", n)
     assert np.all(np.isfinite(t)) and np.all(t > 0) and np.all(np.diff(t) >= 0)
+
+
+@pytest.mark.parametrize("field, value", [("device", "NVIDIA H100 80GB HBM3"), ("host", "Intel(R) Xeon(R) Gold"),
+                                          ("threads", 64)])
+def test_a_profile_file_of_another_machine_is_used_with_a_warning_naming_what_differs(tmp_path, caplog, field,
+                                                                                        value):
+    """A profile copied from another device, host or thread count: its costs are that machine's, so the runtime
+    says so, naming the file and the field; a profile that matches this runtime in every field says nothing."""
+    from hpu.core.util import host_description
+
+    with hpu.Runtime("none", threads=2) as rt:
+        here = {"device": rt.device_name, "host": host_description(), "threads": 2}
+    d = _profile_dict(**_cpu_curves())
+    d.update(device=here["device"], host=here["host"], provenance={"threads": here["threads"]})
+    same = tmp_path / "here.json"
+    same.write_text(json.dumps(d))
+    if field == "threads":
+        d["provenance"] = {"threads": value}
+    else:
+        d[field] = value
+    other = tmp_path / "elsewhere.json"
+    other.write_text(json.dumps(d))
+    with caplog.at_level("WARNING", logger="hpu"):
+        hpu.Runtime("none", threads=2, profile=same).close()
+        assert caplog.text == ""
+        with hpu.Runtime("none", threads=2, profile=other) as rt:
+            assert rt.calibrated  # used all the same
+    assert "elsewhere.json" in caplog.text
+    assert (f"{value} CPU threads" if field == "threads" else f"{field} {value!r}") in caplog.text
+    assert (f"{here['threads']} CPU threads" if field == "threads" else f"{field} {here[field]!r}") in caplog.text
+
+
+def test_a_shipped_reference_profile_is_used_without_a_warning(caplog):
+    """The paper's machines' profiles (models/) are of other machines by design."""
+    with caplog.at_level("WARNING", logger="hpu"):
+        names = [p.stem for p in (REPO / "models").glob("*.json")]
+        assert names
+        for name in names:
+            hpu.Runtime("none", threads=2, profile=name).close()
+    assert caplog.text == ""

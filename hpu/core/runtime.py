@@ -41,7 +41,7 @@ from .hostmem import HostArrayPool
 from .hybrid import DeviceFailure
 from .kernels import kernel_source
 from .profile import Profile, ProfileError, reference_profile
-from .util import check_int
+from .util import check_int, host_description
 
 try:  # pyopencl is a dependency, but a broken ICD setup must not make hpu unusable
     import pyopencl as cl
@@ -269,6 +269,11 @@ def default_profile_path(dev: Any) -> Path:
     """
     base = os.environ.get("HPU_PROFILE_DIR") or os.path.join(platformdirs.user_cache_dir("hpu"), "profiles")
     return Path(base).expanduser() / f"{device_key(dev)}.json"
+
+
+def _origin(field: str, value: Any) -> str:
+    """One field of where a profile was calibrated, for a message: ``16 CPU threads``, ``device 'NVIDIA H100'``."""
+    return f"{value} CPU threads" if field == "threads" else f"{field} {value!r}"
 
 
 def _physical_memory() -> int:
@@ -661,7 +666,10 @@ class Runtime:
         Default: this device's calibrated profile from
         :func:`default_profile_path` if it exists, else rough defaults under
         which the fast-mode sorts run on the CPU alone (see
-        :attr:`calibrated`; one logged line says so).
+        :attr:`calibrated`; one logged line says so).  A file (given or
+        cached) calibrated on another device or host, or with another
+        number of CPU threads, is used with a logged warning naming what
+        differs.
     threads : int, optional
         Size of the CPU thread pool (default ``os.cpu_count()``), 1 to
         :data:`MAX_THREADS`.
@@ -803,7 +811,9 @@ class Runtime:
                 raise ValueError("profile is empty: give an hpu.Profile, a path or a shipped name")
             p = Path(profile)
             if p.suffix == ".json" or p.exists():
-                return Profile.load(p)
+                loaded = Profile.load(p)
+                self._warn_if_calibrated_elsewhere(loaded, f"the profile {p}")
+                return loaded
             if p.suffix or len(p.parts) > 1:  # a path, not a shipped name
                 raise ProfileError(f"profile file not found: {profile}")
             return reference_profile(str(profile))
@@ -814,15 +824,26 @@ class Runtime:
             except ProfileError as e:
                 log.warning("ignoring the cached profile: %s", e)
             else:
-                calibrated_threads = cached.provenance.get("threads")
-                if isinstance(calibrated_threads, int) and calibrated_threads != self.threads:
-                    log.warning("the cached profile of %s was calibrated with %d CPU threads, this runtime has %d: "
-                                "its CPU costs may be off (python -m hpu.calibrate --threads %d --force)",
-                                self.device_name, calibrated_threads, self.threads, self.threads)
+                self._warn_if_calibrated_elsewhere(cached, f"the cached profile of {self.device_name}")
                 return cached
         log.info("no calibrated profile for %s: the sorts run on the CPU alone until `python -m hpu.calibrate` "
                  "has run", self.device_name)
         return uncalibrated_profile(self.device, self.threads)
+
+    def _warn_if_calibrated_elsewhere(self, profile: Profile, what: str) -> None:
+        """Log a warning where ``profile`` (a file: ``what`` names it) was calibrated on another device, another
+        host or with another number of CPU threads than this runtime has: the model's costs, and so its splits, are
+        those of that machine.  Fields the profile does not record are not compared."""
+        here = {"device": self.device_name, "host": host_description(), "threads": self.threads}
+        there = {"device": profile.device, "host": profile.host, "threads": profile.provenance.get("threads")}
+        if not isinstance(there["threads"], int):
+            there["threads"] = None
+        differ = [k for k in here if there[k] not in (None, "") and there[k] != here[k]]
+        if differ:
+            log.warning("%s was calibrated with %s, this runtime has %s: its costs may be off "
+                        "(python -m hpu.calibrate --threads %d --force)", what,
+                        ", ".join(_origin(k, there[k]) for k in differ),
+                        ", ".join(_origin(k, here[k]) for k in differ), self.threads)
 
     # -- properties ------------------------------------------------------------
     @property

@@ -281,7 +281,7 @@ def test_a_pinned_input_is_not_a_kept_result(fresh, monkeypatch, part):
         pytest.skip("no OpenCL device that pins host memory")
     from hpu.sorting import pipeline
 
-    monkeypatch.setattr(pipeline, "kept_policy", lambda *args: "plain")
+    monkeypatch.setattr(pipeline, "kept_policy", lambda *args, **kw: "plain")
     n = 8 * N_POOLED
     # Inputs of the result's bytes: int64 keys for int64 indices; keys and values of a key-value sort in one block.
     block = fresh.empty_pinned(2 * n if part == "by_key" else n, np.int64 if part == "argsort" else np.int32)
@@ -407,3 +407,87 @@ def test_plain_memory_does_not_push_out_a_free_pinned_block(runtime):
     assert g is not None and not mixed.is_pinned(g) and mixed.total_bytes == 2 * MIN_POOLED_BYTES
     del g
     mixed.close()
+
+
+def _trace(wall: float, fallback: str = "") -> hpu.Trace:
+    trace = hpu.Trace("gpu", 0.0, 0, 0, 1)
+    trace.wall, trace.fallback = wall, fallback
+    return trace
+
+
+def test_the_rent_meter_measures_plain_against_recycled_pinned_calls(fresh):
+    """Medians of the last plain and recycled-pinned calls of one kind and size, once each has three; a freshly
+    pinned result (its call paid the pinning) and a call that fell back are not counted; kinds and sizes apart."""
+    if not fresh.host_pool.can_pin:
+        pytest.skip("no OpenCL device that pins host memory")
+    from hpu.sorting.pipeline import RentMeter
+
+    meter, pool = RentMeter(), fresh.host_pool
+    first = pool.empty(N_POOLED, np.int32, pinned=True)
+    assert pool.is_pinned(first) and not pool.recycled_pinned(first)
+    meter.add(fresh, "rows", 8, first, _trace(1.0))  # freshly pinned: not a sample
+    del first
+    gc.collect()
+    again = pool.empty(N_POOLED, np.int32, pinned=True)
+    assert pool.recycled_pinned(again)
+    plain = np.empty(N_POOLED, np.int32)
+    for wall in (2e-3, 3e-3, 2.5e-3):
+        assert meter.rent("rows", 8) is None
+        meter.add(fresh, "rows", 8, again, _trace(wall))
+        meter.add(fresh, "rows", 8, plain, _trace(wall + 4e-3))
+        meter.add(fresh, "rows", 8, plain, _trace(1.0, fallback="the device failed"))  # not a sample
+    assert meter.rent("rows", 8) == pytest.approx(4e-3)
+    assert meter.rent("rows", 16) is None and meter.rent("sort", 8) is None
+    for _ in range(RentMeter.SAMPLES):  # only the last calls count
+        meter.add(fresh, "rows", 8, plain, _trace(3.5e-3))
+    assert meter.rent("rows", 8) == pytest.approx(1e-3)
+
+
+def test_kept_policy_takes_the_rent_its_calls_measured(monkeypatch):
+    """A profile whose plain calls cost no more than recycled ones never pins (a sort hides its copies out); rows
+    that measured a rent of 2 ms against a price of 10 ms rent four times, then pin ((k + 1) 2 < 10 for k < 4);
+    a kind without measurements keeps the profile's rent."""
+    from hpu.sorting import pipeline
+    from hpu.sorting.pipeline import DEFAULT_OPTIONS, kept_policy, rent_meter
+
+    sizes = [1 << 20, 1 << 24]
+    curves = {"device_sort": [0.4e-3] * 2, "transfer": [0.6e-3] * 2, "kept_plain": [0.9e-3] * 2,
+              "kept_pinned": [11e-3] * 2, "cpu_sort": [1.0] * 2}
+    with hpu.Runtime("none", profile=hpu.Profile(p=2, g=1, gamma=1, curves={"sort": {"sizes": sizes, **curves}})) as rt:
+        n = 1 << 22
+        monkeypatch.setattr(rent_meter(rt), "rent", lambda kind, nbytes: 2e-3 if (kind, nbytes) == ("rows", 4 * n)
+                            else None)
+        assert [kept_policy(rt, n, 4, DEFAULT_OPTIONS, k, kind="rows") for k in range(6)] == \
+            ["plain"] * 4 + ["pin"] * 2
+        assert {kept_policy(rt, n, 4, DEFAULT_OPTIONS, k, kind="sort") for k in (0, 10**6)} == {"plain"}
+        assert kept_policy(rt, n, 4, DEFAULT_OPTIONS, 10**6) == "plain"
+        assert pipeline.rent_meter(rt) is rent_meter(rt)  # one a runtime
+
+
+@pytest.mark.parametrize("part", ["sort", "rows", "argsort", "by_key"])
+def test_a_loop_keeping_its_last_result_measures_its_rent(fresh, monkeypatch, part):
+    """A loop that keeps its last result, given plain memory whenever its pinned block is still leased, alternates
+    a recycled pinned block and plain memory: after seven calls the meter has three of each for the call's kind
+    and result bytes, and the results are right."""
+    if not fresh.has_device or not fresh.host_pool.can_pin:
+        pytest.skip("no OpenCL device that pins host memory")
+    from hpu.sorting import pipeline
+
+    monkeypatch.setattr(pipeline, "kept_policy", lambda *args, **kw: "plain")
+    n = 4 * N_POOLED
+    keys = np.random.default_rng(2).integers(-50, 50, n).astype(np.int32)
+    values = np.arange(n, dtype=np.int64)
+    kw = {"runtime": fresh, "strategy": "gpu"}
+    calls = {"sort": lambda: hpu.hybrid_mergesort(keys, **kw), "rows": lambda: hpu.sort(keys.reshape(-1, 256), **kw),
+             "argsort": lambda: hpu.argsort(keys, **kw), "by_key": lambda: hpu.sort_by_key(keys, values, **kw)}
+    kind, nbytes = {"sort": ("sort", 4 * n), "rows": ("rows", 4 * n), "argsort": (f"keyed-positions-{n}", 8 * n),
+                    "by_key": (f"keyed-values-{n}", 12 * n)}[part]
+    order = np.argsort(keys, kind="stable")
+    last = None
+    for _ in range(7):
+        last = calls[part]()
+    got = last[1] if part == "by_key" else last
+    want = {"sort": keys[order], "rows": np.sort(keys.reshape(-1, 256), axis=-1), "argsort": order,
+            "by_key": values[order]}[part]
+    assert np.array_equal(got, want)
+    assert pipeline.rent_meter(fresh).rent(kind, nbytes) is not None

@@ -250,6 +250,12 @@ class HostArrayPool:
         block = self._block_of(arr)
         return block is not None and block.pinned
 
+    def recycled_pinned(self, arr: np.ndarray) -> bool:
+        """Whether ``arr`` (or the array it views) lies in a pinned block of this pool that was handed out before:
+        a result that cost neither pinning nor a copy out of staging memory."""
+        block = self._block_of(arr)
+        return block is not None and block.pinned and block.leases > 1
+
     def paged_in(self, arr: np.ndarray) -> bool:
         """Whether ``arr`` (or the array it views) lies in memory of this pool whose pages are mapped already: a
         pinned block, or a plain one handed out before (recycled), whose first lessee wrote it.  Writing into

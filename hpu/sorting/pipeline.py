@@ -49,6 +49,7 @@ are shared with the exchange sort of several devices
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -78,7 +79,8 @@ except Exception:  # pragma: no cover
     cl = None
 
 __all__ = ["DEFAULT_OPTIONS", "PipelineOptions", "cpu_method", "device_share", "fast_keyed_sort", "fast_row_sort",
-           "fast_sort", "keyed_fits", "keyed_key_type", "kept_policy", "max_device_elements", "row_tile"]
+           "fast_sort", "keyed_fits", "keyed_key_type", "kept_policy", "max_device_elements", "metered",
+           "rent_meter", "RentMeter", "row_tile"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +245,58 @@ class PipelineOptions:
 DEFAULT_OPTIONS = PipelineOptions()
 
 
-def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions, rentals: int = 0) -> str:
+class RentMeter:
+    """Recent wall times of a runtime's device calls, per kind of call and result size, by where the result went:
+    a pinned block handed out before (recycled) or plain memory (rented); what renting plain memory costs such a
+    call (:meth:`rent`), for :func:`kept_policy`.
+
+    The profile's rent is a sort's, whose copies out of staging memory into a plain result hide behind the
+    device's sort; rows and keyed sorts have less device work after their staging to hide them behind, and pay
+    more (``experiments/README.md``, *Rent measured by the loop*).  Thread-safe.
+    """
+
+    #: Calls kept per kind, size and memory; calls of each needed before :meth:`rent` measures.
+    SAMPLES, LEAST = 9, 3
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seconds: dict[tuple[str, int, bool], collections.deque] = {}
+
+    def add(self, rt: Runtime, kind: str, nbytes: int, result: np.ndarray, trace: Trace) -> None:
+        """Count a call of ``kind`` whose cost key is ``nbytes`` (the bytes :func:`kept_policy` is asked for)
+        and whose result is ``result``, timed by ``trace``: a recycled pinned block or plain memory; a freshly
+        pinned block (whose call paid the pinning) and a call that fell back to the CPU are not counted."""
+        pool = rt.host_pool
+        if trace.fallback or pool.is_pinned(result) and not pool.recycled_pinned(result):
+            return
+        key = (kind, int(nbytes), pool.recycled_pinned(result))
+        with self._lock:
+            self._seconds.setdefault(key, collections.deque(maxlen=self.SAMPLES)).append(float(trace.wall))
+
+    def rent(self, kind: str, nbytes: int) -> float | None:
+        """Seconds a call of ``kind`` and ``nbytes`` pays for a plain result over a recycled pinned one: the
+        median of its last plain calls less that of its last recycled ones; None until each has
+        :attr:`LEAST` calls."""
+        with self._lock:
+            plain, pinned = (list(self._seconds.get((kind, int(nbytes), r), ())) for r in (False, True))
+        if min(len(plain), len(pinned)) < self.LEAST:
+            return None
+        return float(np.median(plain) - np.median(pinned))
+
+
+def rent_meter(rt: Runtime) -> RentMeter:
+    """``rt``'s :class:`RentMeter` (one a runtime)."""
+    return rt.resources.get(("rent-meter",), RentMeter, RentMeter)
+
+
+def metered(rt: Runtime, kind: str, nbytes: int, result: np.ndarray, trace: Trace) -> Trace:
+    """``trace``, after :meth:`RentMeter.add` of the call to ``rt``'s meter."""
+    rent_meter(rt).add(rt, kind, nbytes, result, trace)
+    return trace
+
+
+def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions, rentals: int = 0,
+                kind: str | None = None) -> str:
     """``kept`` for :meth:`hpu.core.hostmem.HostArrayPool.empty` of a device-sorted result of ``n`` keys, after
     ``rentals`` results of its size were given plain memory since its last answer ``"pin"`` for that size.
 
@@ -264,7 +317,11 @@ def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions, re
     twice that of the best choice made knowing the future (Karlin, Manasse,
     Rudolph and Sleator, "Competitive snoopy caching", Algorithmica 3,
     1988).  With ``rentals = 0``: plain memory where it is the cheaper for
-    one call.  Beyond the paper.
+    one call.  With ``kind`` (the caller's calls of this kind record their
+    times in :func:`rent_meter`), the rent those calls measured replaces the
+    profile's once there is one: a loop that keeps its last result
+    alternates a recycled pinned block and plain memory, and so measures it.
+    Beyond the paper.
     """
     if options.result_memory != "auto":
         return options.result_memory
@@ -274,6 +331,9 @@ def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions, re
     plain, pinned = (float(fast_cost(rt.profile, k, n, itemsize)) for k in ("kept_plain", "kept_pinned"))
     recycled = sum(float(fast_cost(rt.profile, k, n, itemsize)) for k in ("device_sort", "transfer") if k in curves)
     rent, buy = plain - recycled, pinned - recycled
+    measured = None if kind is None else rent_meter(rt).rent(kind, n * itemsize)
+    if measured is not None:
+        rent = measured
     return "plain" if (int(rentals) + 1) * rent < buy else "pin"
 
 
@@ -1003,7 +1063,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
     # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
     pinned = n_cpu == 0 and t == 0
-    kept = functools.partial(kept_policy, rt, n, dt.itemsize, options) if pinned else "pin"
+    kept = functools.partial(kept_policy, rt, n, dt.itemsize, options, kind="sort") if pinned else "pin"
     out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept, inputs=(arr,))
     trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
 
@@ -1044,7 +1104,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
 
     run_hybrid(rt, device=lambda lease: device_share(rt, lease, src[n_cpu:], t, rec, direct, options),
                cpu=cpu_share if n_cpu else None, redo=redo, on_device_error=on_device_error, finish=finish)
-    return out, rec.finish(trace)
+    return out, metered(rt, "sort", n * dt.itemsize, out, rec.finish(trace)) if pinned else rec.finish(trace)
 
 
 # -- rows of at most a tile: a segmented sort without merge passes ----------------------------------------------
@@ -1146,7 +1206,8 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
         raise ValueError(f"cpu_rows must lie in [0, {r}], got {cpu_rows}")
     split, rec = cpu_rows * m, Recorder()
     out = rt.host_pool.empty_or_new(n, dt, pinned=True,
-                                    kept=functools.partial(kept_policy, rt, n - split, dt.itemsize, options),
+                                    kept=functools.partial(kept_policy, rt, n - split, dt.itemsize, options,
+                                                           kind="rows"),
                                     inputs=(keys,))
     trace = Trace(strategy, cpu_rows / r, 0, int(np.ceil(np.log2(max(m, 2)))), n)
     rows_in, rows_out = keys.reshape(r, m), out.reshape(r, m)
@@ -1187,15 +1248,18 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
         lambda lease: device_share(rt, lease, keys[split:], 0, rec, out[split:], options, row_length=m,
                                    staged=None if on_worker else queue_cpu_share))
     if on_worker or device is None or cpu_rows == 0:
-        return run_hybrid(rt, device=device, cpu=cpu_share if cpu_rows else None, redo=redo,
-                          on_device_error=on_device_error, finish=finish), rec.finish(trace)
-    try:
-        result = run_hybrid(rt, device=device, redo=redo, on_device_error=on_device_error, finish=finish)
-    except BaseException:
-        wait(queued)  # no task left writing into the result (pooled memory) once the error propagates
-        raise
-    cpu_share()  # the CPU's rows, queued by the device share (or now, if it failed before and was redone)
-    return result, rec.finish(trace)
+        result = run_hybrid(rt, device=device, cpu=cpu_share if cpu_rows else None, redo=redo,
+                            on_device_error=on_device_error, finish=finish)
+    else:
+        try:
+            result = run_hybrid(rt, device=device, redo=redo, on_device_error=on_device_error, finish=finish)
+        except BaseException:
+            wait(queued)  # no task left writing into the result (pooled memory) once the error propagates
+            raise
+        cpu_share()  # the CPU's rows, queued by the device share (or now, if it failed before and was redone)
+    if device is None:
+        return result, rec.finish(trace)
+    return result, metered(rt, "rows", (n - split) * dt.itemsize, out, rec.finish(trace))
 
 
 def _rows_in_pool(rt: Runtime, src: np.ndarray, dst: np.ndarray,
@@ -1336,7 +1400,8 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     rec = Recorder()
     trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n)
     dtypes = [keys.dtype, *(v.dtype for v in values)] if gather else [np.dtype(np.int64)]
-    outs = _result_arrays(rt, n, dtypes, options, (keys, *values))
+    kind = f"keyed-{'values' if gather else 'positions'}-{m}"  # the meter's: rows and 1-D apart
+    outs = _result_arrays(rt, n, dtypes, options, (keys, *values), kind)
 
     def finish(r: HybridResult) -> list[np.ndarray]:
         trace.fallback = r.fallback
@@ -1345,13 +1410,13 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     carried = list(values) if gather else None
     result = run_hybrid(rt, device=lambda lease: _keyed_share(rt, lease, keys, carried, m, outs, rec, options),
                         redo=redo, on_device_error=on_device_error, finish=finish)
-    return result, rec.finish(trace)
+    return result, metered(rt, kind, n * sum(dt.itemsize for dt in dtypes), outs[0], rec.finish(trace))
 
 
 def _result_arrays(rt: Runtime, n: int, dtypes: Sequence[np.dtype], options: PipelineOptions,
-                   inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+                   inputs: Sequence[np.ndarray], kind: str) -> list[np.ndarray]:
     """Uninitialised arrays of ``n`` elements of each of ``dtypes``: views of one block of ``rt.host_pool`` (pinned
-    where it has room; :func:`kept_policy` for the whole block), at offsets aligned to 64 bytes.
+    where it has room; :func:`kept_policy` for the whole block, the call's ``kind``), at offsets aligned to 64 bytes.
 
     One request a call: the pool takes a pinned block of a result's size that is still leased for a result the
     caller keeps (:meth:`hpu.core.hostmem.HostArrayPool.empty`), and with one request for each result a call's own
@@ -1364,7 +1429,7 @@ def _result_arrays(rt: Runtime, n: int, dtypes: Sequence[np.dtype], options: Pip
     offsets = np.cumsum([0] + [-(-size // 64) * 64 for size in sizes]).tolist()
     block = rt.host_pool.empty_or_new(offsets[-1], np.uint8, pinned=True,
                                       kept=functools.partial(kept_policy, rt, n, sum(dt.itemsize for dt in dtypes),
-                                                             options),
+                                                             options, kind=kind),
                                       inputs=inputs)
     return [block[o:o + size].view(dt) for o, size, dt in zip(offsets, sizes, dtypes)]
 

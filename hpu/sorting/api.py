@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -131,15 +132,23 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any = No
         ``a``'s shape (flattened for ``axis=None``), dtype and memory order
         (numpy's order ``"K"``), equal bit for bit to ``numpy.sort(a, axis,
         kind="stable")``: NaN and NaT last, -0.0 and +0.0 in input order.
+        Writeable, but unlike numpy's result it need not own its memory (a
+        view; large results lie in memory the runtime recycles,
+        :mod:`hpu.core.hostmem`), so ``ndarray.resize`` raises ``ValueError``
+        where numpy's result would resize: ``numpy.resize`` or a copy serves.
 
     Raises
     ------
     TypeError
         Complex, object, string, structured or other unsupported dtypes, and
-        masked arrays; an ``axis`` that is not an integer, an ``alpha`` that is
-        not a real number.
+        masked arrays; an ``axis`` that is not an integer (numpy's integers
+        and 0-d integer arrays are; a bool is not), a ``kind`` that is
+        neither str nor bytes (as numpy), an ``alpha`` that is not a real
+        number.
     numpy.exceptions.AxisError
         ``axis`` out of range (a ``ValueError``); ValueError also for an
+        ``a`` that numpy cannot make an array of (a ragged sequence: numpy's
+        own error, as for any other that ``numpy.asarray`` raises), an
         unknown ``kind``, ``kind`` with ``stable``, an ``order`` other than
         None, an unknown ``strategy`` or ``on_device_error``, ``alpha``
         outside ``[0, 1]``, and ``transfer_level`` not an integer in
@@ -197,7 +206,8 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any =
     numpy.ndarray of int64 (``numpy.intp``)
         ``a``'s shape (flattened for ``axis=None``; a 0-d ``a`` as one
         element, as numpy takes it): indices along ``axis``, equal element
-        for element to ``numpy.argsort(a, axis, kind="stable")``.
+        for element to ``numpy.argsort(a, axis, kind="stable")``; its
+        memory as for :func:`sort`.
 
     Raises
     ------
@@ -241,7 +251,8 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
         ``numpy.sort(keys, kind="stable")``, bit for bit.
     sorted_values : numpy.ndarray, or a tuple of them
         Each value array in the same order, ``v[numpy.argsort(keys,
-        kind="stable")]`` (a tuple when ``values`` is one).
+        kind="stable")]`` (a tuple when ``values`` is one).  Their memory
+        as for :func:`sort`.
 
     Raises
     ------
@@ -249,7 +260,8 @@ def sort_by_key(keys: Any, values: Any, *, runtime: Runtime | None = None, strat
         Unsupported key dtype; masked keys or values.
     ValueError
         ``keys`` not 1-D, a value array not 1-D, or of another length than
-        ``keys``; a bad ``strategy``, ``alpha``, ``transfer_level`` or
+        ``keys``; keys or values that numpy cannot make an array of (as for
+        :func:`sort`); a bad ``strategy``, ``alpha``, ``transfer_level`` or
         ``on_device_error`` (as for :func:`sort`).
     hpu.DeviceFailure
         With ``on_device_error="raise"`` when the device fails.
@@ -345,29 +357,38 @@ class _Options:
 def _prepare(a: Any, axis: int | None, kind: str | None, what: str, order: Any = None,
              stable: Any = None) -> tuple[np.ndarray, int]:
     """The input as an array of a sortable dtype and the axis as a non-negative int (``None``: flattened);
-    ``order`` and ``stable`` checked as numpy checks them (every result is the stable one)."""
-    text = kind.decode("latin-1") if isinstance(kind, bytes) else kind  # numpy takes b"stable" too
-    if kind is not None and not (isinstance(text, str) and text != "" and text[0].lower() in "qmhs"):
-        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))} (or numpy's abbreviations), got {kind!r}")
+    ``kind``, ``order`` and ``stable`` checked as numpy checks them (every result is the stable one).  What
+    ``numpy.asarray`` cannot convert raises numpy's own error (a ragged sequence: ``ValueError``)."""
+    if kind is not None:
+        if not isinstance(kind, (str, bytes)):
+            raise TypeError(f"sort kind must be str, not {type(kind).__name__}")
+        try:
+            text = kind.decode() if isinstance(kind, bytes) else kind  # numpy takes b"stable" too, as UTF-8
+        except UnicodeDecodeError:
+            text = ""
+        if not text or text[0] not in "qQmMhHsS":
+            raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))} (or numpy's abbreviations), "
+                             f"got {kind!r}")
     if kind is not None and stable is not None:
         raise ValueError("`kind` and `stable` parameters can't be provided at the same time; use only one of them")
     if isinstance(a, np.ma.MaskedArray):
         raise TypeError(f"{what}: masked arrays are not supported (numpy.ma.sort orders masked entries last); "
                         "pass a.filled(...) or a.compressed()")
-    try:
-        arr = np.asarray(a)
-    except Exception as e:
-        raise TypeError(f"cannot convert input of type {type(a).__name__} to an array: {e}") from None
+    arr = np.asarray(a)
     check_sort_dtype(arr.dtype, what)
     if order is not None:  # structured dtypes, the only ones with fields, were refused just above
         raise ValueError(f"{what}: cannot specify order when the array has no fields")
     if axis is None:
         return arr.reshape(-1), 0
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+    if isinstance(axis, bool):  # numpy's argsort refuses a bool axis (its sort takes True as 1)
         raise TypeError(f"axis must be an integer or None, got {axis!r}")
+    try:
+        axis = operator.index(axis)  # what numpy takes: ints, numpy integers, 0-d integer arrays, any __index__
+    except TypeError:
+        raise TypeError(f"axis must be an integer or None, got {axis!r}") from None
     if not -arr.ndim <= axis < arr.ndim:
-        raise np.exceptions.AxisError(int(axis), arr.ndim)
-    return arr, int(axis) % arr.ndim
+        raise np.exceptions.AxisError(axis, arr.ndim)
+    return arr, axis % arr.ndim
 
 
 def _rows(arr: np.ndarray, axis: int) -> np.ndarray:

@@ -290,7 +290,7 @@ def _float_range() -> Iterator[None]:
 def _cpu_level_time(rec: Recurrence, n: float, i: float, count: float, p: float) -> float:
     """Time (operations) for ``count`` subproblems of level ``i`` on ``p`` cores: ``f(n/b^i) max(1, count/p)``.
 
-    Paper 5.1 cases 1 and 2.
+    Paper 5.1 cases 1-3.
     """
     if count <= 0:
         return 0.0
@@ -300,7 +300,7 @@ def _cpu_level_time(rec: Recurrence, n: float, i: float, count: float, p: float)
 def _gpu_level_time(rec: Recurrence, n: float, i: float, count: float, prof: Profile) -> float:
     """Time for ``count`` subproblems of level ``i`` on the device: ``f(n/b^i)/gamma * max(1, count/g)``.
 
-    Paper 5.1 cases 2 and 3.
+    Paper 5.1 cases 1-3.
     """
     if count <= 0:
         return 0.0
@@ -366,7 +366,7 @@ def _basic(rec: Recurrence, n: float, prof: Profile, data_bytes: float | None) -
     else:
         y = min(max(math.log(prof.p / prof.gamma) / math.log(rec.a), 0.0), L)
     t_level = min(math.ceil(y - 1e-9), math.ceil(L)) if y < L else math.ceil(L)
-    cpu = _levels_time(lambda i: _cpu_level_time(rec, n, i, rec.a**i, prof.p), 0.0, t_level)
+    cpu = _levels_time(lambda i: _cpu_level_time(rec, n, i, rec.a**i, prof.p), 0.0, min(t_level, L))
     gpu = _levels_time(lambda i: _gpu_level_time(rec, n, i, rec.a**i, prof), t_level, L)
     leaves = rec.leaves(n) * rec.leaf_cost
     on_gpu = t_level < L
@@ -415,11 +415,17 @@ class _Advanced:
         """``sum_{i=lo}^{hi-1} f(n/b^i)``: one subproblem per level (paper 5.2.1 case i)."""
         return level_sum(lambda i: self.rec.level_span(self.n, i), lo, hi)
 
+    def level(self, count: float) -> float:
+        """``log_a(count)`` clipped to ``[0, L]``: the level of ``count`` subproblems (for ``a = 1``: 0 or ``L``)."""
+        if self.log_a == 0:  # a = 1: every level holds one subproblem
+            return self.L if count > 1 else 0.0
+        return min(max(math.log(count) / self.log_a, 0.0), self.L)
+
     def cpu_level(self, alpha: float) -> float:
         """``log_a(p/alpha)``: where the CPU share reaches p subproblems (paper 5.2.1)."""
         if alpha <= 0:
             return self.L
-        return min(max(math.log(self.prof.p / alpha) / self.log_a, 0.0), self.L)
+        return self.level(self.prof.p / alpha)
 
     def t_c(self, alpha: float) -> float:
         """``T_c = alpha/p (n^{log_b a} + sum_{i=log_a(p/alpha)}^{L-1} a^i f(n/b^i))`` (paper 5.2.1)."""
@@ -427,7 +433,7 @@ class _Advanced:
 
     def gpu_level(self, alpha: float) -> float:
         """``log_a(g/(1-alpha))``: below it the device share saturates the device."""
-        return min(max(math.log(self.prof.g / (1 - alpha)) / self.log_a, 0.0), self.L)
+        return self.level(self.prof.g / (1 - alpha))
 
     def t_g_max(self, alpha: float) -> float:
         """``T_g^max = (1-alpha)/(gamma g) (n^{log_b a} + sum_{i=log_a(g/(1-alpha))}^{L-1} ...)`` (paper 5.2.1)."""
@@ -471,8 +477,15 @@ class _Advanced:
         return float(y), case
 
     def gpu_work(self, alpha: float) -> float:
-        """``W_g = (1-alpha)(n^{log_b a} + sum_{i=y(alpha)}^{L-1} a^i f(n/b^i))`` (paper 5.2.1)."""
-        y, _ = self.y(alpha)
+        """``W_g = (1-alpha)(n^{log_b a} + sum_{i=y(alpha)}^{L-1} a^i f(n/b^i))`` (paper 5.2.1).
+
+        0 where ``T_g(y) = T_c`` has no solution ``y <= L``: the device share cannot finish even its leaves
+        while the CPU share reaches ``p`` subproblems, so it does no work "in this period" (and the CPU would
+        wait for it).
+        """
+        y, case = self.y(alpha)
+        if y >= self.L and self.t_c(alpha) - self.transfer(alpha) < self.t_g(alpha, self.L, case):
+            return 0.0
         return (1 - alpha) * self.work(y)
 
 
@@ -493,8 +506,9 @@ def advanced_split(
     reaches level ``y`` in the same time.  ``y(alpha)`` solves
     ``T_g(y) = T_c`` in the three cases of section 5.2.1 (by
     :func:`scipy.optimize.brentq`), and ``alpha`` maximises the device's work
-    ``W_g(alpha)`` (by a grid search refined with
-    :func:`scipy.optimize.minimize_scalar`).
+    ``W_g(alpha)`` over the alphas for which ``y`` exists (the device share
+    finishes at least its leaves within ``T_c``), by a grid search refined
+    with :func:`scipy.optimize.minimize_scalar`.
 
     Parameters
     ----------
@@ -553,10 +567,10 @@ def _advanced(recurrence: Recurrence, n: float, profile: Profile, data_bytes: fl
               alpha: float | None) -> Split:
     m = _Advanced(recurrence, n, profile, data_bytes)
     total = recurrence.total_work(n)
-    lo = min(profile.p / m.N, 1.0)  # paper 5.2.1: alpha >= p/n so the CPU starts with >= p tasks
+    lo = min(profile.p / m.N, 1.0)  # paper 5.2.1: alpha >= p/n (n^{log_b a} leaves) so the CPU starts with >= p tasks
     if alpha is not None:  # forced: predicted as asked
         return _advanced_result(m, alpha, total)
-    if m.N <= profile.p or lo >= 1.0:
+    if m.N <= profile.p or lo >= 1.0 or recurrence.a == 1:  # a = 1: one subproblem a level, nothing to share
         return _advanced_result(m, 1.0, total)
     split = _advanced_result(m, _maximise_gpu_work(m, lo), total)
     cpu_alone = _advanced_result(m, 1.0, total)  # the device may not help at all (latency, a slow device)
@@ -573,7 +587,8 @@ def _maximise_gpu_work(m: _Advanced, lo: float) -> float:
     if a1 > a0:
         from scipy import optimize
 
-        r = optimize.minimize_scalar(lambda a: -m.gpu_work(a), bounds=(a0, a1), method="bounded", options={"xatol": 1e-7})
+        r = optimize.minimize_scalar(lambda a: -m.gpu_work(a), bounds=(a0, a1), method="bounded",
+                                     options={"xatol": 1e-7})
         if r.success and -r.fun >= best_w:
             best_a = float(r.x)
     # The device may not help at all: compare with alpha = 1 (no device work).

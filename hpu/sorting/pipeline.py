@@ -79,7 +79,7 @@ except Exception:  # pragma: no cover
     cl = None
 
 __all__ = ["DEFAULT_OPTIONS", "PipelineOptions", "cpu_method", "device_share", "fast_keyed_sort", "fast_row_sort",
-           "fast_sort", "keyed_fits", "keyed_key_type", "kept_policy", "max_device_elements", "metered",
+           "fast_sort", "keyed_fits", "keyed_key_type", "kept_policy", "max_device_elements", "Rental",
            "rent_meter", "RentMeter", "row_tile"]
 
 
@@ -289,10 +289,23 @@ def rent_meter(rt: Runtime) -> RentMeter:
     return rt.resources.get(("rent-meter",), RentMeter, RentMeter)
 
 
-def metered(rt: Runtime, kind: str, nbytes: int, result: np.ndarray, trace: Trace) -> Trace:
-    """``trace``, after :meth:`RentMeter.add` of the call to ``rt``'s meter."""
-    rent_meter(rt).add(rt, kind, nbytes, result, trace)
-    return trace
+@dataclasses.dataclass(frozen=True)
+class Rental:
+    """A device call's result as the host pool's rent-or-buy choice and the runtime's :class:`RentMeter` see it:
+    the call's ``kind`` and its ``n`` keys of ``itemsize`` bytes (one key for both, so they cannot drift apart)."""
+
+    kind: str
+    n: int
+    itemsize: int
+
+    def kept(self, rt: Runtime, options: PipelineOptions) -> Callable[[int], str]:
+        """``kept`` for :meth:`hpu.core.hostmem.HostArrayPool.empty`: :func:`kept_policy` of this call."""
+        return functools.partial(kept_policy, rt, self.n, self.itemsize, options, kind=self.kind)
+
+    def record(self, rt: Runtime, result: np.ndarray, trace: Trace) -> Trace:
+        """``trace``, after :meth:`RentMeter.add` of the call (its ``result``) to ``rt``'s meter."""
+        rent_meter(rt).add(rt, self.kind, self.n * self.itemsize, result, trace)
+        return trace
 
 
 def kept_policy(rt: Runtime, n: int, itemsize: int, options: PipelineOptions, rentals: int = 0,
@@ -1063,7 +1076,8 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
     t = max(0, min(int(transfer_level), max(0, int(np.log2(max(n_dev, 1))) - 10)))  # segments >= 2^10 keys
     # One device run goes straight into out (pinned: the DMA engine writes it); else the CPU writes out.
     pinned = n_cpu == 0 and t == 0
-    kept = functools.partial(kept_policy, rt, n, dt.itemsize, options, kind="sort") if pinned else "pin"
+    rental = Rental("sort", n, dt.itemsize)
+    kept = rental.kept(rt, options) if pinned else "pin"
     out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept, inputs=(arr,))
     trace = Trace(strategy, n_cpu / n if n else 1.0, t, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
 
@@ -1104,7 +1118,7 @@ def fast_sort(arr: np.ndarray, rt: Runtime, *, strategy: str, alpha: float, tran
 
     run_hybrid(rt, device=lambda lease: device_share(rt, lease, src[n_cpu:], t, rec, direct, options),
                cpu=cpu_share if n_cpu else None, redo=redo, on_device_error=on_device_error, finish=finish)
-    return out, metered(rt, "sort", n * dt.itemsize, out, rec.finish(trace)) if pinned else rec.finish(trace)
+    return out, rental.record(rt, out, rec.finish(trace)) if pinned else rec.finish(trace)
 
 
 # -- rows of at most a tile: a segmented sort without merge passes ----------------------------------------------
@@ -1205,10 +1219,8 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
     if not 0 <= cpu_rows <= r:
         raise ValueError(f"cpu_rows must lie in [0, {r}], got {cpu_rows}")
     split, rec = cpu_rows * m, Recorder()
-    out = rt.host_pool.empty_or_new(n, dt, pinned=True,
-                                    kept=functools.partial(kept_policy, rt, n - split, dt.itemsize, options,
-                                                           kind="rows"),
-                                    inputs=(keys,))
+    rental = Rental("rows", n - split, dt.itemsize)
+    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=rental.kept(rt, options), inputs=(keys,))
     trace = Trace(strategy, cpu_rows / r, 0, int(np.ceil(np.log2(max(m, 2)))), n)
     rows_in, rows_out = keys.reshape(r, m), out.reshape(r, m)
     staging = _staging_tasks(rt, -(-(n - split) // _piece_length(dt.itemsize, options.piece_bytes(), m)),
@@ -1259,7 +1271,7 @@ def fast_row_sort(keys: np.ndarray, m: int, rt: Runtime, *, sort_into: Callable[
         cpu_share()  # the CPU's rows, queued by the device share (or now, if it failed before and was redone)
     if device is None:
         return result, rec.finish(trace)
-    return result, metered(rt, "rows", (n - split) * dt.itemsize, out, rec.finish(trace))
+    return result, rental.record(rt, out, rec.finish(trace))
 
 
 def _rows_in_pool(rt: Runtime, src: np.ndarray, dst: np.ndarray,
@@ -1400,8 +1412,9 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     rec = Recorder()
     trace = Trace(strategy, 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n)
     dtypes = [keys.dtype, *(v.dtype for v in values)] if gather else [np.dtype(np.int64)]
-    kind = f"keyed-{'values' if gather else 'positions'}-{m}"  # the meter's: rows and 1-D apart
-    outs = _result_arrays(rt, n, dtypes, options, (keys, *values), kind)
+    # The meter's kind: rows and one row apart
+    rental = Rental(f"keyed-{'values' if gather else 'positions'}-{m}", n, sum(dt.itemsize for dt in dtypes))
+    outs = _result_arrays(rt, n, dtypes, rental.kept(rt, options), (keys, *values))
 
     def finish(r: HybridResult) -> list[np.ndarray]:
         trace.fallback = r.fallback
@@ -1410,13 +1423,13 @@ def fast_keyed_sort(keys: np.ndarray, values: Sequence[np.ndarray], rt: Runtime,
     carried = list(values) if gather else None
     result = run_hybrid(rt, device=lambda lease: _keyed_share(rt, lease, keys, carried, m, outs, rec, options),
                         redo=redo, on_device_error=on_device_error, finish=finish)
-    return result, metered(rt, kind, n * sum(dt.itemsize for dt in dtypes), outs[0], rec.finish(trace))
+    return result, rental.record(rt, outs[0], rec.finish(trace))
 
 
-def _result_arrays(rt: Runtime, n: int, dtypes: Sequence[np.dtype], options: PipelineOptions,
-                   inputs: Sequence[np.ndarray], kind: str) -> list[np.ndarray]:
+def _result_arrays(rt: Runtime, n: int, dtypes: Sequence[np.dtype], kept: Callable[[int], str],
+                   inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Uninitialised arrays of ``n`` elements of each of ``dtypes``: views of one block of ``rt.host_pool`` (pinned
-    where it has room; :func:`kept_policy` for the whole block, the call's ``kind``), at offsets aligned to 64 bytes.
+    where it has room; ``kept``, the call's :meth:`Rental.kept`, for the whole block), at offsets aligned to 64 bytes.
 
     One request a call: the pool takes a pinned block of a result's size that is still leased for a result the
     caller keeps (:meth:`hpu.core.hostmem.HostArrayPool.empty`), and with one request for each result a call's own
@@ -1427,10 +1440,7 @@ def _result_arrays(rt: Runtime, n: int, dtypes: Sequence[np.dtype], options: Pip
     """
     sizes = [n * dt.itemsize for dt in dtypes]
     offsets = np.cumsum([0] + [-(-size // 64) * 64 for size in sizes]).tolist()
-    block = rt.host_pool.empty_or_new(offsets[-1], np.uint8, pinned=True,
-                                      kept=functools.partial(kept_policy, rt, n, sum(dt.itemsize for dt in dtypes),
-                                                             options, kind=kind),
-                                      inputs=inputs)
+    block = rt.host_pool.empty_or_new(offsets[-1], np.uint8, pinned=True, kept=kept, inputs=inputs)
     return [block[o:o + size].view(dt) for o, size, dt in zip(offsets, sizes, dtypes)]
 
 

@@ -464,7 +464,7 @@ def test_kept_policy_takes_the_rent_its_calls_measured(monkeypatch):
         assert pipeline.rent_meter(rt) is rent_meter(rt)  # one a runtime
 
 
-@pytest.mark.parametrize("part", ["sort", "rows", "argsort", "by_key"])
+@pytest.mark.parametrize("part", ["sort", "rows", "argsort", "by_key", "exchange", "keyrange"])
 def test_a_loop_keeping_its_last_result_measures_its_rent(fresh, monkeypatch, part):
     """A loop that keeps its last result, given plain memory whenever its pinned block is still leased, alternates
     a recycled pinned block and plain memory: after seven calls the meter has three of each for the call's kind
@@ -472,6 +472,8 @@ def test_a_loop_keeping_its_last_result_measures_its_rent(fresh, monkeypatch, pa
     if not fresh.has_device or not fresh.host_pool.can_pin:
         pytest.skip("no OpenCL device that pins host memory")
     from hpu.sorting import pipeline
+    from hpu.sorting.exchange import exchange_sort
+    from hpu.sorting.keyrange import keyrange_sort
 
     monkeypatch.setattr(pipeline, "kept_policy", lambda *args, **kw: "plain")
     n = 4 * N_POOLED
@@ -479,15 +481,18 @@ def test_a_loop_keeping_its_last_result_measures_its_rent(fresh, monkeypatch, pa
     values = np.arange(n, dtype=np.int64)
     kw = {"runtime": fresh, "strategy": "gpu"}
     calls = {"sort": lambda: hpu.hybrid_mergesort(keys, **kw), "rows": lambda: hpu.sort(keys.reshape(-1, 256), **kw),
-             "argsort": lambda: hpu.argsort(keys, **kw), "by_key": lambda: hpu.sort_by_key(keys, values, **kw)}
+             "argsort": lambda: hpu.argsort(keys, **kw), "by_key": lambda: hpu.sort_by_key(keys, values, **kw),
+             "exchange": lambda: exchange_sort(keys, fresh, [0.0, 1.0])[0],
+             "keyrange": lambda: keyrange_sort(keys, fresh, [0.5, 0.5])[0]}
     kind, nbytes = {"sort": ("sort", 4 * n), "rows": ("rows", 4 * n), "argsort": (f"keyed-positions-{n}", 8 * n),
-                    "by_key": (f"keyed-values-{n}", 12 * n)}[part]
+                    "by_key": (f"keyed-values-{n}", 12 * n), "exchange": ("exchange-1", 4 * n),
+                    "keyrange": ("keyrange-2", 4 * n)}[part]
     order = np.argsort(keys, kind="stable")
     last = None
     for _ in range(7):
         last = calls[part]()
     got = last[1] if part == "by_key" else last
     want = {"sort": keys[order], "rows": np.sort(keys.reshape(-1, 256), axis=-1), "argsort": order,
-            "by_key": values[order]}[part]
+            "by_key": values[order], "exchange": keys[order], "keyrange": keys[order]}[part]
     assert np.array_equal(got, want)
     assert pipeline.rent_meter(fresh).rent(kind, nbytes) is not None

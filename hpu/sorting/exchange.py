@@ -46,7 +46,6 @@ their next step, and the CPU sorts the whole input again
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 import math
 import threading
 from collections.abc import Sequence
@@ -63,7 +62,7 @@ from .cpu import parallel_sort
 from .device import DeviceSorter
 from .keyrange import check_shares, choose_splitters
 from .pipeline import (DEFAULT_OPTIONS, PipelineOptions, copy_out, cpu_method, defer_record, dma_reads,
-                       download_pieces, enqueue_sorts, kept_policy, max_device_elements, merge_tree, quiesce,
+                       Rental, download_pieces, enqueue_sorts, max_device_elements, merge_tree, quiesce,
                        stage_pieces, upload_pieces, wait_staged)
 
 try:
@@ -230,12 +229,12 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         raise ValueError("a device's share of an exchange sort does not fit its memory; use strategy='keyrange'")
     rec = Recorder()
     src = np.ascontiguousarray(arr)
-    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=functools.partial(kept_policy, rt, n, w, options),
-                                    inputs=(arr,))
+    k = len(active)
+    rental = Rental(f"exchange-{k}", n, w)  # the rent of a call over k devices, as its own calls measure it
+    out = rt.host_pool.empty_or_new(n, dt, pinned=True, kept=rental.kept(rt, options), inputs=(arr,))
     trace = Trace("exchange", 0.0, 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
     if n == 0:
         return out, rec.finish(trace)
-    k = len(active)
     targets = starts[1:-1]
     # The sample (random reads of the input) is drawn on a pool thread while the devices stage and sort; one
     # device needs none
@@ -268,7 +267,7 @@ def exchange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
         # calling thread's, this one: the future that holds it goes, or that cycle keeps out leased until a collection
         splitters = None
         run.release()
-    return out, rec.finish(trace)
+    return out, rental.record(rt, out, rec.finish(trace))
 
 
 class _Exchange:

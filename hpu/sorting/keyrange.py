@@ -31,7 +31,6 @@ the input by the keys' bucket numbers, which no device writes
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -44,7 +43,7 @@ from ..core.runtime import DeviceLease, Runtime
 from ..core.trace import Recorder, Trace
 from .costs import PIECE_FILL
 from .cpu import bucket_ids, choose_splitters, parallel_sort, partition_by_splitters
-from .pipeline import DEFAULT_OPTIONS, PipelineOptions, cpu_method, device_share, kept_policy, max_device_elements
+from .pipeline import DEFAULT_OPTIONS, PipelineOptions, Rental, cpu_method, device_share, max_device_elements
 
 __all__ = ["KeyRangePlan", "bucket_ids", "check_shares", "choose_splitters", "keyrange_sort", "partition"]
 
@@ -201,7 +200,8 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
     fr, owner = _fractions([s[u] for u in active], [pieces[u] for u in active])
     owner = [active[o] for o in owner]
     pinned = active != [0]
-    kept = functools.partial(kept_policy, rt, n, dt.itemsize, options) if pinned else "pin"
+    rental = Rental(f"keyrange-{len(active)}", n, dt.itemsize)  # over these many units, as its own calls measure it
+    kept = rental.kept(rt, options) if pinned else "pin"
     out = rt.host_pool.empty_or_new(n, dt, pinned=pinned, kept=kept, inputs=(arr,))
     trace = Trace("keyrange", float(s[0]), 0, int(np.ceil(np.log2(max(n, 2)))), n, split=split)
     t0 = rec.now()
@@ -220,7 +220,7 @@ def keyrange_sort(arr: np.ndarray, rt: Runtime, shares: Sequence[float], *, on_d
             plan.owner[b] = 0
     trace.alpha = float(sum(bounds[b + 1] - bounds[b] for b, o in enumerate(plan.owner) if o == 0) / max(n, 1))
     _run(rt, units, plan, src, out, rec, on_device_error, options, trace)
-    return out, rec.finish(trace)
+    return out, rental.record(rt, out, rec.finish(trace)) if pinned else rec.finish(trace)
 
 
 def _run(rt: Runtime, units: tuple[Runtime, ...], plan: KeyRangePlan, src: np.ndarray, out: np.ndarray,

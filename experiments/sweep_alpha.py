@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         for lv, alpha in configs:
             t, tr = best[lv, alpha]
             rows.append({"level": lv, "alpha": alpha, "alpha_executed": tr.alpha, "seconds": t, "speedup": t_np / t,
-                         "predicted_seconds": tr.split.predicted_time, "phases": common.phase_times(tr)})
+                         "predicted_seconds": common.model_choice(n, rt.profile, alpha=alpha).predicted_time,
+                         "phases": common.phase_times(tr)})
         data = {
             "sweep": "alpha",
             "reproduces": "paper fig. 7",

@@ -267,9 +267,10 @@ def distinct_alphas(alphas: list[float], level: int) -> list[float]:
     return out
 
 
-def model_choice(n: int, profile: hpu.Profile, itemsize: int = 4) -> hpu.Split:
-    """The advanced split ``hybrid_mergesort`` chooses for ``n`` keys (transfer costs included)."""
-    return hpu.advanced_split(hpu.mergesort_spec().recurrence, n, profile, data_bytes=n * itemsize)
+def model_choice(n: int, profile: hpu.Profile, itemsize: int = 4, alpha: float | None = None) -> hpu.Split:
+    """The advanced split ``hybrid_mergesort`` chooses for ``n`` keys (transfer costs included); with ``alpha``,
+    the one it predicts for that CPU share (at the model's transfer level for it)."""
+    return hpu.advanced_split(hpu.mergesort_spec().recurrence, n, profile, data_bytes=n * itemsize, alpha=alpha)
 
 
 def phase_times(tr: hpu.Trace) -> dict:

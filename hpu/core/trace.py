@@ -78,11 +78,15 @@ class Trace:
         Seconds from start to result.
     events : list of TraceEvent
     split : hpu.Split or None
-        The model's split that was executed.  None when the caller forced
-        the strategy (and its ``alpha``/``transfer_level``), and when the
-        runtime's profile is uncalibrated (:attr:`hpu.Runtime.calibrated`
-        False: the fast-mode sorts then run on the CPU alone, chosen without
-        the model).
+        The model's split that was executed, with its predicted times: the
+        model's choice, or with a forced ``strategy`` the model's split for
+        that strategy (paper mode's advanced split with a forced ``alpha``
+        too, :func:`hpu.advanced_split` taking it).  None when the caller
+        forced what the split would choose (``alpha``, ``transfer_level``
+        or ``shares`` in fast mode; ``transfer_level`` in paper mode), and
+        when the runtime's profile is uncalibrated
+        (:attr:`hpu.Runtime.calibrated` False: the fast-mode sorts then run
+        on the CPU alone, chosen without the model).
     fallback : str
         Non-empty when the device failed and the CPU redid its share (the reason).
     start : float or None

@@ -104,11 +104,13 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         device share larger than the device memory the runtime may use
         (:attr:`hpu.Runtime.device_memory_bytes`) is sorted on the device
         in pieces by key range; in paper mode it is a device failure (see
-        ``on_device_error``).  In CPU-only mode, for float64 on a
-        device without fp64, and in fast mode while the runtime has no
-        calibrated profile (:attr:`hpu.Runtime.calibrated`; the device's
-        speed is unknown, so ``"auto"`` never risks being slower than the
-        CPU alone), it runs as ``"cpu"``.
+        ``on_device_error``).  In CPU-only mode and for float64 on a
+        device without fp64 every strategy runs as ``"cpu"``; in fast mode
+        while the runtime has no calibrated profile
+        (:attr:`hpu.Runtime.calibrated`; the device's speed is unknown, so
+        ``"auto"`` never risks being slower than the CPU alone) ``"auto"``
+        does, and a strategy or ``shares`` named by the caller still use
+        the device.
     alpha : float, optional
         CPU fraction of the subproblems at the transfer level, in [0, 1]
         (``"advanced"``; ignored by ``"cpu"``, ``"gpu"`` and ``"basic"``);
@@ -209,8 +211,11 @@ def hybrid_mergesort(a: Any, *, strategy: str = "auto", mode: str = "fast", alph
         split = _choose(strategy, plan.padded_n, arr.dtype.itemsize, rt, alpha)
         y = transfer_level if transfer_level is not None else (split.transfer_level if split else None)
         a_cpu = alpha if alpha is not None else (split.alpha if split else 0.0)
+        # The trace holds the split only where it is what runs: the advanced split takes a forced alpha, no split a
+        # forced transfer level
+        ran = None if transfer_level is not None or (alpha is not None and strategy != "advanced") else split
         work, trace = execute(plan, arr, rt, strategy=strategy, alpha=float(a_cpu), transfer_level=y,
-                              on_device_error=on_device_error, split=split)
+                              on_device_error=on_device_error, split=ran)
     out = work if plan.padded_n == n else work[:n].copy()
     return (out, trace) if return_trace else out
 
@@ -224,18 +229,20 @@ def _fast(arr: np.ndarray, rt: Runtime, strategy: str, alpha: float | None, tran
         raise ValueError(f"transfer_level must lie in [0, ceil(log2 n)] for n={n}, got {transfer_level}")
     if strategy in ("cpu", "gpu", "basic"):
         alpha = None  # the advanced split's CPU share (paper 5.2); the others fix it, as in paper mode
+    forced = alpha is not None or transfer_level is not None or shares is not None
     strategy, split, a_cpu, y, shares = _decide(n, arr.dtype, rt, strategy, alpha, transfer_level, shares, units)
+    ran = None if forced else split  # the trace holds the model's split only where it is what runs
     if strategy == "exchange":
-        out, trace = exchange_sort(arr, rt, shares, on_device_error=on_device_error, split=split,
+        out, trace = exchange_sort(arr, rt, shares, on_device_error=on_device_error, split=ran,
                                    options=options or DEFAULT_OPTIONS, units=units)
         return (out, trace.resolve()) if return_trace else out
     if strategy == "keyrange":
         out, trace = keyrange_sort(arr, rt, _keyrange_shares(units, split, alpha, shares),
-                                   on_device_error=on_device_error, split=split, options=options or DEFAULT_OPTIONS,
+                                   on_device_error=on_device_error, split=ran, options=options or DEFAULT_OPTIONS,
                                    units=units)
         return (out, trace.resolve()) if return_trace else out
     out, trace = fast_sort(arr, rt, strategy=strategy, alpha=a_cpu, transfer_level=y,
-                           on_device_error=on_device_error, split=split,
+                           on_device_error=on_device_error, split=ran,
                            cpu_threads=split.cpu_threads if split is not None and alpha is None else 0,
                            options=options or DEFAULT_OPTIONS)
     return (out, trace.resolve()) if return_trace else out

@@ -187,7 +187,8 @@ class Split:
     Attributes
     ----------
     strategy : str
-        ``"cpu"``, ``"gpu"``, ``"basic"`` (paper 5.1) or ``"advanced"`` (paper 5.2).
+        ``"cpu"``, ``"gpu"``, ``"basic"`` (paper 5.1) or ``"advanced"`` (paper 5.2);
+        from :func:`hpu.fast_split` also ``"keyrange"`` or ``"exchange"``.
     alpha : float
         Fraction of the subproblems at the transfer level given to the CPU
         (1 for ``"cpu"``, 0 for ``"gpu"`` and ``"basic"``).
@@ -211,7 +212,8 @@ class Split:
     case : str
         For ``"advanced"``: which case of paper 5.2.1 fixed ``y``:
         ``"i"`` (device never saturated), ``"ii"`` (always saturated),
-        ``"iii"`` (both); ``"fast"`` for :func:`fast_split`; otherwise ``""``.
+        ``"iii"`` (both); for :func:`hpu.fast_split`, ``"fast"`` (a position
+        split), ``"keyrange"`` or ``"exchange"``; otherwise ``""``.
     cpu_threads : int
         Threads the CPU share uses: 0 for all of the runtime's, 1 for one
         (:func:`fast_split` only).
@@ -287,6 +289,17 @@ def _float_range() -> Iterator[None]:
         raise ValueError(f"the model's sums leave the float range ({e}): n, a or f's growth is too large") from None
 
 
+def _finite(split: Split) -> Split:
+    """``split``, whose times and fractions must be finite: sums that overflowed to inf (or inf - inf = nan)
+    without an OverflowError leave the float range as surely as those that raised one."""
+    bad = [f.name for f in dataclasses.fields(split)
+           if isinstance(getattr(split, f.name), float) and not math.isfinite(getattr(split, f.name))]
+    if bad:
+        raise ValueError(f"the model's sums leave the float range ({', '.join(bad)} not finite): n, a or f's growth "
+                         f"is too large")
+    return split
+
+
 def _cpu_level_time(rec: Recurrence, n: float, i: float, count: float, p: float) -> float:
     """Time (operations) for ``count`` subproblems of level ``i`` on ``p`` cores: ``f(n/b^i) max(1, count/p)``.
 
@@ -356,7 +369,7 @@ def basic_split(recurrence: Recurrence, n: float, profile: Profile, *, data_byte
     data_bytes = _check_inputs(recurrence, profile, data_bytes)
     n = check_n(n)
     with _float_range():
-        return _basic(recurrence, n, profile, data_bytes)
+        return _finite(_basic(recurrence, n, profile, data_bytes))
 
 
 def _basic(rec: Recurrence, n: float, prof: Profile, data_bytes: float | None) -> Split:
@@ -560,7 +573,7 @@ def advanced_split(
             raise ValueError(f"with a = 1 every level holds one subproblem, which cannot be shared: alpha must be 0 "
                              f"or 1, got {alpha!r}")
     with _float_range():
-        return _advanced(recurrence, n, profile, data_bytes, alpha)
+        return _finite(_advanced(recurrence, n, profile, data_bytes, alpha))
 
 
 def _advanced(recurrence: Recurrence, n: float, profile: Profile, data_bytes: float | None,

@@ -72,8 +72,8 @@ class Profile:
     Raises
     ------
     ValueError
-        If ``p <= 0``, ``g <= 0``, ``gamma`` outside (0, 1], or a cost is
-        negative or not finite.
+        If ``p <= 0``, ``g <= 0``, ``gamma`` outside (0, 1],
+        ``cpu_op_seconds <= 0``, or a cost is negative or not finite.
     """
 
     p: float

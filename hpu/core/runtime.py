@@ -150,9 +150,9 @@ def select_device(device: Any = None) -> Any:
     Parameters
     ----------
     device : None, str or pyopencl.Device
-        ``None``: ``PYOPENCL_CTX`` if set, else a GPU, else a CPU OpenCL
-        device, else CPU-only mode.  A string: ``"gpu"`` or ``"cpu"`` (first
-        device of that type), ``"P:D"`` or ``"P"`` (platform and device
+        ``None``: ``PYOPENCL_CTX`` if set, else a GPU, else an accelerator,
+        else a CPU OpenCL device, else CPU-only mode.  A string: ``"gpu"``,
+        ``"accelerator"`` or ``"cpu"`` (first device of that type), ``"P:D"`` or ``"P"`` (platform and device
         numbers as in ``PYOPENCL_CTX``), ``"none"``/``"cpu-only"`` (no device),
         or a case-insensitive substring of the device or platform name.  A
         ``pyopencl.Device`` is used as it is.

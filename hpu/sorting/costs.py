@@ -456,7 +456,7 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
     profile : Profile
         With fast-mode cost curves (its ``"sort"`` curves, :data:`FAST_COSTS`); without the device's
         (``"transfer"``, ``"device_sort"``) only the CPU takes part.
-    strategy : {"auto", "cpu", "gpu", "basic", "advanced"}
+    strategy : {"auto", "cpu", "gpu", "basic", "advanced", "keyrange", "exchange"}
         ``"cpu"``: alpha = 1; ``"gpu"``: alpha = 0, t = 0; ``"basic"``:
         alpha = 0, best t >= 1; ``"advanced"``: best alpha in (0, 1) and t;
         ``"keyrange"``: the key-range split of :func:`keyrange_split`;
@@ -491,15 +491,22 @@ def fast_split(n: float, profile: Profile, *, strategy: str = "auto", max_level:
         share as ``2**t`` segments; ``gpu_work_fraction = 1 - alpha``;
         ``predicted_speedup`` is mergesort's one-core time
         ``n (log2 n + 1) cpu_op_seconds`` over ``predicted_time``;
-        ``case = "fast"``.
+        ``case = "fast"`` for a position split, ``"keyrange"`` or
+        ``"exchange"`` for a split across units (:func:`keyrange_split`,
+        :func:`exchange_split`).
 
     Raises
     ------
     ValueError
         ``n < 1``, unknown strategy, or a profile without fast-mode costs (for ``"gpu"``, ``"basic"``,
         ``"advanced"`` and ``"exchange"``: without the device's).
+    TypeError
+        ``profile``, or an item of ``devices``, not an :class:`hpu.Profile`.
     """
     n = check_n(n)
+    for what, prof in [("profile", profile)] + [(f"devices[{i}]", d) for i, d in enumerate(devices or ())]:
+        if not isinstance(prof, Profile):
+            raise TypeError(f"{what} must be an hpu.Profile, got {type(prof).__name__}")
     check_strategy(strategy, ("auto", "cpu", "gpu", "basic", "advanced", "keyrange", "exchange"))
     if not device:
         strategy = "cpu"  # as hybrid_mergesort runs every strategy without a usable device

@@ -178,6 +178,9 @@ class PipelineOptions:
         ``chunk_bytes``, ``staging_tasks``, ``wave_pieces`` or ``staging_slices`` not an integer >= 1 (numpy
         integers are taken as the Python integers they hold; floats, bools and strings are refused), ``last_wave``
         not a real number in (0, 0.5], or an unknown ``device_sort``, ``result_memory`` or ``cpu_sort``.
+    TypeError
+        ``sort_waves``, ``stream_copies`` or ``native_staging`` not a bool (``numpy.bool_`` is taken as the bool it
+        holds).
     """
 
     chunk_bytes: int | None = None
@@ -208,6 +211,11 @@ class PipelineOptions:
             raise ValueError(f"result_memory must be 'auto', 'pin' or 'plain', got {self.result_memory!r}")
         if self.cpu_sort not in ("auto", "sample", "psrs"):
             raise ValueError(f"cpu_sort must be 'auto', 'sample' or 'psrs', got {self.cpu_sort!r}")
+        for name in ("sort_waves", "stream_copies", "native_staging"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):  # "no" or 0 would read as true or false unseen
+                raise TypeError(f"{name} must be a bool, got {value!r}")
+            object.__setattr__(self, name, bool(value))
 
     def piece_bytes(self, values: bool = False) -> int:
         """Bytes per staged piece and DMA copy: ``chunk_bytes`` when set; else 4 MiB, or 8 MiB with ``values``

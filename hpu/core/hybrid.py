@@ -74,18 +74,29 @@ class DeviceFailure(RuntimeError):
         self.secondary = secondary
 
 
+#: OpenCL status codes of a program the compiler refused (the context stays usable).
+_COMPILER_REFUSED = frozenset() if cl is None else frozenset(
+    getattr(cl.status_code, name) for name in ("BUILD_PROGRAM_FAILURE", "COMPILE_PROGRAM_FAILURE",
+                                               "LINK_PROGRAM_FAILURE", "INVALID_BUILD_OPTIONS")
+    if hasattr(cl.status_code, name))
+
+
 def as_device_failure(exc: BaseException) -> DeviceFailure | None:
     """``exc`` as a :class:`DeviceFailure`; None for errors that are not the device's.
 
     OpenCL errors are fatal (the context may be dead: ``LogicError``,
     ``RuntimeError``, e.g. NVIDIA's ``-9999`` after a kernel fault), except
-    ``pyopencl.MemoryError`` (an allocation the device refused); a host
+    ``pyopencl.MemoryError`` (an allocation the device refused) and a
+    program the compiler refused (``BUILD_PROGRAM_FAILURE``, e.g. a
+    :class:`hpu.DCSpec` snippet that is not OpenCL C: the context is
+    fine, and rebuilding it would throw away every compiled program); a host
     ``MemoryError`` (e.g. while staging) is a non-fatal failure.
     """
     if isinstance(exc, DeviceFailure):
         return exc
     if cl is not None and isinstance(exc, cl.Error):
-        return DeviceFailure(f"{type(exc).__name__}: {exc}", fatal=not isinstance(exc, cl.MemoryError))
+        refused = isinstance(exc, cl.MemoryError) or getattr(exc, "code", None) in _COMPILER_REFUSED
+        return DeviceFailure(f"{type(exc).__name__}: {exc}", fatal=not refused)
     if isinstance(exc, MemoryError):
         return DeviceFailure(f"MemoryError: {exc}")
     return None

@@ -137,9 +137,8 @@ class Trace:
     def to_dict(self) -> dict:
         """JSON-ready dict (events as dicts; the split as its fields)."""
         self.resolve()
-        d = dataclasses.asdict(self)
+        d = dataclasses.asdict(self)  # the split too, as its fields (asdict recurses into dataclasses)
         del d["_deferred"]
-        d["split"] = dataclasses.asdict(self.split) if self.split is not None else None
         return d
 
     def summary(self) -> str:

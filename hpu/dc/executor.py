@@ -33,6 +33,7 @@ import numpy as np
 
 from ..core.hybrid import (DeviceFailure, HybridResult, check_on_device_error, check_split, check_strategy,
                            run_hybrid)
+from ..core.model import Split
 from ..core.runtime import DeviceLease, Runtime, resolve_runtime
 from ..core.trace import Recorder, Trace, event_times
 from ..core.util import wait_all
@@ -236,8 +237,9 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime | None, *, strategy: 
         ``data`` not of shape ``(plan.n,)``.
     TypeError
         ``plan`` not a :class:`Plan`, ``runtime`` not a Runtime, ``alpha``
-        not a number, or ``data`` of a dtype the plan's would change (a
-        float into an integer plan, a wider integer).
+        not a number, ``data`` of a dtype the plan's would change (a
+        float into an integer plan, a wider integer, a 64-bit integer into
+        a float64 plan), or ``split`` not an :class:`hpu.Split`.
     RuntimeClosedError
         ``runtime`` is closed.
     DeviceFailure
@@ -251,8 +253,12 @@ def execute(plan: Plan, data: np.ndarray, runtime: Runtime | None, *, strategy: 
     data = np.asarray(data)
     if data.shape != (plan.n,):
         raise ValueError(f"data must have the plan's shape ({plan.n},), got {data.shape}")
-    if not np.can_cast(data.dtype, plan.dtype, casting="safe"):
+    # numpy calls int64 -> float64 safe, yet 2**53 + 1 does not survive it: integers of a float's width are refused
+    if not np.can_cast(data.dtype, plan.dtype, casting="safe") or (
+            data.dtype.kind in "iu" and plan.dtype.kind == "f" and data.dtype.itemsize >= plan.dtype.itemsize):
         raise TypeError(f"data of dtype {data.dtype} would not fit the plan's {plan.dtype} unchanged")
+    if split is not None and not isinstance(split, Split):
+        raise TypeError(f"split must be an hpu.Split or None, got {type(split).__name__}")
     with runtime.call():
         return _run(plan, data, runtime, strategy, y, alpha, on_device_error, split)
 

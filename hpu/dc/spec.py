@@ -141,6 +141,8 @@ class DCSpec:
             raise ValueError(f"branching must be an integer >= 2, got {self.branching!r}")
         if isinstance(self.leaf_size, bool) or not isinstance(self.leaf_size, (int, np.integer)) or self.leaf_size < 1:
             raise ValueError(f"leaf_size must be an integer >= 1, got {self.leaf_size!r}")
+        for field in ("branching", "leaf_size"):  # Python ints: b**depth of a numpy int32 wraps to 0
+            object.__setattr__(self, field, int(getattr(self, field)))
         if (self.base_cl is None) != (self.base_np is None):
             raise ValueError("give the base case both as base_cl and base_np, or neither")
         if not self.name.isascii() or not self.name.isidentifier():
@@ -195,6 +197,29 @@ class Plan:
     dtype: np.dtype
     depth: int
 
+    def __post_init__(self) -> None:
+        """Checks a plan built directly (:meth:`DCSpec.plan` builds valid ones): a spec, ``n >= 1``, a dtype the
+        device code has a type for, and a ``depth >= 0`` whose ``leaf_size * b**depth`` leaves hold ``n``.
+
+        Raises
+        ------
+        TypeError
+            ``spec`` not a :class:`DCSpec`, or ``dtype`` None or unsupported.
+        ValueError
+            ``n`` or ``depth`` not an integer of its range, or too shallow a ``depth`` for ``n``.
+        """
+        if not isinstance(self.spec, DCSpec):
+            raise TypeError(f"spec must be an hpu.DCSpec, got {type(self.spec).__name__}")
+        object.__setattr__(self, "n", check_int("n", self.n, 1))
+        if self.dtype is None:
+            raise TypeError("dtype must be given (e.g. the data's dtype), got None")
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        cl_type(self.dtype)
+        object.__setattr__(self, "depth", check_int("depth", self.depth, 0))
+        if self.padded_n < self.n:
+            raise ValueError(f"depth {self.depth} holds {self.padded_n} elements (leaf_size * branching**depth), "
+                             f"fewer than n = {self.n}")
+
     @property
     def padded_n(self) -> int:
         """``leaf_size * b**depth``: the length the executor works on."""
@@ -225,9 +250,15 @@ class Plan:
         ------
         ValueError
             ``a`` not of shape ``(n,)`` (numpy would broadcast a scalar or one element silently).
+        TypeError
+            ``a``'s values would change in the plan's dtype (numpy's ``same_kind`` casting refused, e.g. floats
+            into an integer plan).
         """
         if np.shape(a) != (self.n,):
             raise ValueError(f"a must have the plan's shape ({self.n},), got {np.shape(a)}")
+        a = np.asarray(a)
+        if not np.can_cast(a.dtype, self.dtype, "same_kind"):
+            raise TypeError(f"a of dtype {a.dtype} would change in the plan's dtype {self.dtype}")
         out = np.empty(self.padded_n, dtype=self.dtype)
         out[: self.n] = a
         out[self.n :] = self.spec.pad(self.dtype)

@@ -25,6 +25,8 @@ import dataclasses
 import hashlib
 import itertools
 import logging
+import math
+import operator
 import os
 import re
 import threading
@@ -105,13 +107,21 @@ def _platforms() -> list:
         return []
 
 
+def _device_type(bits: int) -> str:
+    """An OpenCL device type bitfield as its names ("CPU", "GPU", "ACCELERATOR | CUSTOM"): pyopencl's
+    ``device_type.to_string`` also names ``ALL`` (``0xFFFFFFFF``), which every non-zero bitfield meets."""
+    names = [n for n in ("DEFAULT", "CPU", "GPU", "ACCELERATOR", "CUSTOM")
+             if hasattr(cl.device_type, n) and bits & getattr(cl.device_type, n)]
+    return " | ".join(names) or str(bits)
+
+
 def _describe(dev: Any, index: str) -> DeviceInfo:
     ext = dev.extensions or ""
     return DeviceInfo(
         index=index,
         platform=dev.platform.name.strip(),
         name=dev.name.strip(),
-        type=cl.device_type.to_string(dev.type),
+        type=_device_type(dev.type),
         version=dev.version.strip(),
         driver=dev.driver_version.strip(),
         compute_units=int(dev.max_compute_units),
@@ -604,6 +614,11 @@ class DeviceLease:
         self._slot.give()
 
 
+def _mark_worker(local: threading.local) -> None:
+    """A :class:`WorkerPool` worker's initializer: the thread is one of the pool's."""
+    local.worker = True
+
+
 class WorkerPool(concurrent.futures.ThreadPoolExecutor):
     """The runtime's CPU thread pool: a ``ThreadPoolExecutor`` whose workers run what they submit themselves.
 
@@ -620,10 +635,10 @@ class WorkerPool(concurrent.futures.ThreadPoolExecutor):
 
     def __init__(self, threads: int):
         self._local = threading.local()
-        super().__init__(max_workers=threads, thread_name_prefix="hpu-cpu", initializer=self._mark_worker)
-
-    def _mark_worker(self) -> None:
-        self._local.worker = True
+        # Not a bound method: each worker keeps its initializer for life, and one holding the pool would keep it
+        # from being collected, so that the workers of a runtime dropped without close() never exited
+        super().__init__(max_workers=threads, thread_name_prefix="hpu-cpu", initializer=_mark_worker,
+                         initargs=(self._local,))
 
     def in_worker(self) -> bool:
         """Whether the calling thread is one of this pool's workers (or acts as one, :meth:`acting_as_worker`)."""
@@ -708,12 +723,14 @@ class Runtime:
     ------
     ValueError
         Unknown (or empty) device, ``threads`` or ``device_memory_limit``
-        not an integer >= 1 (a bool, float or string included), ``threads``
-        above :data:`MAX_THREADS`, both
+        not an integer >= 1 (a bool, float or string included),
+        ``host_pool_bytes`` or ``max_idle_leases`` not an integer >= 0,
+        ``threads`` above :data:`MAX_THREADS`, both
         ``device`` and ``devices``, an empty ``devices``, a ``context``
         without the device, or an empty ``profile`` string.
     TypeError
-        ``profile`` neither a Profile, a path nor a name.
+        ``profile`` neither a Profile, a path nor a name; ``context`` not a
+        ``pyopencl.Context``.
     ProfileError
         The profile path is missing or corrupt.
 
@@ -734,7 +751,10 @@ class Runtime:
     if that fails runs every later call on the CPU, with one logged warning.
 
     **Processes.**  A runtime belongs to the process that made it: a forked
-    child gets :class:`RuntimeClosedError` (the default runtime is made anew).
+    child gets :class:`RuntimeClosedError` (the default runtime is made anew,
+    but an OpenCL driver need not work in a child forked after the parent
+    used it: PoCL's copies hang there; start processes that use a device
+    with ``multiprocessing``'s ``"spawn"`` method).
 
     Use as a context manager (``with hpu.Runtime() as rt: ...``) or call
     :meth:`close`.  Calls without ``runtime=`` share :func:`default_runtime`.
@@ -764,7 +784,7 @@ class Runtime:
         self._release_at_end = False  # close() from a pool task: the last running call to end lets everything go
         self._owns_pool = True  # peers share their runtime's pool
         self._idle: list[DeviceLease] = []
-        self._max_idle = max(0, int(max_idle_leases))
+        self._max_idle = check_int("max_idle_leases", max_idle_leases, 0)
         self._generation = 0
         self._failed: BaseException | None = None
         self._lost = False  # a failed rebuild left it CPU-only (device_lost)
@@ -772,7 +792,9 @@ class Runtime:
         self._build_lock = threading.Lock()
         if host_pool_bytes is None:
             host_pool_bytes = min(4 << 30, _physical_memory() // 4)
-        self._host_pool_bytes = int(host_pool_bytes)
+        self._host_pool_bytes = check_int("host_pool_bytes", host_pool_bytes, 0, what=" (bytes)")
+        if context is not None and (cl is None or not isinstance(context, cl.Context)):
+            raise TypeError(f"context must be a pyopencl.Context, got {type(context).__name__}")
         if context is None and len(found) > 1 and len({d.platform.int_ptr for d in found}) == 1:
             context = cl.Context(list(dict.fromkeys(found)))  # one context: pinned memory is pinned for every device
         if context is not None and self.device not in context.devices:
@@ -944,24 +966,35 @@ class Runtime:
         Raises
         ------
         ValueError
-            A negative dimension.
+            A negative dimension, or more elements than numpy can index.
         TypeError
-            A dtype that holds Python objects (pinned memory is for the
-            device's copies).
+            A dimension that is not an integer (``operator.index``, as
+            ``numpy.empty``: no floats, strings or bools), or a dtype that
+            holds Python objects (pinned memory is for the device's copies).
+        RuntimeClosedError
+            In a process forked from the one that made the runtime (its
+            OpenCL objects are the parent's).
 
         Notes
         -----
         A sub-array dtype such as ``(np.float32, 3)`` adds its shape to the
         array's, as with ``numpy.empty``.
         """
-        dims = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+        self._check_usable(closed=False)  # a closed runtime's pool hands out numpy's memory; a fork's would hang
+        items = (shape,) if np.ndim(shape) == 0 else tuple(shape)
+        if any(isinstance(d, (bool, np.bool_)) for d in items):
+            raise TypeError(f"empty_pinned's shape must hold integers, got {shape!r}")
+        dims = tuple(operator.index(d) for d in items)
         if any(d < 0 for d in dims):
             raise ValueError(f"negative dimensions are not allowed: {dims}")
         dt = np.dtype(dtype)
         if dt.hasobject:
             raise TypeError(f"empty_pinned holds numbers for the device's copies, not {dt}")
         dims, dt = dims + dt.shape, dt.base  # numpy.empty's rule for sub-array dtypes
-        return self.host_pool.empty_or_new(int(np.prod(dims, dtype=np.int64)), dt, pinned=True).reshape(dims)
+        n = math.prod(dims)  # Python ints: numpy's int64 product of (2**40, 2**40) wraps to 0
+        if n > np.iinfo(np.intp).max:
+            raise ValueError(f"array of shape {dims} has more elements than numpy can index")
+        return self.host_pool.empty_or_new(n, dt, pinned=True).reshape(dims)
 
     # -- programs --------------------------------------------------------------
     def build(self, source: str, options: tuple[str, ...] | list[str] = (), *, context: Any = None,
@@ -1163,7 +1196,9 @@ class Runtime:
         pool's threads to end as their tasks do, and ``close`` does not wait
         for the running calls of other threads (they may wait for tasks
         queued behind it): it returns at once, and the last of them to end
-        releases everything.
+        releases everything.  Called inside a running call of its own thread
+        (within :meth:`call`), it waits for the other threads' calls and
+        returns; that call's end releases everything.
         """
         me = threading.get_ident()
         with self._cond:
@@ -1177,6 +1212,9 @@ class Runtime:
                     self._release_at_end = True
                     return
                 self._cond.wait_for(lambda: not any(t != me for t in self._active))
+                if me in self._active:  # inside a call of its own, whose nested calls still run: it releases
+                    self._release_at_end = True
+                    return
             idle, self._idle = self._idle, []
         if self._pid != os.getpid():
             return  # a forked child owns none of the parent's threads or device objects

@@ -86,6 +86,22 @@ def _quiet_hpu_logs(caplog):
     caplog.set_level(logging.WARNING, logger="hpu")
 
 
+def raises_closed_in_a_fork(call) -> bool:
+    """Whether ``call()`` in a forked child raises :class:`hpu.RuntimeClosedError` naming the fork (the child exits
+    at once, whatever happens: no hang, no test run twice)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            call()
+        except hpu.RuntimeClosedError as e:
+            os._exit(0 if "fork" in str(e) else 2)
+        except BaseException:
+            os._exit(3)
+        os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Equal dtype, shape and bit patterns (so -0.0 vs +0.0 and NaN payload order count)."""
     return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))

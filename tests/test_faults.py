@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import pipeline_calls, same_bits
+from conftest import pipeline_calls, raises_closed_in_a_fork, same_bits
 
 import hpu
 import hpu.core.runtime as core_runtime
@@ -196,17 +196,7 @@ def test_a_runtime_closed_from_its_own_pool_task_is_released(runtime):
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_runtime_after_fork_raises_in_the_child():
     rt = hpu.Runtime("none")
-    pid = os.fork()
-    if pid == 0:  # the child: a clear error, no hang
-        try:
-            hpu.hybrid_mergesort(np.arange(5), runtime=rt)
-        except hpu.RuntimeClosedError as e:
-            os._exit(0 if "fork" in str(e) else 2)
-        except BaseException:
-            os._exit(3)
-        os._exit(4)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert raises_closed_in_a_fork(lambda: hpu.hybrid_mergesort(np.arange(5), runtime=rt))
     assert np.array_equal(hpu.hybrid_mergesort(np.arange(5)[::-1], runtime=rt), np.arange(5))
     rt.close()
 

@@ -6,6 +6,7 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import raises_closed_in_a_fork
 
 import hpu
 
@@ -38,17 +39,7 @@ def test_empty_pinned_after_fork_raises_in_the_child():
     """The child hung in clEnqueueMapBuffer on the parent's context; now RuntimeClosedError, as every call."""
     rt = hpu.Runtime()
     hpu.sort(np.arange(1 << 16, dtype=np.int32), runtime=rt)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            rt.empty_pinned(1 << 22, np.int32)
-        except hpu.RuntimeClosedError as e:
-            os._exit(0 if "fork" in str(e) else 2)
-        except BaseException:
-            os._exit(3)
-        os._exit(4)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert raises_closed_in_a_fork(lambda: rt.empty_pinned(1 << 22, np.int32))
     assert rt.empty_pinned(8, np.int32).shape == (8,)
     rt.close()
 

@@ -190,6 +190,14 @@ class Plan:
     dtype : numpy.dtype
     depth : int
         Number of combine levels (``log_b`` of the leaf count, rounded up).
+
+    Raises
+    ------
+    TypeError
+        ``spec`` not a :class:`DCSpec`, or ``dtype`` None or unsupported.
+    ValueError
+        ``n`` not an integer >= 1, ``depth`` not one >= 0, or too shallow a ``depth`` for ``n``
+        (``leaf_size * b**depth < n``).  A plan built directly is checked so; :meth:`DCSpec.plan` builds valid ones.
     """
 
     spec: DCSpec
@@ -198,16 +206,7 @@ class Plan:
     depth: int
 
     def __post_init__(self) -> None:
-        """Checks a plan built directly (:meth:`DCSpec.plan` builds valid ones): a spec, ``n >= 1``, a dtype the
-        device code has a type for, and a ``depth >= 0`` whose ``leaf_size * b**depth`` leaves hold ``n``.
-
-        Raises
-        ------
-        TypeError
-            ``spec`` not a :class:`DCSpec`, or ``dtype`` None or unsupported.
-        ValueError
-            ``n`` or ``depth`` not an integer of its range, or too shallow a ``depth`` for ``n``.
-        """
+        """The class's checks (see Raises there); ``n`` and ``depth`` as Python ints, ``dtype`` as a numpy dtype."""
         if not isinstance(self.spec, DCSpec):
             raise TypeError(f"spec must be an hpu.DCSpec, got {type(self.spec).__name__}")
         object.__setattr__(self, "n", check_int("n", self.n, 1))
@@ -251,14 +250,15 @@ class Plan:
         ValueError
             ``a`` not of shape ``(n,)`` (numpy would broadcast a scalar or one element silently).
         TypeError
-            ``a``'s values would change in the plan's dtype (numpy's ``same_kind`` casting refused, e.g. floats
-            into an integer plan).
+            ``a`` of another kind than the plan's dtype (numpy's ``same_kind`` casting refused: floats into an
+            integer plan, say).  Within a kind numpy's cast applies (a narrower integer wraps); :func:`hpu.execute`
+            refuses every dtype whose values the plan's could change.
         """
         if np.shape(a) != (self.n,):
             raise ValueError(f"a must have the plan's shape ({self.n},), got {np.shape(a)}")
         a = np.asarray(a)
         if not np.can_cast(a.dtype, self.dtype, "same_kind"):
-            raise TypeError(f"a of dtype {a.dtype} would change in the plan's dtype {self.dtype}")
+            raise TypeError(f"a of dtype {a.dtype} would change in the plan's dtype {self.dtype}: another kind")
         out = np.empty(self.padded_n, dtype=self.dtype)
         out[: self.n] = a
         out[self.n :] = self.spec.pad(self.dtype)

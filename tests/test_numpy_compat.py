@@ -209,10 +209,10 @@ def test_memmap_and_other_subclasses_give_numpys_values(runtime, tmp_path):
                 check(a, axis, runtime, strategy)
     m = np.matrix([[3, 1, 2], [0, 5, 4]])
     for axis in (-1, 0, None):  # numpy's matrix result of axis=None is (1, n): compare the values
-        assert np.array_equal(hpu.sort(m, axis=axis, runtime=runtime).ravel(),
-                              np.asarray(np.sort(m, axis=axis, kind="stable")).ravel())
-        assert np.array_equal(hpu.argsort(m, axis=axis, runtime=runtime).ravel(),
-                              np.asarray(np.argsort(m, axis=axis, kind="stable")).ravel())
+        got, order = hpu.sort(m, axis=axis, runtime=runtime), hpu.argsort(m, axis=axis, runtime=runtime)
+        assert type(got) is np.ndarray and type(order) is np.ndarray  # as documented: the base class
+        assert np.array_equal(got.ravel(), np.asarray(np.sort(m, axis=axis, kind="stable")).ravel())
+        assert np.array_equal(order.ravel(), np.asarray(np.argsort(m, axis=axis, kind="stable")).ravel())
 
 
 # -- special values ------------------------------------------------------------------------------------------

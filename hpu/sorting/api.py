@@ -132,6 +132,8 @@ def sort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any = No
         ``a``'s shape (flattened for ``axis=None``), dtype and memory order
         (numpy's order ``"K"``), equal bit for bit to ``numpy.sort(a, axis,
         kind="stable")``: NaN and NaT last, -0.0 and +0.0 in input order.
+        Always a base-class ``ndarray``: a subclass (``numpy.matrix``) is
+        read as ``numpy.asarray`` reads it and not wrapped again.
         Writeable, but unlike numpy's result it need not own its memory (a
         view; large results lie in memory the runtime recycles,
         :mod:`hpu.core.hostmem`), so ``ndarray.resize`` raises ``ValueError``
@@ -207,7 +209,7 @@ def argsort(a: Any, axis: int | None = -1, kind: str | None = None, order: Any =
         ``a``'s shape (flattened for ``axis=None``; a 0-d ``a`` as one
         element, as numpy takes it): indices along ``axis``, equal element
         for element to ``numpy.argsort(a, axis, kind="stable")``; its
-        memory as for :func:`sort`.
+        memory and class as for :func:`sort`.
 
     Raises
     ------

@@ -56,6 +56,7 @@ try:
 except ImportError as e:  # pragma: no cover - the optional extra is missing
     raise ImportError("hpu.dask needs the optional extra: pip install 'hpu[dask]' (dask[array] and distributed)") from e
 
+from .core.profile import Profile
 from .core.runtime import Runtime, default_runtime, list_devices, set_default_runtime
 from .core.util import check_int, seed_list
 from .core.kernels import CL_TYPES
@@ -105,25 +106,42 @@ class HpuPlugin(distributed.WorkerPlugin):
         share its runtime, made by the first of them.
     threads : int, optional
         The runtime's thread pool (default: the worker's ``nthreads``).
+    profile : hpu.Profile, str or os.PathLike, optional
+        The runtime's profile, as :class:`hpu.Runtime` takes it (a path must
+        be readable on every worker).  Default: the worker's device's
+        profile from the host's cache.
 
     Notes
     -----
     Each worker's runtime takes its device's profile from the host's cache
     (``python -m hpu.calibrate --device P:D``, once per device and host);
     without one it sorts on its CPU (:attr:`hpu.Runtime.calibrated`).
+    That profile was measured with all of the host's threads: workers of
+    fewer threads log a warning, and a profile calibrated for them
+    (``python -m hpu.calibrate --threads T --out FILE``) is given as
+    ``profile``.
+
+    Raises
+    ------
+    TypeError
+        ``profile`` of another type (checked here, before any worker starts).
     """
 
     name = "hpu"
 
-    def __init__(self, device: str = "auto", threads: int | None = None):
-        self.device, self.threads = device, threads
+    def __init__(self, device: str = "auto", threads: int | None = None,
+                 profile: Profile | str | os.PathLike | None = None):
+        if profile is not None and not isinstance(profile, (Profile, str, os.PathLike)):
+            raise TypeError(f"profile must be an hpu.Profile, a path or a shipped name, got {type(profile).__name__}")
+        self.device, self.threads, self.profile = device, threads, profile
 
     def setup(self, worker: Any) -> None:
         with _SHARED_LOCK:  # workers in one process (LocalCluster(processes=False)) share its runtime
             if _SHARED["runtime"] is None:
                 device = self._claim_gpu() if self.device == "auto" else self.device
                 try:
-                    _SHARED["runtime"] = Runtime(device, threads=self.threads or worker.state.nthreads)
+                    _SHARED["runtime"] = Runtime(device, threads=self.threads or worker.state.nthreads,
+                                                 profile=self.profile)
                 except BaseException:
                     self._release_gpu()
                     raise

@@ -270,6 +270,19 @@ def test_workers_in_one_process_share_one_runtime():
     assert rt.closed  # closed once the last worker left
 
 
+def test_the_plugin_takes_a_profile_for_its_workers(tmp_path):
+    """A profile calibrated for the workers' thread count (the cached one is of all the host's threads) reaches
+    each worker's runtime; a profile of another type is refused where the plugin is made."""
+    path = hpu.Profile(p=1.5, g=1, gamma=1, name="one-thread workers", provenance={"threads": 1}).save(
+        tmp_path / "workers.json")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as c:
+        hpu.dask.register(c, device="none", profile=path)
+        assert set(c.run(lambda: hpu.default_runtime().profile.name).values()) == {"one-thread workers"}
+    with pytest.raises(TypeError, match="profile"):
+        hpu.dask.HpuPlugin(profile=1.5)
+
+
 @pytest.mark.parametrize("n", [0, 1, 2])
 def test_tiny_arrays(client, n):
     a = np.arange(n, dtype=np.float64)[::-1].copy()

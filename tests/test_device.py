@@ -98,6 +98,8 @@ def test_a_cached_profile_of_another_thread_count_is_used_with_a_warning(tmp_pat
         with Runtime("none", threads=2) as rt:
             assert rt.profile.p == 1
     assert "calibrated with 1 CPU threads, this runtime has 2" in caplog.text
+    # The advice replaces no profile (--force would overwrite the cached one that runtimes of 1 thread use).
+    assert "--device 'none' --threads 2 --out FILE" in caplog.text and "--force" not in caplog.text
 
 
 def test_programs_are_built_once(runtime):

@@ -684,7 +684,8 @@ class Runtime:
         :attr:`calibrated`; one logged line says so).  A file (given or
         cached) calibrated on another device or host, or with another
         number of CPU threads, is used with a logged warning naming what
-        differs.
+        differs; a shipped profile given by name, of its machine by design,
+        without one.
     threads : int, optional
         Size of the CPU thread pool (default ``os.cpu_count()``), 1 to
         :data:`MAX_THREADS`.
@@ -861,11 +862,12 @@ class Runtime:
         if not isinstance(there["threads"], int):
             there["threads"] = None
         differ = [k for k in here if there[k] not in (None, "") and there[k] != here[k]]
-        if differ:
-            log.warning("%s was calibrated with %s, this runtime has %s: its costs may be off "
-                        "(python -m hpu.calibrate --threads %d --force)", what,
-                        ", ".join(_origin(k, there[k]) for k in differ),
-                        ", ".join(_origin(k, here[k]) for k in differ), self.threads)
+        if differ:  # advice that replaces no profile: the cached one may serve this device's other runtimes
+            log.warning("%s was calibrated with %s, this runtime has %s: its costs may be off (calibrate one for "
+                        "it with python -m hpu.calibrate --device %r --threads %d --out FILE, then pass "
+                        "profile=FILE)", what, ", ".join(_origin(k, there[k]) for k in differ),
+                        ", ".join(_origin(k, here[k]) for k in differ),
+                        self.device_name if self.device is not None else "none", self.threads)
 
     # -- properties ------------------------------------------------------------
     @property

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from numpy.lib.format import MAGIC_PREFIX as NPY_MAGIC
 
 from .core.kernels import CL_TYPES
 from .core.runtime import Runtime, list_devices
@@ -37,6 +38,10 @@ def _open(args: argparse.Namespace, ap: argparse.ArgumentParser) -> tuple[np.nda
             ap.error(f"{flag} {path}: {path.parent} is not a directory this user can write in")
     try:
         if args.input:
+            with open(args.input, "rb") as f:  # numpy's message for other files speaks of pickled data
+                if f.read(len(NPY_MAGIC)) != NPY_MAGIC:
+                    raise ValueError(f"{args.input} is not a .npy file (it does not start with numpy's "
+                                     f"{NPY_MAGIC!r}); save the array with numpy.save")
             try:
                 data = np.load(args.input, allow_pickle=False)
             except ValueError as e:  # not a .npy file, or an object array
@@ -72,10 +77,11 @@ def _sort(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
     ok = np.array_equal(out.view(np.uint8), np.sort(data, kind="stable").view(np.uint8))
     if trace.split is not None:
         s = trace.split
+        threads = ", the CPU's share on one thread" if s.cpu_threads == 1 else ""
         print(f"model split: {s.strategy}, alpha = {s.alpha:.4f}, transfer level = {s.transfer_level}, "
-              f"device share {100 * s.gpu_work_fraction:.1f}%, predicted {s.predicted_time * 1e3:.1f} ms")
+              f"device share {100 * s.gpu_work_fraction:.1f}%{threads}, predicted {s.predicted_time * 1e3:.3g} ms")
     print(trace.summary())
-    print(f"hybrid_mergesort: {wall * 1e3:.1f} ms; numpy.sort (1 core): {t_np * 1e3:.1f} ms; "
+    print(f"hybrid_mergesort: {wall * 1e3:.3g} ms; numpy.sort (its default kind, 1 core): {t_np * 1e3:.3g} ms; "
           f"speed-up {t_np / wall:.2f}x; result {'equals' if ok else 'DIFFERS FROM'} numpy.sort(kind='stable')")
     if args.output:
         path = args.output if args.output.suffix == ".npy" else args.output.with_name(args.output.name + ".npy")
@@ -100,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     sp = sub.add_parser("sort", help="sort an array with hybrid_mergesort and compare with numpy.sort")
     src = sp.add_mutually_exclusive_group()
     src.add_argument("--n", type=int, default=1 << 22, help="number of random keys (default 2^22)")
-    src.add_argument("--input", type=Path, help="a .npy file holding a 1-D array to sort instead")
+    src.add_argument("--input", type=Path, help="a .npy file holding a 1-D array to sort instead, of a dtype "
+                     f"hybrid_mergesort takes ({', '.join(str(d) for d in CL_TYPES)}; hpu.sort takes more)")
     sp.add_argument("--dtype", default="int32", choices=[str(d) for d in CL_TYPES], help="dtype of random keys")
     sp.add_argument("--seed", type=int, default=0, help="random seed")
     sp.add_argument("--strategy", default="auto", choices=SORT_STRATEGIES,

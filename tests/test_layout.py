@@ -90,7 +90,8 @@ def test_cli_usage_errors_exit_2_without_traceback(argv, message, capsys):
     assert e.value.code == 2 and message in err and "Traceback" not in err, err
 
 
-@pytest.mark.parametrize("content, message", [("2-D", "1-D"), ("int8", "int8"), ("text", "cannot load")])
+@pytest.mark.parametrize("content, message", [("2-D", "1-D"), ("int8", "int8"), ("text", "is not a .npy file"),
+                                              ("objects", "cannot load")])
 def test_cli_sort_input_it_cannot_sort_is_a_usage_error(tmp_path, content, message, capsys):
     import numpy as np
 
@@ -99,6 +100,8 @@ def test_cli_sort_input_it_cannot_sort_is_a_usage_error(tmp_path, content, messa
     path = tmp_path / "a.npy"
     if content == "text":
         path.write_text("not an array")
+    elif content == "objects":  # a .npy file of pickled objects: numpy's refusal, named
+        np.save(path, np.array([1, "a"], dtype=object), allow_pickle=True)
     else:
         np.save(path, np.zeros((3, 3), np.int32) if content == "2-D" else np.zeros(4, np.int8))
     with pytest.raises(SystemExit) as e:

@@ -1,5 +1,6 @@
 """The HPU model against the paper (sections 5.1, 5.2.1, 5.2.2) and its own closed forms."""
 
+import dataclasses
 import json
 import os
 import math
@@ -580,3 +581,13 @@ def test_reference_profile_rejects_a_name_that_is_not_a_string():
     with pytest.raises(TypeError, match="name must be a string"):
         reference_profile(None)  # was an AttributeError
     assert reference_profile("HPU1") == reference_profile("hpu1")
+
+
+def test_a_split_prints_every_field_and_what_its_zeros_and_speedup_mean():
+    s = advanced_split(Recurrence(2, 2, 1), 2**24, reference_profile("hpu1"))
+    lines = str(s).splitlines()
+    assert [line.split(":")[0].strip() for line in lines] == [f.name for f in dataclasses.fields(s)]
+    assert f"predicted_speedup: {s.predicted_speedup!r} (over the model's one-core time)" in str(s)
+    assert "cpu_threads: 0 (all of the runtime's)" in str(s)
+    one = str(dataclasses.replace(s, cpu_threads=1))
+    assert "cpu_threads: 1\n" in one and "all of the runtime's" not in one

@@ -240,7 +240,10 @@ class Split:
 
     def __str__(self) -> str:
         w = max(len(f.name) for f in dataclasses.fields(self))
-        return "\n".join(f"{f.name.rjust(w)}: {getattr(self, f.name)!r}" for f in dataclasses.fields(self))
+        notes = {"predicted_speedup": " (over the model's one-core time)",
+                 "cpu_threads": " (all of the runtime's)" if self.cpu_threads == 0 else ""}
+        return "\n".join(f"{f.name.rjust(w)}: {getattr(self, f.name)!r}{notes.get(f.name, '')}"
+                         for f in dataclasses.fields(self))
 
 
 def check_n(n: float) -> float:

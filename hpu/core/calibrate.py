@@ -428,11 +428,17 @@ def calibrate(runtime: Runtime, combine: CombineBenchmark, *, curves: Mapping[st
     g_max = 1 << (16 if quick else 20)
     if rt.has_device:
         steps += int(np.log2(g_max)) + 1 + 4 + 1
-    with tqdm(total=steps, desc="calibrating", disable=not progress, unit="step") as bar:
-        meas: dict[str, Any] = {"combine": _measure_combine(rt, combine, merge_sizes, reps, bar),
-                                "p": _measure_p(rt, combine, 1 << (14 if quick else 16), 8 if quick else 16, reps, bar)}
+    # No time left shown: the steps differ in length, the last (largest) ones the longest.
+    with tqdm(total=steps, desc="calibrating", disable=not progress, unit="step",
+              bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]") as bar:
+        bar.set_postfix_str("combine step (gamma)")
+        meas: dict[str, Any] = {"combine": _measure_combine(rt, combine, merge_sizes, reps, bar)}
+        bar.set_postfix_str("CPU threads (p)")
+        meas["p"] = _measure_p(rt, combine, 1 << (14 if quick else 16), 8 if quick else 16, reps, bar)
         if rt.has_device:
+            bar.set_postfix_str("device parallelism (g)")
             meas["g"] = _measure_g(rt, 1 << (22 if quick else 24), g_max, reps, bar)
+            bar.set_postfix_str("transfers (lambda, delta)")
             meas["transfer"] = _measure_transfers(rt, 1 << (24 if quick else 27), reps, bar)
         fitted = {name: measure(rt, quick, bar) for name, measure in (curves or {}).items()}
     kw: dict[str, Any] = {"p": meas["p"]["p"], "cpu_op_seconds": meas["combine"]["cpu_op_seconds"], "g": 1.0,

@@ -113,6 +113,8 @@ def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None, *, max_log:
     if rt.has_device:
         series.update(device_sort=[], transfer=[], kept_pinned=[], kept_plain=[])
     for n in sizes:
+        if bar is not None:
+            bar.set_postfix_str(f"sort costs of 2^{n.bit_length() - 1} keys")
         a = rng.integers(0, 2 * n, n).astype(np.int32)
         _measure_size(rt, a, repeats, series)
         if bar is not None:

@@ -1,4 +1,5 @@
 import ast
+import gc
 import io
 import logging
 import os
@@ -7,8 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 import hpu
+
+# No deadline and no too-slow health check, on CI as here: a property's examples are timed by nothing (speed lives in
+# the benchmarks), and a slower machine must not fail them.  HYPOTHESIS_PROFILE picks another registered profile.
+settings.register_profile("hpu", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "hpu"))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -84,6 +91,19 @@ def cpu_runtime():
 @pytest.fixture(autouse=True)
 def _quiet_hpu_logs(caplog):
     caplog.set_level(logging.WARNING, logger="hpu")
+
+
+@pytest.fixture
+def frozen_heap():
+    """The objects alive before the test left out of garbage collections (``gc.freeze``) while it runs: a test that
+    collects all the time then walks only what it made, not a heap that grows with the tests run before it (a full
+    collection late in the suite holds the GIL several times as long as in a test run alone)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def raises_closed_in_a_fork(call) -> bool:

@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m hpu.calibrate") -
                     help=f"the sort's cost curves up to 2^K keys (default {DEFAULT_MAX_LOG}, {QUICK_MAX_LOG} with "
                          "--quick; 18 to 31, 16 to 31 with --quick): past the largest size the model extrapolates, "
                          "so calibrate up to the largest arrays you sort (a size holds about ten copies of its int32 "
-                         "keys in host memory at once)")
+                         "keys in host memory at once, over 20 where the device is the CPU, PoCL, whose buffers "
+                         "are host memory too: 6.2 GB at 2^26)")
     ap.add_argument("--plot", type=Path, default=None, metavar="DIR", help="also write PNG plots of the fits to DIR")
     ap.add_argument("--force", action="store_true", help="overwrite an existing profile")
     ap.add_argument("--threads", type=int, default=None, help="CPU thread-pool size (default: all cores)")

@@ -90,7 +90,8 @@ def measure_costs(rt: Runtime, quick: bool = False, bar: Any = None, *, max_log:
         device sort can grow faster than the last measured segment: calibrate
         up to the largest arrays you sort.  A size holds about ten copies of
         its keys in host memory at once (the kept-result curves keep all
-        their results alive).
+        their results alive); over 20 where the OpenCL device is the CPU
+        (PoCL), whose buffers are host memory too.
 
     Raises
     ------

@@ -580,3 +580,20 @@ def test_keyrange_split_refuses_shares_or_capacities_of_another_length():
         keyrange_split(2**20, prof, [prof, prof], shares=(0.5, 0.5))
     with pytest.raises(ValueError, match="capacity"):
         keyrange_split(2**20, prof, [prof, prof], capacity=[2**19])
+
+
+@pytest.mark.parametrize("strategy, alpha", [("advanced", None), ("advanced", 0.3), ("basic", None)])
+def test_paper_mode_runs_the_models_split_of_its_runtimes_profile_every_call(runtime, strategy, alpha):
+    """Paper mode's split (memoised per runtime and profile) is the model's for the padded size and the data's
+    transfer cost, on the first call and on the calls that find it cached; the result equals numpy's."""
+    if not runtime.has_device:
+        pytest.skip("paper mode's device strategies need an OpenCL device")
+    n, padded = 3000, 4096
+    a = np.random.default_rng(5).integers(-1000, 1000, n).astype(np.int64)
+    model = {"basic": hpu.basic_split, "advanced": hpu.advanced_split}[strategy]
+    kw = {} if alpha is None else {"alpha": alpha}
+    expected = model(hpu.Recurrence(2, 2, 1), padded, runtime.profile, data_bytes=padded * 8, **kw)
+    for _ in range(2):
+        out, trace = hybrid_mergesort(a, mode="paper", strategy=strategy, runtime=runtime, return_trace=True, **kw)
+        assert trace.split == expected and trace.transfer_level == expected.transfer_level
+        assert same_bits(out, np.sort(a, kind="stable"))

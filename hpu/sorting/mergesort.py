@@ -350,10 +350,25 @@ def _split_memo(rt: Runtime) -> Callable[[int, int, str, bool], Split]:
 
 
 def _choose(strategy: str, padded_n: int, itemsize: int, rt: Runtime, alpha: float | None) -> Split | None:
-    rec = _SPEC.recurrence
-    data_bytes = padded_n * itemsize
-    if strategy == "basic":
-        return basic_split(rec, padded_n, rt.profile, data_bytes=data_bytes)
-    if strategy == "advanced":
-        return advanced_split(rec, padded_n, rt.profile, data_bytes=data_bytes, alpha=alpha)
-    return None
+    """Paper mode's split for ``strategy`` (the basic or advanced split of the runtime's profile), else None."""
+    if strategy not in ("basic", "advanced"):
+        return None
+    return _paper_split_memo(rt)(strategy, padded_n, itemsize, None if alpha is None else float(alpha))
+
+
+def _paper_split_memo(rt: Runtime) -> Callable[[str, int, int, float | None], Split]:
+    """The runtime's memoised paper-mode split for its current profile: :func:`hpu.basic_split` or
+    :func:`hpu.advanced_split` (whose search for alpha costs more than sorting a small array) of the transfer cost of
+    the data; deterministic, so cached; thread-safe."""
+    profile = rt.profile
+
+    def make() -> Callable[[str, int, int, float | None], Split]:
+        @functools.lru_cache(maxsize=1024)
+        def split(strategy: str, padded_n: int, itemsize: int, alpha: float | None) -> Split:
+            rec, data_bytes = _SPEC.recurrence, padded_n * itemsize
+            if strategy == "basic":
+                return basic_split(rec, padded_n, profile, data_bytes=data_bytes)
+            return advanced_split(rec, padded_n, profile, data_bytes=data_bytes, alpha=alpha)
+        return split
+
+    return rt.resources.get(("sort", "paper_split", id(profile)), make)

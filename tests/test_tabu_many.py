@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import time
 
 import numpy as np
 import pytest
@@ -91,6 +92,26 @@ def test_strategies_and_the_model(rt):
     assert 1 <= costs.cpu_parallelism <= costs.threads and costs.shared_cores == rt.device_shares_host_cores
     for r, ref in zip(tabu_search_many(problem, range(4), costs=costs, **kw), refs):
         same(r, ref)
+
+
+def test_a_first_launch_that_compiles_is_not_timed(fresh, monkeypatch):
+    """A device that compiles the kernel at its first launch (PoCL) made the first timed batch take longer than the
+    calibration's limit: no larger batch was timed, and every batch went to the CPU.  The first launch is untimed."""
+    import hpu.tabu.many as many
+
+    launches, real = [], many._DeviceBatch._launches
+
+    def first_compiles(self, t0):
+        if not launches:
+            time.sleep(2 * many._CALIBRATION_SECONDS)
+        launches.append(len(self.states))
+        return real(self, t0)
+
+    monkeypatch.setattr(many._DeviceBatch, "_launches", first_compiles)
+    problem = PROBLEMS["qap"]()
+    costs = calibrate_many(problem, fresh, tenure=7, block_iterations=16, max_batch=4)
+    assert costs.batch_sizes == (1, 2, 4) and launches[0] == 1
+    assert max(costs.batch_iteration_seconds) * 16 < many._CALIBRATION_SECONDS
 
 
 def brute_force(searches, iterations, costs):

@@ -463,7 +463,8 @@ def calibrate_many(problem: TabuProblem, runtime: Runtime | None = None, *, tenu
 
     The CPU: one search of 16 iterations on one thread, then ``P`` (the
     runtime's threads) at once, one per thread (``p`` = their speed-up).  The
-    device: one launch of ``block_iterations`` iterations for batches of
+    device: after one untimed launch (a first launch may compile the kernel),
+    one launch of ``block_iterations`` iterations for batches of
     1, 2, 4, ... searches, up to ``max_batch`` (default eight work-groups per
     compute unit, at least 64) or until one takes a quarter of a second.  The
     searches start from random solutions drawn from fixed seeds.
@@ -513,6 +514,9 @@ def _measure_many(problem: TabuProblem, rt: Runtime, tenure: int, block: int, ma
     if rt.has_device:
         cap = max_batch or max(64, 8 * int(rt.device.max_compute_units))
         stops = Stops(block, tenure, None, None, None)
+        # Untimed first: a device may compile the kernel at its first launch (PoCL builds the work-group function
+        # then), which timed would stop the sizes at 1 and hand every batch to the CPU.
+        _DeviceBatch(problem, _starts(problem, range(1), None, "random"), rt, stops, block).run("raise")
         m = 1
         while m <= cap:
             batch = _DeviceBatch(problem, _starts(problem, range(m), None, "random"), rt, stops, block)

@@ -24,13 +24,16 @@ layout of paper section 6.3, where element ``j`` of segment ``k`` lives at
 ``IN(c, j)``
     element ``j`` of child ``c`` (read), ``0 <= c < B``, ``0 <= j < CS``;
 ``OUT(j)``
-    element ``j`` of the combined segment (write), ``0 <= j < S``;
+    element ``j`` of the combined segment (write), ``0 <= j < S``: write
+    every one, since on the device ``OUT`` is another buffer than ``IN``'s
+    and an element not written is undefined there (the numpy counterpart
+    works in place, where such an element keeps its child's value);
 ``X(j)``
     element ``j`` of a leaf (read/write, base-case snippet only);
 
-and the names ``T`` (element type), ``B``, ``S``, ``CS``, ``K`` (subproblem
-index), ``M`` (subproblems at the level), ``LEAF``, and ``IS_FLOAT`` (1 for
-floating-point ``T``, else 0).
+and the names ``T`` (element type), ``B``, ``S``, ``K`` (subproblem
+index), ``LEAF``, and ``IS_FLOAT`` (1 for floating-point ``T``, else 0),
+and in combine snippets also ``CS`` and ``M`` (subproblems at the level).
 
 The numpy counterparts work in place on a 2-D view ``seg`` of shape
 ``(rows, S)`` (one row per subproblem; the children are the ``b`` column
@@ -153,7 +156,13 @@ class DCSpec:
 
     @property
     def recurrence(self) -> Recurrence:
-        """``T(n) = b T(n/b) + n**combine_exponent`` (paper, section 4)."""
+        """``T(n) = b T(n/b) + n**combine_exponent`` (paper, section 4): leaves of one element, ``log_b n`` levels.
+
+        With ``leaf_size > 1`` the plan's tree is ``log_b leaf_size`` levels
+        shallower (:attr:`Plan.depth`) and its base case is not modelled: a
+        split of this recurrence may name a transfer level beyond the plan's
+        depth, which :func:`hpu.dc.execute` refuses.
+        """
         return Recurrence(self.branching, self.branching, self.combine_exponent)
 
     def plan(self, n: int, dtype: Any) -> Plan:

@@ -59,6 +59,25 @@ def test_resident_blocks_take_the_host_loops_trajectory(rt, name, level):
 
 
 @pytest.mark.parametrize("level", [2, 0], ids=["two-kernels", "one-work-group"])
+def test_resident_kernels_are_made_in_the_set_up(rt, level, monkeypatch):
+    """A search's resident kernels are built (and the one-work-group kernel launched once, for a device that compiles
+    at a first launch) before its iterations start: set-up time, not the first block's (``TabuResult.setup_time``);
+    the trajectory is the host loop's."""
+    import hpu.tabu.search as search
+
+    order = []
+    make, run = engine.Evaluator._resident_kernels, search._run
+    monkeypatch.setattr(engine.Evaluator, "_resident_kernels",
+                        lambda self, capacity: (order.append("kernels"), make(self, capacity))[1])
+    monkeypatch.setattr(search, "_run", lambda *a, **k: (order.append("iterations"), run(*a, **k))[1])
+    problem = PROBLEMS["qap"]()
+    kw = dict(iterations=100, tenure=7, seed=2, runtime=rt, strategy="gpu", transfer_level=level)
+    res = tabu_search(problem, block_iterations=16, **kw)
+    assert order[:2] == ["kernels", "iterations"] and res.fallback == ""
+    same(res, tabu_search(problem, block_iterations=1, **kw))
+
+
+@pytest.mark.parametrize("level", [2, 0], ids=["two-kernels", "one-work-group"])
 @pytest.mark.parametrize("rule", [dict(target=241696 + 2000), dict(max_no_improve=40)])
 def test_stop_rules_hit_the_exact_iteration_inside_a_block(rt, rule, level):
     problem = PROBLEMS["qap"]()

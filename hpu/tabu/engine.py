@@ -889,7 +889,10 @@ class Evaluator:
             found = self._launch_group(args, wg, groups)
             if found is not None:
                 return found
-        return _GroupKernel(kernel, w, 1, None)
+        chosen = _GroupKernel(kernel, w, 1, None)
+        kernel.set_args(*chosen.args(args))  # launched once with no iteration, as those tried: a device that compiles
+        cl.enqueue_nd_range_kernel(self._queue, kernel, (w,), (w,)).wait()  # at a first launch does so here
+        return chosen
 
     def _launch_group(self, args: tuple, wg: int, groups: int) -> _GroupKernel | None:
         """``tabu_run_group`` in ``groups`` work-groups of ``wg`` work-items, built and launched with ``args`` (no
@@ -910,6 +913,19 @@ class Evaluator:
             log.debug("tabu_run_group in %d work-groups of %d work-items: %s", groups, wg, e)
             return None
         return found
+
+    def prepare_resident(self, capacity: int) -> None:
+        """Make what :meth:`run_block` runs for blocks of up to ``capacity`` iterations: the kernels, built, and
+        their buffers, the one-work-group kernel chosen by launches with no iteration (once per lease), so that a
+        device that compiles a kernel at its first launch (PoCL) does so in a search's set-up and not in its first
+        block's time.  Nothing to do unless the device evaluates the whole neighbourhood; a device failure is
+        handled as :meth:`run_block` handles one (the CPU takes over, or :class:`DeviceFailure`)."""
+        if not self.device_only:
+            return
+        try:
+            self._resident_kernels(capacity)
+        except Exception as e:
+            self._device_failed(e)
 
     def run_block(self, first: int, count: int, tenure: int, control: np.ndarray, target: int | None,
                   max_no_improve: int | None) -> np.ndarray | None:

@@ -398,6 +398,8 @@ def tabu_search(
         split, block = _plan_blocks(problem, rt, split, costs, forced, block_iterations, stops.iterations)
         with Evaluator(problem.state(solution), rt, cpu_moves=split.cpu_moves, cpu_chunks=split.cpu_chunks,
                        groups=max(split.groups, 1), on_device_error=on_device_error, tie_seed=tie_seed) as ev:
+            if block > 1:
+                ev.prepare_resident(min(block, stops.iterations))  # its kernels built and compiled in the set-up
             setup_time = time.perf_counter() - t_setup
             if trace:
                 ev.recorder = Recorder()

@@ -121,6 +121,25 @@ def test_restart_is_all_hardware_plus_two_flips():
     assert feasible[pb.num_moves - (pb.n - i) * (pb.n - i - 1) // 2 + (j - i - 1)]
 
 
+def test_moves_keep_the_parity_and_a_start_of_the_other_reaches_its_optimum():
+    """As documented: every 2-flip keeps the parity of the number of tasks in software (and a restart makes it even),
+    so a partition of the other parity is found from a start of that parity (brute force over all 2^12)."""
+    pb = HWSWPartitioning.random(12, seed=1, constraint="high")
+    rng = np.random.default_rng(4)
+    x = pb.random_solution(rng)
+    for index in rng.integers(0, pb.num_moves, 50):
+        assert (pb.apply_move(x, int(index)).sum() - x.sum()) % 2 == 0
+    best = {0: math.inf, 1: math.inf}  # per parity: the least hardware cost of a feasible partition
+    for bits in range(1 << pb.n):
+        part = np.array([(bits >> u) & 1 for u in range(pb.n)], dtype=np.int64)
+        if pb.feasible(part):
+            best[int(part.sum()) % 2] = min(best[int(part.sum()) % 2], pb.objective(part))
+    odd = np.zeros(pb.n, dtype=np.int64)
+    odd[0] = 1
+    res = hpu.tabu.tabu_search(pb, iterations=200, tenure=5, seed=0, initial=odd, strategy="cpu")
+    assert res.best_solution.sum() % 2 == 1 and res.best_value == best[1]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

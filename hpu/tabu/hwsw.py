@@ -14,6 +14,12 @@ A move flips two tasks ``i < j`` (section 3.1, ``n (n - 1) / 2`` moves);
 neighbours violating the constraint are filtered out (section 3.2), and when
 none is feasible the search restarts (section 3.4).  All costs are integers,
 so every evaluation is exact and the CPU and the device agree bit for bit.
+
+A 2-flip keeps the parity of the number of tasks in software, and a restart
+puts two tasks there: a search reaches only partitions of its start's parity,
+and of even parity after its first restart (the paper's neighbourhood; where
+the best partition may have the other parity, search from a start of it too,
+``initial=``).
 """
 
 from __future__ import annotations
@@ -74,7 +80,10 @@ class HWSWPartitioning(TabuProblem):
     -----
     Solutions are arrays of 0 (hardware) and 1 (software) of length ``n``.
     The objective is ``H(x)``; :meth:`load` gives ``S(x) + C(x)`` and
-    :meth:`feasible` checks it against ``R``.
+    :meth:`feasible` checks it against ``R``.  A move (2-flip) keeps the
+    parity of the number of tasks in software, and :meth:`restart` gives an
+    even one: a search reaches partitions of its start's parity only, and of
+    even parity after its first restart (:mod:`hpu.tabu.hwsw`).
     """
 
     kind = "hwsw"

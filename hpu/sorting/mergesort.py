@@ -28,6 +28,7 @@ import numpy as np
 from ..core.hybrid import check_on_device_error, check_split, check_strategy
 from ..core.kernels import CL_TYPES
 from ..core.model import Split, advanced_split, basic_split
+from ..core.profile import Profile
 from ..core.runtime import Runtime, check_runtime, resolve_runtime
 from ..core.trace import Trace
 from ..dc.executor import STRATEGIES, execute
@@ -327,48 +328,41 @@ def _plan(n: int, dtype: np.dtype, rt: Runtime, strategy: str) -> tuple[str, Spl
         strategy = "cpu"  # uncalibrated: never slower than the CPU alone (hpu.Runtime.calibrated)
     if rt.profile.cost_curves("sort") is None:
         return strategy, None
-    split = _split_memo(rt)(n, dtype.itemsize, strategy, usable)
+    split = _profile_memo(rt, "fast_split", _fast_split_of)(n, dtype.itemsize, strategy, usable)
     return split.strategy, split
 
 
-def _split_memo(rt: Runtime) -> Callable[[int, int, str, bool], Split]:
-    """The runtime's memoised :func:`fast_split` for its current profile (deterministic, so cached; thread-safe)."""
+def _profile_memo(rt: Runtime, name: str, split: Callable[..., Split]) -> Callable[..., Split]:
+    """``split(rt, profile, *key)`` memoised per runtime and its current profile (a split is deterministic, so
+    cached; thread-safe): the runtime's resources keep one LRU cache a profile."""
     profile = rt.profile
+    return rt.resources.get(("sort", name, id(profile)),
+                            lambda: functools.lru_cache(maxsize=4096)(functools.partial(split, rt, profile)))
 
-    def make() -> Callable[[int, int, str, bool], Split]:
-        @functools.lru_cache(maxsize=4096)
-        def split(n: int, itemsize: int, strategy: str, usable: bool) -> Split:
-            units = rt.units  # read once: without this runtime once another thread's failed rebuild lost its device
-            usable = usable and units[:1] == (rt,)
-            return fast_split(n, profile, strategy=strategy, device=usable, itemsize=itemsize,
-                              shared_cores=usable and rt.device_shares_host_cores,
-                              devices=[u.profile for u in units],
-                              capacity=[max_device_elements(u, itemsize) for u in units] if usable else None)
-        return split
 
-    return rt.resources.get(("sort", "fast_split", id(profile)), make)
+def _fast_split_of(rt: Runtime, profile: Profile, n: int, itemsize: int, strategy: str, usable: bool) -> Split:
+    """:func:`fast_split` of ``n`` keys of ``itemsize`` bytes for the runtime's units (memoised by :func:`_plan`)."""
+    units = rt.units  # read once: without this runtime once another thread's failed rebuild lost its device
+    usable = usable and units[:1] == (rt,)
+    return fast_split(n, profile, strategy=strategy, device=usable, itemsize=itemsize,
+                      shared_cores=usable and rt.device_shares_host_cores,
+                      devices=[u.profile for u in units],
+                      capacity=[max_device_elements(u, itemsize) for u in units] if usable else None)
 
 
 def _choose(strategy: str, padded_n: int, itemsize: int, rt: Runtime, alpha: float | None) -> Split | None:
     """Paper mode's split for ``strategy`` (the basic or advanced split of the runtime's profile), else None."""
     if strategy not in ("basic", "advanced"):
         return None
-    return _paper_split_memo(rt)(strategy, padded_n, itemsize, None if alpha is None else float(alpha))
+    return _profile_memo(rt, "paper_split", _paper_split_of)(strategy, padded_n, itemsize,
+                                                              None if alpha is None else float(alpha))
 
 
-def _paper_split_memo(rt: Runtime) -> Callable[[str, int, int, float | None], Split]:
-    """The runtime's memoised paper-mode split for its current profile: :func:`hpu.basic_split` or
-    :func:`hpu.advanced_split` (whose search for alpha costs more than sorting a small array) of the transfer cost of
-    the data; deterministic, so cached; thread-safe."""
-    profile = rt.profile
-
-    def make() -> Callable[[str, int, int, float | None], Split]:
-        @functools.lru_cache(maxsize=1024)
-        def split(strategy: str, padded_n: int, itemsize: int, alpha: float | None) -> Split:
-            rec, data_bytes = _SPEC.recurrence, padded_n * itemsize
-            if strategy == "basic":
-                return basic_split(rec, padded_n, profile, data_bytes=data_bytes)
-            return advanced_split(rec, padded_n, profile, data_bytes=data_bytes, alpha=alpha)
-        return split
-
-    return rt.resources.get(("sort", "paper_split", id(profile)), make)
+def _paper_split_of(rt: Runtime, profile: Profile, strategy: str, padded_n: int, itemsize: int,
+                    alpha: float | None) -> Split:
+    """:func:`hpu.basic_split` or :func:`hpu.advanced_split` (whose search for alpha costs more than sorting a small
+    array) of the padded size with the transfer cost of the data (memoised by :func:`_choose`)."""
+    rec, data_bytes = _SPEC.recurrence, padded_n * itemsize
+    if strategy == "basic":
+        return basic_split(rec, padded_n, profile, data_bytes=data_bytes)
+    return advanced_split(rec, padded_n, profile, data_bytes=data_bytes, alpha=alpha)

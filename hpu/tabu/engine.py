@@ -889,10 +889,8 @@ class Evaluator:
             found = self._launch_group(args, wg, groups)
             if found is not None:
                 return found
-        chosen = _GroupKernel(kernel, w, 1, None)
-        kernel.set_args(*chosen.args(args))  # launched once with no iteration, as those tried: a device that compiles
-        cl.enqueue_nd_range_kernel(self._queue, kernel, (w,), (w,)).wait()  # at a first launch does so here
-        return chosen
+        # Launched once with no iteration too, as those tried: a device that compiles at a first launch does so here
+        return self._launch_group(args, w, 1) or _GroupKernel(kernel, w, 1, None)
 
     def _launch_group(self, args: tuple, wg: int, groups: int) -> _GroupKernel | None:
         """``tabu_run_group`` in ``groups`` work-groups of ``wg`` work-items, built and launched with ``args`` (no
@@ -915,11 +913,25 @@ class Evaluator:
         return found
 
     def prepare_resident(self, capacity: int) -> None:
-        """Make what :meth:`run_block` runs for blocks of up to ``capacity`` iterations: the kernels, built, and
-        their buffers, the one-work-group kernel chosen by launches with no iteration (once per lease), so that a
-        device that compiles a kernel at its first launch (PoCL) does so in a search's set-up and not in its first
-        block's time.  Nothing to do unless the device evaluates the whole neighbourhood; a device failure is
-        handled as :meth:`run_block` handles one (the CPU takes over, or :class:`DeviceFailure`)."""
+        """Make what :meth:`run_block` runs, before the first block: a search's set-up, not its iterations' time.
+
+        The kernels, built, and their buffers, the one-work-group kernel
+        chosen by launches with no iteration (once per lease), so that a
+        device that compiles a kernel at its first launch (PoCL) does so now.
+        Nothing to do unless the device evaluates the whole neighbourhood.
+
+        Parameters
+        ----------
+        capacity : int
+            Iterations of the largest block to come (>= 1): the size of the
+            device's trail of moves and values (``2 * capacity`` int64).
+
+        Raises
+        ------
+        hpu.DeviceFailure
+            The device failed and ``on_device_error="raise"`` (with
+            ``"fallback"`` the CPU takes over, as in :meth:`run_block`).
+        """
         if not self.device_only:
             return
         try:
